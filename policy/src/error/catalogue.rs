@@ -1,0 +1,166 @@
+//! Every code af can end with. Add a code here and run `cargo run -p af-orchestrator --
+//! docs errors > docs/errors.md`; a test fails while the two differ.
+
+use super::{ErrorCode, ExitStatus};
+
+macro_rules! catalogue {
+    ($($name:ident = $code:literal, $exit:ident, $meaning:literal, $next:literal;)+) => {
+        /// The codes, by name.
+        pub mod codes {
+            use super::{ErrorCode, ExitStatus};
+            $(
+                #[doc = $meaning]
+                pub static $name: ErrorCode = ErrorCode {
+                    code: $code,
+                    meaning: $meaning,
+                    next: $next,
+                    exit: ExitStatus::$exit,
+                };
+            )+
+        }
+
+        /// Every code, in documentation order.
+        pub static CATALOGUE: &[&ErrorCode] = &[$(&codes::$name),+];
+    };
+}
+
+catalogue! {
+    MAN_NOT_FOUND = "AF-MAN-001", Usage,
+        "No af.yaml was found in this directory or any parent.",
+        "Run af in a repository that has an af.yaml, or pass --file PATH.";
+    MAN_UNREADABLE = "AF-MAN-002", Usage,
+        "The manifest exists but could not be read.",
+        "Check the file's permissions and that it is UTF-8 text.";
+    MAN_TOO_LARGE = "AF-MAN-003", Usage,
+        "The manifest is larger than 1 MiB.",
+        "Keep af.yaml small; move fixtures and descriptions into files it names.";
+    MAN_SYNTAX = "AF-MAN-004", Usage,
+        "The manifest is not valid YAML.",
+        "Fix the YAML at the line and column shown.";
+    MAN_ALIAS = "AF-MAN-005", Usage,
+        "The manifest uses a YAML anchor or alias, which af does not accept.",
+        "Write the value out in full where the alias was.";
+    MAN_UNKNOWN_KEY = "AF-MAN-006", Usage,
+        "The manifest has a key af does not know.",
+        "Remove the key or correct its spelling; `af schema` prints every key af knows.";
+    MAN_WRONG_TYPE = "AF-MAN-007", Usage,
+        "A value in the manifest has the wrong type or an invalid value.",
+        "Give the value the type shown; `af schema` prints the expected types.";
+    MAN_BAD_NAME = "AF-MAN-008", Usage,
+        "A name in the manifest is not a DNS label.",
+        "Use 1 to 63 lower-case letters, digits and hyphens, starting with a letter and not ending with a hyphen.";
+    MAN_CYCLE = "AF-MAN-009", Usage,
+        "The services' depends_on form a cycle.",
+        "Remove one of the dependencies named so that the services can start in order.";
+    MAN_MISSING_DEPENDENCY = "AF-MAN-010", Usage,
+        "A service depends on a service the manifest does not declare.",
+        "Declare the service or remove it from depends_on.";
+    MAN_BAD_RULE = "AF-MAN-011", Usage,
+        "An egress rule cannot be used as written.",
+        "Fix the rule as described; `af net explain METHOD URL` shows how rules decide.";
+    MAN_VERSION = "AF-MAN-012", Usage,
+        "The manifest's version is not one this build reads.",
+        "Set version: 1.";
+    MAN_DUPLICATE = "AF-MAN-013", Usage,
+        "Two entries in the manifest share a name.",
+        "Give each service a unique name.";
+    MAN_MISSING_KEY = "AF-MAN-014", Usage,
+        "A required key is missing from the manifest.",
+        "Add the key shown.";
+    SCH_UNSATISFIABLE = "AF-SCH-001", Placement,
+        "No runtime target satisfies a placement requirement.",
+        "Declare a target under runtime.targets carrying that tag, or relax runtime.requires. Nothing was created.";
+    SCH_DUPLICATE_TARGET = "AF-SCH-002", Placement,
+        "Two runtime targets share a name.",
+        "Give each target under runtime.targets a unique name.";
+    SCH_SHARED_CONTEXT = "AF-SCH-003", Placement,
+        "Two runtime targets resolve to the same cluster context.",
+        "Merge the two targets or point one at another kubeconfig_context.";
+    SCH_LOCALHOST_DOMAIN = "AF-SCH-004", Placement,
+        "A Kubernetes target's domain is still localhost.",
+        "Set the target's domain to one the cluster's ingress serves, or remove it to create no ingress.";
+    SCH_UNKNOWN_PROVIDER = "AF-SCH-005", Placement,
+        "The runtime provider is not one this build has.",
+        "Use one of the providers listed.";
+    SCH_PROVIDER_UNAVAILABLE = "AF-SCH-006", Placement,
+        "The runtime provider is known but cannot run environments in this build.",
+        "Use the local or kubernetes provider.";
+    RUN_DOCKER_UNREACHABLE = "AF-RUN-001", Runtime,
+        "The Docker daemon could not be reached.",
+        "Start Docker (or set DOCKER_HOST) and run `af doctor`.";
+    RUN_IMAGE_BUILD = "AF-RUN-010", Runtime,
+        "An image could not be built.",
+        "Read the build log lines shown, fix the Dockerfile or context, and run af up again.";
+    RUN_NOT_READY = "AF-RUN-020", Runtime,
+        "A service did not become ready in time.",
+        "Read the service's last log lines shown; raise health_timeout if it is only slow.";
+    RUN_EXITED = "AF-RUN-021", Runtime,
+        "A service exited while the environment was starting.",
+        "Read the service's last log lines shown and run `af logs SERVICE`.";
+    RUN_MIGRATION = "AF-RUN-022", Runtime,
+        "A migration failed, so its service was not started.",
+        "Fix the migration and run af up again; migrations are never retried.";
+    RUN_TEARDOWN_INCOMPLETE = "AF-RUN-030", TeardownIncomplete,
+        "Teardown finished but could not remove everything.",
+        "Remove the objects named by hand, or run af down again.";
+    RUN_NO_ENVIRONMENT = "AF-RUN-031", Runtime,
+        "No environment with this id exists on the runtime.",
+        "Run af up first, or pass the right --env.";
+    RUN_NOT_CONTAINING = "AF-RUN-043", Runtime,
+        "The runtime does not contain the environment: a probe reached the outside without the sidecar.",
+        "Use a runtime that enforces network isolation; no service was started.";
+    RUN_UNSUPPORTED = "AF-RUN-044", Runtime,
+        "This runtime cannot do what was asked.",
+        "Use the local runtime for this command.";
+    RUN_NOT_OURS = "AF-RUN-045", Runtime,
+        "An object with af's name exists but af did not create it.",
+        "Remove or rename that object yourself, or choose another --env; af touched nothing.";
+    NET_CONFIG = "AF-NET-001", Network,
+        "The sidecar's configuration is invalid, so it did not start.",
+        "Fix the field named in the sidecar configuration.";
+    NET_BIND = "AF-NET-002", Network,
+        "The sidecar could not listen on an address.",
+        "Free the address or configure another one.";
+    NET_JOURNAL = "AF-NET-003", Network,
+        "The sidecar's journal directory cannot be used.",
+        "Point journal.dir at a writable directory.";
+    NET_BLOCKED = "AF-NET-010", Network,
+        "The request was refused by the egress catalogue.",
+        "Run `af net explain METHOD URL` to see which rule decided, and add a rule to allow it.";
+    NET_GUARD = "AF-NET-011", Network,
+        "The destination resolved to an address the sidecar never dials.",
+        "Name the exact IP address in an egress rule if this destination is intended.";
+    NET_MODE_UNSERVED = "AF-NET-012", Network,
+        "The request's mode is not served by this sidecar.",
+        "Set the rule to allow or block, or upgrade the sidecar.";
+    NET_UPSTREAM = "AF-NET-013", Network,
+        "The upstream could not be reached or failed.",
+        "Check that the upstream is up; `af net log` shows the error.";
+    NET_CONNECTION_LIMIT = "AF-NET-014", Network,
+        "The sidecar is at its connection limit and refused a new connection.",
+        "Raise limits.max_connections in the sidecar configuration, or close idle connections.";
+    NET_NO_SNI = "AF-NET-015", Network,
+        "A TLS connection named no server, so it could not be decided.",
+        "Connect by host name, or through the proxy on port 3128.";
+    NET_NOT_PROXY_REQUEST = "AF-NET-016", Network,
+        "A request reached the proxy port without an absolute URL.",
+        "This is a forward proxy: send absolute-form requests or CONNECT.";
+    NET_BAD_REQUEST = "AF-NET-017", Network,
+        "The request could not be understood.",
+        "Send a well-formed HTTP/1.1 request.";
+    NET_UNAUTHORIZED = "AF-NET-020", Network,
+        "The admin API refused a request without the right token.",
+        "Send the environment's admin token as a Bearer token.";
+    NET_ADMIN_BAD_REQUEST = "AF-NET-021", Network,
+        "The admin API could not understand a request.",
+        "Correct the query parameter named.";
+    NET_ADMIN_UNREACHABLE = "AF-NET-022", Network,
+        "The sidecar's admin API could not be reached.",
+        "Check that the environment is up with `af status`.";
+    NET_DNS_CONFIG = "AF-NET-030", Network,
+        "The DNS server's configuration is invalid.",
+        "Fix the DNS field named in the sidecar configuration.";
+    NET_BAD_URL = "AF-NET-031", Usage,
+        "The URL could not be understood.",
+        "Give an absolute URL such as https://api.example.com/v1/path.";
+}
