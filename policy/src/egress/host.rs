@@ -129,7 +129,7 @@ impl ByteShape {
     fn equal_bytes(word: u64, byte: u8) -> u64 {
         let diff = word ^ (Self::ONES * u64::from(byte));
         // A byte is zero exactly when adding 0x7f leaves its high bit clear.
-        !(diff + Self::ONES * 0x7f | diff) & Self::HIGH
+        !((diff + Self::ONES * 0x7f) | diff) & Self::HIGH
     }
 }
 
