@@ -188,6 +188,7 @@ impl RequestHandler for Handler {
         mut response_handle: R,
     ) -> ResponseInfo {
         let reply = self.decide(request).await;
+        self.metrics.answered(reply.kind);
         let edns = response_edns(request, reply.code);
 
         let mut metadata = Metadata::response_from_request(&request.metadata);
@@ -213,8 +214,7 @@ impl RequestHandler for Handler {
             }
         };
 
-        // Counted and reported after the answer left, so neither delays it.
-        self.metrics.answered(reply.kind);
+        // Reported after the answer left, so the seen set's lock never delays it.
         if let Ok(info) = request.request_info() {
             self.sightings.record(
                 info.query.name(),

@@ -57,6 +57,40 @@ async fn a_taken_address_fails_before_serving_with_af_net_031() {
 }
 
 #[tokio::test]
+async fn a_udp_port_held_by_another_reuseport_socket_is_not_silently_shared() {
+    // Another program's socket with SO_REUSEPORT would otherwise take half of our queries.
+    let other =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).expect("socket");
+    other.set_reuse_port(true).expect("reuseport");
+    other
+        .bind(
+            &"127.0.0.1:0"
+                .parse::<std::net::SocketAddr>()
+                .expect("addr")
+                .into(),
+        )
+        .expect("bind");
+    let held = other.local_addr().expect("addr").as_socket().expect("inet");
+
+    let mut config = config(upstream());
+    config.listen = held;
+    let error = DnsServer::bind(config, Arc::new(IgnoreSightings))
+        .await
+        .err()
+        .expect("refused, not shared");
+    assert!(
+        matches!(
+            error,
+            DnsError::Bind {
+                transport: "udp",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
 async fn an_invalid_configuration_fails_with_af_net_030_and_a_next_line() {
     let mut invalid = config(upstream());
     invalid.inside_subnets.clear();

@@ -93,7 +93,10 @@ async fn a_storm_of_distinct_names_keeps_the_seen_set_within_its_bound() {
     .await;
     assert_eq!(storm(env.addr, NAMES).await, NAMES);
 
-    let snapshot = env.metrics.snapshot();
+    let snapshot = common::settled(&env.metrics, |s| {
+        s.sightings_sent + s.sightings_dropped == NAMES as u64
+    })
+    .await;
     assert_eq!(snapshot.outside, NAMES as u64);
     assert_eq!(
         snapshot.sightings_sent + snapshot.sightings_dropped,
@@ -113,7 +116,18 @@ async fn a_storm_of_distinct_names_keeps_the_seen_set_within_its_bound() {
         RecordType::A,
     )
     .await;
-    assert_eq!(env.metrics.snapshot().sightings_sent, before);
+    // Positive control: a new name is still reported.
+    ask(
+        env.addr,
+        Transport::Udp,
+        "fresh.storm.example.",
+        RecordType::A,
+    )
+    .await;
+    let after = common::settled(&env.metrics, |s| s.sightings_sent > before).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(after.sightings_sent, before + 1);
+    assert_eq!(env.metrics.snapshot().sightings_sent, before + 1);
 }
 
 /// An observer that blocks until released, like a journal stuck on a full disk.
@@ -142,7 +156,10 @@ async fn a_stuck_observer_delays_no_answer_and_drops_are_counted() {
         .expect("binds");
 
     assert_eq!(storm(server.local_addr(), NAMES).await, NAMES);
-    let snapshot = server.metrics().snapshot();
+    let snapshot = common::settled(&server.metrics(), |s| {
+        s.sightings_sent + s.sightings_dropped == NAMES as u64
+    })
+    .await;
     assert_eq!(snapshot.outside, NAMES as u64);
     // The observer thread holds one sighting, the queue 16; the rest were dropped, not awaited.
     assert!(snapshot.sightings_sent <= 17, "{snapshot:?}");

@@ -9,7 +9,7 @@ use std::{
     time::Duration,
 };
 
-use af_dns::{DnsConfig, DnsServer, Metrics, QueryObserver, Sighting};
+use af_dns::{DnsConfig, DnsServer, Metrics, MetricsSnapshot, QueryObserver, Sighting};
 use af_fixtures::test_resolver::TestResolver;
 use hickory_proto::{
     op::{Message, MessageType, OpCode, Query},
@@ -209,4 +209,19 @@ pub fn addresses(answer: &Message) -> Vec<IpAddr> {
             _ => None,
         })
         .collect()
+}
+
+/// Waits until the counters satisfy `done` (sightings are counted after the answer is sent).
+pub async fn settled(
+    metrics: &Metrics,
+    done: impl Fn(&MetricsSnapshot) -> bool,
+) -> MetricsSnapshot {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let snapshot = metrics.snapshot();
+        if done(&snapshot) || tokio::time::Instant::now() > deadline {
+            return snapshot;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
