@@ -232,11 +232,9 @@ impl Guard {
         );
         let opts = builder.options_mut();
         opts.use_hosts_file = ResolveHosts::Never;
-        opts.ip_strategy = if catalogue.allow_ipv6() {
-            LookupIpStrategy::Ipv4AndIpv6
-        } else {
-            LookupIpStrategy::Ipv4Only
-        };
+        // Ask for both families even without IPv6, so an AAAA-only name is refused by the
+        // guard with its reason rather than failing as "not found".
+        opts.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
         opts.timeout = settings.resolve_timeout;
         opts.attempts = 2;
         opts.ndots = 0;
