@@ -40,13 +40,20 @@ impl Report {
     }
 }
 
-fn serialize_code<S: serde::Serializer>(code: &&'static ErrorCode, s: S) -> Result<S::Ok, S::Error> {
+fn serialize_code<S: serde::Serializer>(
+    code: &&'static ErrorCode,
+    s: S,
+) -> Result<S::Ok, S::Error> {
     s.serialize_str(code.code)
 }
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}\n  Next: {}", self.code.code, self.statement, self.next)
+        write!(
+            f,
+            "{} {}\n  Next: {}",
+            self.code.code, self.statement, self.next
+        )
     }
 }
 
