@@ -11,7 +11,7 @@ use af_policy::error::{Report, codes};
 use ipnet::IpNet;
 use serde::Deserialize;
 
-use crate::policy::{Catalogue, EgressSpec};
+use af_policy::egress::{Catalogue, EgressSpec};
 
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
@@ -301,7 +301,10 @@ impl Config {
             )));
         }
         let catalogue = Catalogue::compile(&self.egress).map_err(|problems| {
-            let list: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+            let list: Vec<String> = problems
+                .iter()
+                .map(|p| format!("rules[{}].{}: {}", p.rule, p.field, p.message))
+                .collect();
             refuse(format!("egress does not compile: {}.", list.join("; ")))
                 .with_next("Fix the egress rules named; `af net policy` checks a manifest's catalogue.")
         })?;

@@ -15,7 +15,7 @@ use http::StatusCode;
 use crate::answer::Refusal;
 use crate::journal::{DecisionRecord, Entry};
 use crate::metrics::{Outcome, Via};
-use crate::policy::{Mode, Target};
+use af_policy::egress::{Mode, Reason, Target};
 use crate::state::State;
 
 /// What a listener saw.
@@ -37,12 +37,14 @@ pub struct Ask<'a> {
     pub tunnel: bool,
 }
 
-/// Lower-case, no trailing dot, no IPv6 brackets.
+/// The host as the catalogue compares it (lower-case, no trailing dot, IDN in punycode, no
+/// IPv6 brackets); a host the catalogue cannot read is kept lower-cased for the record.
 pub fn normalize_host(host: &str) -> String {
-    host.trim_start_matches('[')
-        .trim_end_matches(']')
-        .trim_end_matches('.')
-        .to_ascii_lowercase()
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    match af_policy::egress::normalize_host(bare) {
+        Ok(h) => h.into_owned(),
+        Err(_) => bare.trim_end_matches('.').to_lowercase(),
+    }
 }
 
 /// The `af net explain` command line for a request.
@@ -73,7 +75,7 @@ pub fn decide(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, Option<Refusal>) {
         })
     };
     let label = cat.rule_label(decision.rule).to_owned();
-    let reason = if decision.rule.is_some() { "rule" } else { "default" };
+    let reason = decision.reason.as_str();
     // A plain HTTP request is decided with its method and path, so only the mode matters; a
     // tunnel decided on the host alone would need TLS opened to honour paths or methods.
     let unserved = !matches!(decision.mode, Mode::Allow | Mode::Block)
@@ -100,6 +102,13 @@ pub fn decide(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, Option<Refusal>) {
         } else {
             format!("{} http://{host}{}", ask.method, ask.path)
         };
+        let by = match decision.reason {
+            Reason::InvalidHost => "because its host is not a valid host name".to_owned(),
+            Reason::NonCanonicalPath => {
+                "because its path has dot segments or needless escapes where a path rule applies".to_owned()
+            }
+            Reason::Rule | Reason::Default => format!("by {label}"),
+        };
         Some(Refusal {
             decision: "block",
             rule: Some(label.clone()),
@@ -107,7 +116,7 @@ pub fn decide(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, Option<Refusal>) {
                 StatusCode::FORBIDDEN,
                 &codes::NET_BLOCKED,
                 reason,
-                format!("{what} was refused by {label}."),
+                format!("{what} was refused {by}."),
             )
             .with_next(format!("Run `{explain}` to see which rule decided, and add a rule to allow it."))
         })

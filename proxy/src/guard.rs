@@ -21,7 +21,7 @@ use ipnet::IpNet;
 use tokio::net::TcpStream;
 
 use crate::metrics::Metrics;
-use crate::policy::Catalogue;
+use af_policy::egress::Catalogue;
 
 /// Why an address is never dialled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

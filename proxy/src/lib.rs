@@ -15,6 +15,5 @@ pub mod journal;
 pub mod limits;
 pub mod listener;
 pub mod metrics;
-pub mod policy;
 pub mod sidecar;
 pub mod state;

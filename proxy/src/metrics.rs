@@ -3,7 +3,7 @@
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use crate::policy::Mode;
+use af_policy::egress::Mode;
 
 /// Where a request entered the sidecar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
