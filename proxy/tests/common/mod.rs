@@ -300,6 +300,9 @@ impl Admin {
 
 /// Egress YAML with `rules` (each `(host, mode)`) and default block.
 pub fn egress(rules: &[(&str, &str)]) -> String {
+    if rules.is_empty() {
+        return "  default: block\n  rules: []\n".into();
+    }
     let mut s = String::from("  default: block\n  allow_ipv6: true\n  rules:\n");
     for (host, mode) in rules {
         s.push_str(&format!("    - host: \"{host}\"\n      mode: {mode}\n"));
