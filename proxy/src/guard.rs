@@ -274,9 +274,7 @@ impl Guard {
         match base {
             Err(r) if r.overridable() && self.trusted.iter().any(|n| n.contains(&ip)) => Ok(ip),
             Err(r) => Err(r),
-            Ok(()) if ip.is_ipv6() && !self.catalogue.allow_ipv6() => {
-                Err(Refusal::Ipv6NotAllowed)
-            }
+            Ok(()) if ip.is_ipv6() && !self.catalogue.allow_ipv6() => Err(Refusal::Ipv6NotAllowed),
             Ok(()) => Ok(ip),
         }
     }
@@ -352,7 +350,8 @@ impl Guard {
                 Err(_) => last = Some((addr, "connect timed out".into())),
             }
         }
-        let (addr, reason) = last.unwrap_or_else(|| (SocketAddr::from(([0, 0, 0, 0], port)), "no address".into()));
+        let (addr, reason) =
+            last.unwrap_or_else(|| (SocketAddr::from(([0, 0, 0, 0], port)), "no address".into()));
         Err(DialError::Connect {
             host: host.to_owned(),
             addr,
@@ -402,7 +401,10 @@ mod tests {
             ("2002:7f00:1::", Err(Refusal::EmbedsRefusedIpv4)),
             ("2002:a9fe:a9fe::1", Err(Refusal::EmbedsRefusedIpv4)),
             // Teredo, client 127.0.0.1 (inverted: 80ff:fffe).
-            ("2001:0:4136:e378:8000:63bf:80ff:fffe", Err(Refusal::EmbedsRefusedIpv4)),
+            (
+                "2001:0:4136:e378:8000:63bf:80ff:fffe",
+                Err(Refusal::EmbedsRefusedIpv4),
+            ),
             // Teredo, server 10.0.0.1.
             ("2001:0:a00:1::1", Err(Refusal::EmbedsRefusedIpv4)),
             ("64:ff9b::a00:1", Err(Refusal::EmbedsRefusedIpv4)),

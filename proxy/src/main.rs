@@ -34,7 +34,10 @@ fn main() -> ExitCode {
             return ExitCode::from(report.exit_status().code());
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("AF-NET-001 The sidecar could not start its runtime: {e}.");

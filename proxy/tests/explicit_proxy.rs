@@ -17,9 +17,20 @@ const RULES: &[(&str, &str)] = &[
     ("mock.allowed.test", "mock"),
 ];
 
-async fn setup(replies: Replies) -> (af_fixtures::test_resolver::TestResolver, af_fixtures::upstream::Upstream, Sidecar) {
+async fn setup(
+    replies: Replies,
+) -> (
+    af_fixtures::test_resolver::TestResolver,
+    af_fixtures::upstream::Upstream,
+    Sidecar,
+) {
     let up = http_upstream(replies).await;
-    let names = ["api.allowed.test", "api.blocked.test", "mock.allowed.test", "other.test"];
+    let names = [
+        "api.allowed.test",
+        "api.blocked.test",
+        "mock.allowed.test",
+        "other.test",
+    ];
     let dns = resolver(names.iter().map(|n| (*n, vec![upstream_ip()])).collect()).await;
     let sidecar = Sidecar::start(&Setup::new(&egress(RULES), dns.addr)).await;
     (dns, up, sidecar)
@@ -27,7 +38,10 @@ async fn setup(replies: Replies) -> (af_fixtures::test_resolver::TestResolver, a
 
 #[tokio::test]
 async fn allowed_request_is_forwarded_with_hop_by_hop_headers_stripped_and_journaled() {
-    let (_dns, up, sc) = setup(Replies::new(Reply::ok("hello").header("x-from", "upstream"))).await;
+    let (_dns, up, sc) = setup(Replies::new(
+        Reply::ok("hello").header("x-from", "upstream"),
+    ))
+    .await;
     let port = up.addr().port();
     let url = format!("http://api.allowed.test:{port}/v1/items?q=1");
     let mut c = connect(sc.proxy()).await;
@@ -50,7 +64,10 @@ async fn allowed_request_is_forwarded_with_hop_by_hop_headers_stripped_and_journ
     let s = &seen[0];
     assert_eq!(s.method, "GET");
     assert_eq!(s.path, "/v1/items?q=1");
-    assert_eq!(s.host.as_deref(), Some(format!("api.allowed.test:{port}").as_str()));
+    assert_eq!(
+        s.host.as_deref(),
+        Some(format!("api.allowed.test:{port}").as_str())
+    );
     assert_eq!(s.header("x-keep"), Some("yes"));
     assert_eq!(s.header("via"), Some("1.1 af-proxy"));
     for gone in ["proxy-authorization", "proxy-connection", "x-drop-me"] {
@@ -84,14 +101,26 @@ async fn blocked_request_gets_403_naming_the_rule_and_is_journaled() {
     assert_eq!(got.header("x-af-rule"), Some("rules[1] api.blocked.test"));
     assert_eq!(got.header("x-af-code"), Some("AF-NET-010"));
     assert!(got.body.starts_with("AF-NET-010 "), "{}", got.body);
-    assert!(got.body.contains("rules[1] api.blocked.test"), "{}", got.body);
-    assert!(got.body.contains("af net explain GET http://api.blocked.test/secret"), "{}", got.body);
+    assert!(
+        got.body.contains("rules[1] api.blocked.test"),
+        "{}",
+        got.body
+    );
+    assert!(
+        got.body
+            .contains("af net explain GET http://api.blocked.test/secret"),
+        "{}",
+        got.body
+    );
 
     // No rule: the default decides, and says so.
     let got = proxy_get(sc.proxy(), "http://other.test/").await;
     assert_eq!(got.status, 403);
     assert_eq!(got.header("x-af-rule"), Some("default"));
-    assert!(up.seen().is_empty(), "a blocked request reached the upstream");
+    assert!(
+        up.seen().is_empty(),
+        "a blocked request reached the upstream"
+    );
 
     let recs = sc.admin().wait_records("blocked=true", 2).await;
     assert_eq!(recs[0]["host"], "api.blocked.test");
@@ -106,7 +135,8 @@ async fn blocked_request_gets_403_naming_the_rule_and_is_journaled() {
 
 #[tokio::test]
 async fn redirects_are_passed_back_not_followed() {
-    let replies = Replies::new(Reply::ok("final")).route("/old", Reply::redirect("http://api.blocked.test/new"));
+    let replies = Replies::new(Reply::ok("final"))
+        .route("/old", Reply::redirect("http://api.blocked.test/new"));
     let (_dns, up, sc) = setup(replies).await;
     let url = format!("http://api.allowed.test:{}/old", up.addr().port());
     let got = proxy_get(sc.proxy(), &url).await;
@@ -119,7 +149,10 @@ async fn redirects_are_passed_back_not_followed() {
 async fn origin_form_request_on_the_proxy_port_gets_400_saying_this_is_a_proxy() {
     let (_dns, _up, sc) = setup(Replies::new(Reply::ok("x"))).await;
     let mut c = connect(sc.proxy()).await;
-    let req = Request::get("/index.html").header("host", "api.allowed.test").body(Empty::new()).unwrap();
+    let req = Request::get("/index.html")
+        .header("host", "api.allowed.test")
+        .body(Empty::new())
+        .unwrap();
     let got = send(&mut c, req).await;
     assert_eq!(got.status, 400);
     assert_eq!(got.header("x-af-code"), Some("AF-NET-016"));
@@ -137,10 +170,16 @@ async fn a_mode_that_needs_interception_is_refused_clearly_not_allowed() {
     assert_eq!(got.header("x-af-code"), Some("AF-NET-012"));
     let (head, _s) = connect_tunnel(sc.proxy(), "mock.allowed.test:443").await;
     assert!(head.starts_with("HTTP/1.1 403"), "{head}");
-    assert!(head.to_ascii_lowercase().contains("x-af-code: af-net-012"), "{head}");
+    assert!(
+        head.to_ascii_lowercase().contains("x-af-code: af-net-012"),
+        "{head}"
+    );
     assert!(up.seen().is_empty());
     let recs = sc.admin().wait_records("host=mock.allowed.test", 2).await;
-    assert!(recs.iter().all(|r| r["reason"] == "mode_unserved" && r["mode"] == "mock"));
+    assert!(
+        recs.iter()
+            .all(|r| r["reason"] == "mode_unserved" && r["mode"] == "mock")
+    );
 }
 
 #[tokio::test]
@@ -149,11 +188,16 @@ async fn connect_to_an_allowed_host_tunnels_bytes_and_is_journaled() {
     let authority = format!("api.allowed.test:{}", up.addr().port());
     let (head, mut s) = connect_tunnel(sc.proxy(), &authority).await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    s.write_all(format!("GET /t HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
+    s.write_all(
+        format!("GET /t HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
     let mut out = String::new();
-    tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut out)).await.unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
     assert!(out.ends_with("through the tunnel"), "{out}");
     drop(s);
@@ -174,7 +218,10 @@ async fn connect_to_a_blocked_host_gets_the_same_403() {
     assert!(head.starts_with("HTTP/1.1 403"), "{head}");
     let lower = head.to_ascii_lowercase();
     assert!(lower.contains("x-af-decision: block"), "{head}");
-    assert!(lower.contains("x-af-rule: rules[1] api.blocked.test"), "{head}");
+    assert!(
+        lower.contains("x-af-rule: rules[1] api.blocked.test"),
+        "{head}"
+    );
     let recs = sc.admin().wait_records("blocked=true", 1).await;
     assert_eq!(recs[0]["method"], "CONNECT");
     assert_eq!(recs[0]["port"], 443);

@@ -58,7 +58,10 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     let mut named: Vec<HeaderName> = Vec::new();
     for value in headers.get_all(header::CONNECTION) {
         if let Ok(v) = value.to_str() {
-            named.extend(v.split(',').filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok()));
+            named.extend(
+                v.split(',')
+                    .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok()),
+            );
         }
     }
     for name in named {
@@ -91,11 +94,18 @@ pub async fn forward(
 ) -> Response<ProxyBody> {
     let (mut parts, body) = req.into_parts();
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let bracketed = if host.contains(':') { format!("[{host}]") } else { host.to_owned() };
+    let bracketed = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    };
     let uri = match Uri::try_from(format!("http://{bracketed}:{port}{path}")) {
         Ok(uri) => uri,
         Err(e) => {
-            let refusal = upstream_refusal("bad_request", &format!("the upstream URL could not be built: {e}"));
+            let refusal = upstream_refusal(
+                "bad_request",
+                &format!("the upstream URL could not be built: {e}"),
+            );
             let resp = refusal.response();
             ticket.refused(&refusal);
             return resp;
@@ -109,9 +119,17 @@ pub async fn forward(
     {
         parts.headers.insert(header::HOST, v);
     }
-    parts.headers.append(header::VIA, HeaderValue::from_static("1.1 af-proxy"));
+    parts
+        .headers
+        .append(header::VIA, HeaderValue::from_static("1.1 af-proxy"));
     let up = Arc::new(AtomicU64::new(0));
-    let req = Request::from_parts(parts, CountingBody { inner: body, count: up.clone() });
+    let req = Request::from_parts(
+        parts,
+        CountingBody {
+            inner: body,
+            count: up.clone(),
+        },
+    );
     match client.request(req).await {
         Ok(resp) => {
             let (mut parts, body) = resp.into_parts();
@@ -147,7 +165,14 @@ pub async fn forward(
                     let refusal = upstream_refusal("upstream", &error);
                     let resp = refusal.response();
                     let sent = up.load(Relaxed);
-                    ticket.upstream_failed(Some(502), &codes::NET_UPSTREAM, "upstream", error, sent, 0);
+                    ticket.upstream_failed(
+                        Some(502),
+                        &codes::NET_UPSTREAM,
+                        "upstream",
+                        error,
+                        sent,
+                        0,
+                    );
                     resp
                 }
             }

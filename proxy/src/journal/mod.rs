@@ -123,11 +123,9 @@ impl Journal {
     /// Committed records matching `query`, oldest first: sequence number and JSON line.
     pub async fn query(&self, query: Query) -> std::io::Result<Vec<(u64, Bytes)>> {
         let committed = self.committed();
-        if let Some(hit) = self
-            .inner
-            .tail
-            .after(query.since, query.limit, |c| c.seq <= committed && query.keeps_cached(c))
-        {
+        if let Some(hit) = self.inner.tail.after(query.since, query.limit, |c| {
+            c.seq <= committed && query.keeps_cached(c)
+        }) {
             return Ok(hit.into_iter().map(|c| (c.seq, c.line)).collect());
         }
         let dir = self.inner.dir.clone();
