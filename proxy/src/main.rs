@@ -53,10 +53,13 @@ fn main() -> ExitCode {
             }
         };
         // DNS wiring goes next to the other listeners in `sidecar::start` (see the note there).
+        let journal = running.journal.clone();
         tokio::select! {
             () = running.wait() => {}
             _ = shutdown_signal() => tracing::info!("af-proxy stopping"),
         }
+        // Let the writer commit what was already handed over before the process exits.
+        journal.drain(std::time::Duration::from_secs(2)).await;
         ExitCode::SUCCESS
     })
 }

@@ -154,6 +154,11 @@ impl Metrics {
         self.journal_evicted_records.fetch_add(records, Relaxed);
     }
 
+    /// Records the writer has finished with: committed or lost to a write error.
+    pub fn journal_settled(&self) -> u64 {
+        self.journal_written.load(Relaxed) + self.journal_write_errors.load(Relaxed)
+    }
+
     /// Journal loss counters for the admin API.
     pub fn journal_losses(&self) -> JournalLosses {
         JournalLosses {

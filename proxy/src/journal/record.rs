@@ -93,8 +93,8 @@ pub struct DnsSighting {
     pub host: String,
     /// The query type (A, AAAA, ...).
     pub qtype: String,
-    /// How the DNS server classified the name (inside, outside, localhost).
-    pub scope: String,
+    /// How the DNS server answered (af-dns `AnswerKind`: outside, inside, localhost, ...).
+    pub answer: String,
 }
 
 /// The fields the admin API filters on, read back from a stored line.
