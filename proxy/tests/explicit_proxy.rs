@@ -227,3 +227,20 @@ async fn connect_to_a_blocked_host_gets_the_same_403() {
     assert_eq!(recs[0]["port"], 443);
     assert_eq!(recs[0]["code"], "AF-NET-010");
 }
+
+#[tokio::test]
+async fn a_request_that_already_passed_through_the_sidecar_is_refused_as_a_loop() {
+    let (_dns, up, sc) = setup(Replies::new(Reply::ok("x"))).await;
+    let url = format!("http://api.allowed.test:{}/", up.addr().port());
+    let mut c = connect(sc.proxy()).await;
+    let req = Request::get(&url)
+        .header("host", "api.allowed.test")
+        .header("via", "1.1 af-proxy")
+        .body(Empty::new())
+        .unwrap();
+    let got = send(&mut c, req).await;
+    assert_eq!(got.status, 508);
+    assert!(up.seen().is_empty());
+    // Positive control on the same sidecar.
+    assert_eq!(proxy_get(sc.proxy(), &url).await.status, 200);
+}

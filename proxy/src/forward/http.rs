@@ -21,8 +21,14 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::connector::GuardedConnector;
 use super::{DialOutcome, upstream_refusal};
+use crate::answer::Refusal;
 use crate::decide::Ticket;
 use crate::guard::{DialError, Guard};
+
+/// The `Via` the sidecar adds to forwarded requests.
+const VIA: &str = "1.1 af-proxy";
+/// How the sidecar recognises its own `Via`.
+const VIA_TOKEN: &str = "af-proxy";
 
 /// The body of every answer the data listeners give.
 pub type ProxyBody = Either<Full<Bytes>, JournaledBody>;
@@ -93,6 +99,25 @@ pub async fn forward(
     ticket: Ticket,
 ) -> Response<ProxyBody> {
     let (mut parts, body) = req.into_parts();
+    // Our own Via on an incoming request means it came back to us (e.g. an inside address of
+    // the sidecar): refuse rather than loop until the connection cap.
+    let looped = parts
+        .headers
+        .get_all(header::VIA)
+        .iter()
+        .any(|v| v.to_str().is_ok_and(|v| v.contains(VIA_TOKEN)));
+    if looped {
+        let refusal = Refusal::new(
+            http::StatusCode::LOOP_DETECTED,
+            &codes::NET_BAD_REQUEST,
+            "loop",
+            format!("The request to {host}:{port} already passed through this sidecar (a forwarding loop)"),
+        )
+        .with_next("Send requests to the destination, not to the sidecar's own address.");
+        let resp = refusal.response();
+        ticket.refused(&refusal);
+        return resp;
+    }
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let bracketed = if host.contains(':') {
         format!("[{host}]")
@@ -121,7 +146,7 @@ pub async fn forward(
     }
     parts
         .headers
-        .append(header::VIA, HeaderValue::from_static("1.1 af-proxy"));
+        .append(header::VIA, HeaderValue::from_static(VIA));
     let up = Arc::new(AtomicU64::new(0));
     let req = Request::from_parts(
         parts,
