@@ -15,7 +15,7 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
@@ -54,7 +54,10 @@ pub async fn accept_loop(listener: TcpListener, admin: Arc<Admin>) {
                 let admin = admin.clone();
                 async move { Ok::<_, Infallible>(route(&admin, req).await) }
             });
+            // Follow streams stay open; only the request head is timed.
             let _ = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(std::time::Duration::from_secs(10))
                 .serve_connection(TokioIo::new(stream), svc)
                 .await;
         });

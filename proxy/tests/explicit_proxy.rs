@@ -244,3 +244,44 @@ async fn a_request_that_already_passed_through_the_sidecar_is_refused_as_a_loop(
     // Positive control on the same sidecar.
     assert_eq!(proxy_get(sc.proxy(), &url).await.status, 200);
 }
+
+#[tokio::test]
+async fn an_allowed_upstream_that_is_down_or_unknown_gets_502_net_013_and_is_journaled() {
+    let (_dns, up, sc) = setup(Replies::new(Reply::ok("x"))).await;
+    // Nothing listens on this port of the upstream address.
+    let closed = std::net::TcpListener::bind((std::net::IpAddr::from(UPSTREAM_IP), 0)).unwrap();
+    let dead_port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let got = proxy_get(sc.proxy(), &format!("http://api.allowed.test:{dead_port}/")).await;
+    assert_eq!(got.status, 502, "{}", got.body);
+    assert_eq!(got.header("x-af-code"), Some("AF-NET-013"));
+    let recs = sc.admin().wait_records("host=api.allowed.test", 1).await;
+    assert_eq!(recs[0]["reason"], "connect");
+    assert_eq!(recs[0]["allowed"], true);
+    assert_eq!(recs[0]["code"], "AF-NET-013");
+    // Positive control.
+    let got = proxy_get(
+        sc.proxy(),
+        &format!("http://api.allowed.test:{}/", up.addr().port()),
+    )
+    .await;
+    assert_eq!(got.status, 200);
+}
+
+#[tokio::test]
+async fn an_allowed_name_that_does_not_resolve_gets_502_with_the_reason() {
+    let dns = resolver(vec![]).await;
+    let sc = Sidecar::start(&Setup::new(
+        &egress(&[("nowhere.allowed.test", "allow")]),
+        dns.addr,
+    ))
+    .await;
+    let got = proxy_get(sc.proxy(), "http://nowhere.allowed.test/").await;
+    assert_eq!(got.status, 502, "{}", got.body);
+    assert_eq!(got.header("x-af-code"), Some("AF-NET-013"));
+    let recs = sc
+        .admin()
+        .wait_records("host=nowhere.allowed.test", 1)
+        .await;
+    assert_eq!(recs[0]["reason"], "resolve");
+}
