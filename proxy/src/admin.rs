@@ -274,9 +274,13 @@ fn follow(admin: &Admin, mut q: Query) -> Response<AdminBody> {
                 }
             };
             let full = lines.len() >= q.limit;
-            q.since = match (full, lines.last()) {
-                (true, Some((seq, _))) => *seq,
-                _ => committed.max(q.since),
+            // Resume after the last record sent; a short page has also seen everything up to
+            // `committed` (filtered out or not), which the query may have passed.
+            let last = lines.last().map_or(0, |(seq, _)| *seq);
+            q.since = if full {
+                last
+            } else {
+                committed.max(q.since).max(last)
             };
             for (_, line) in lines {
                 let mut chunk = Vec::with_capacity(line.len() + 1);

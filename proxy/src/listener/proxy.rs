@@ -33,12 +33,12 @@ async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Respon
         return connect(state, conn, req).await;
     }
     let uri = req.uri().clone();
-    let method = req.method().as_str().to_owned();
+    let method = req.method().clone();
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
     let mut ask = Ask {
         via: Via::Proxy,
         client: conn.peer,
-        method: &method,
+        method: method.as_str(),
         host: "",
         port: 80,
         path,

@@ -28,7 +28,7 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, conn: Conn) {
 }
 
 async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Response<ProxyBody> {
-    let method = req.method().as_str().to_owned();
+    let method = req.method().clone();
     let path = req
         .uri()
         .path_and_query()
@@ -51,7 +51,7 @@ async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Respon
     let mut ask = Ask {
         via: Via::Transparent,
         client: conn.peer,
-        method: &method,
+        method: method.as_str(),
         host: "",
         port,
         path: &path,
