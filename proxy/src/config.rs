@@ -456,6 +456,16 @@ admin:
     }
 
     #[test]
+    fn an_egress_catalogue_that_does_not_compile_is_refused() {
+        let text = MINIMAL.replace("mode: allow", "mode: allow\n      rate_limit: lots");
+        let err = Config::parse(&text, false).expect("parses").check().err();
+        let err = err.expect("refused");
+        assert_eq!(err.code.code, "AF-NET-001");
+        assert!(err.statement.contains("egress does not compile"), "{err}");
+        assert!(err.statement.contains("rules[0].rate_limit"), "{err}");
+    }
+
+    #[test]
     fn wide_trusted_networks_are_refused() {
         for net in ["0.0.0.0/0", "169.254.0.0/16", "128.0.0.0/1", "::/0"] {
             let text = format!("{MINIMAL}guard:\n  trusted_networks: [\"{net}\"]\n");

@@ -255,6 +255,7 @@ async fn an_allowed_upstream_that_is_down_or_unknown_gets_502_net_013_and_is_jou
     let got = proxy_get(sc.proxy(), &format!("http://api.allowed.test:{dead_port}/")).await;
     assert_eq!(got.status, 502, "{}", got.body);
     assert_eq!(got.header("x-af-code"), Some("AF-NET-013"));
+    assert_eq!(got.header("x-af-decision"), Some("allow"));
     let recs = sc.admin().wait_records("host=api.allowed.test", 1).await;
     assert_eq!(recs[0]["reason"], "connect");
     assert_eq!(recs[0]["allowed"], true);

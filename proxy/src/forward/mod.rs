@@ -42,11 +42,15 @@ impl DialOutcome {
 }
 
 /// The answer for a failed upstream.
+/// The catalogue allowed it, so the decision header says `allow`; the code says what failed.
 pub fn upstream_refusal(reason: &str, error: &str) -> Refusal {
-    Refusal::new(
-        StatusCode::BAD_GATEWAY,
-        &codes::NET_UPSTREAM,
-        reason.to_owned(),
-        format!("{error}."),
-    )
+    Refusal {
+        decision: "allow",
+        ..Refusal::new(
+            StatusCode::BAD_GATEWAY,
+            &codes::NET_UPSTREAM,
+            reason.to_owned(),
+            format!("{error}."),
+        )
+    }
 }
