@@ -269,15 +269,15 @@ pub struct JournaledBody {
 }
 
 impl JournaledBody {
-    fn close(&mut self, error: Option<String>) {
+    fn close(&mut self, error: Option<(&'static str, String)>) {
         if let Some(ticket) = self.ticket.take() {
             let up = self.up.load(Relaxed);
             match error {
                 None => ticket.forwarded(Some(self.status), up, self.down),
-                Some(error) => ticket.upstream_failed(
+                Some((reason, error)) => ticket.upstream_failed(
                     Some(self.status),
                     &codes::NET_UPSTREAM,
-                    "upstream",
+                    reason,
                     error,
                     up,
                     self.down,
@@ -308,7 +308,7 @@ impl Body for JournaledBody {
             Poll::Ready(None) => self.close(None),
             Poll::Ready(Some(Err(e))) => {
                 let msg = format!("the upstream response body failed: {e}");
-                self.close(Some(msg));
+                self.close(Some(("upstream", msg)));
             }
             Poll::Pending => {}
         }
@@ -326,8 +326,12 @@ impl Body for JournaledBody {
 
 impl Drop for JournaledBody {
     fn drop(&mut self) {
-        let error = (!self.inner.is_end_stream())
-            .then(|| "the client went away before the response ended".to_owned());
+        let error = (!self.inner.is_end_stream()).then(|| {
+            (
+                "client_gone",
+                "the client went away before the response ended".to_owned(),
+            )
+        });
         self.close(error);
     }
 }

@@ -61,9 +61,10 @@ pub struct DecisionRecord {
     pub mode: Option<&'static str>,
     /// The rule that decided (`rules[N] host`) or `default`; absent before deciding.
     pub rule: Option<String>,
-    /// Why: `rule`, `default`, `guard:<class>`, `mode_unserved`, `upstream`, `no_sni`,
-    /// `not_tls`, `client_hello_timeout`, `not_proxy_request`, `bad_request`,
-    /// `connection_limit`.
+    /// Why. From the catalogue: `rule`, `default`, `invalid-host`, `non-canonical-path`.
+    /// From the sidecar: `guard:<class>`, `mode_unserved`, `resolve`, `connect`, `upstream`,
+    /// `tunnel`, `client_gone`, `loop`, `no_sni`, `not_tls`, `client_hello_timeout`,
+    /// `not_proxy_request`, `bad_request`, `connection_limit`.
     pub reason: String,
     /// Whether the request left the environment.
     pub allowed: bool,
