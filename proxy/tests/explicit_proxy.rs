@@ -286,3 +286,42 @@ async fn an_allowed_name_that_does_not_resolve_gets_502_with_the_reason() {
         .await;
     assert_eq!(recs[0]["reason"], "resolve");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_concurrent_keep_alive_clients_are_each_forwarded_and_journaled_once() {
+    let (_dns, up, sc) = setup(Replies::new(Reply::ok("hello"))).await;
+    let url = format!("http://api.allowed.test:{}/n", up.addr().port());
+    let proxy = sc.proxy();
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let url = url.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut c = connect(proxy).await;
+            let mut ok = 0;
+            for _ in 0..25 {
+                let req = Request::get(&url)
+                    .header("host", "api.allowed.test")
+                    .body(Empty::new())
+                    .unwrap();
+                if send(&mut c, req).await.status == 200 {
+                    ok += 1;
+                }
+            }
+            ok
+        }));
+    }
+    let mut ok = 0;
+    for t in tasks {
+        ok += t.await.unwrap();
+    }
+    assert_eq!(ok, 500);
+    assert_eq!(up.seen().len(), 500);
+    let recs = sc.admin().wait_records("host=api.allowed.test", 500).await;
+    assert_eq!(recs.len(), 500);
+    assert_eq!(
+        sc.admin()
+            .metric("af_proxy_journal_queue_drops_total")
+            .await,
+        0
+    );
+}
