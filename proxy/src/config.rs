@@ -365,7 +365,13 @@ impl Config {
         if json {
             serde_json::from_str(text).map_err(|e| e.to_string())
         } else {
-            serde_saphyr::from_str(text).map_err(|e| e.to_string())
+            // The YAML reader draws a source snippet under its first line; the report keeps
+            // one line (it already names line and column).
+            serde_saphyr::from_str(text).map_err(|e| {
+                let full = e.to_string();
+                let first = full.lines().next().unwrap_or_default();
+                first.trim_start_matches("error: ").to_owned()
+            })
         }
     }
 
@@ -563,6 +569,27 @@ listeners:
         assert_eq!(err.code.code, "AF-NET-001");
         assert!(err.statement.contains("egress does not compile"), "{err}");
         assert!(err.statement.contains("rules[0].rate_limit"), "{err}");
+    }
+
+    #[test]
+    fn a_json_file_is_read_as_json_and_a_yaml_error_names_its_line() {
+        let dir = std::env::temp_dir().join(format!("af-proxy-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let json = dir.join("sidecar.json");
+        std::fs::write(
+            &json,
+            r#"{"env":"e","resolver":"127.0.0.1:53","egress":{"default":"allow"},"admin":{"token":"0123456789abcdef"}}"#,
+        )
+        .expect("write");
+        let s = Config::load(&json).expect("loads");
+        assert_eq!(s.config.env, "e");
+        let yaml = dir.join("sidecar.yaml");
+        std::fs::write(&yaml, "env: e\nlimits:\n  max_connections: [\n").expect("write");
+        let err = Config::load(&yaml).err().expect("refused");
+        assert_eq!(err.code.code, "AF-NET-001");
+        assert!(err.statement.contains("line"), "{err}");
+        assert!(!err.statement.contains('\n'), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
