@@ -3,9 +3,22 @@
 //!
 //! [`EgressSpec`] is the catalogue as written in `af.yaml`; [`Catalogue`] is its compiled,
 //! indexed form that answers [`Catalogue::decide`] without allocating.
+//!
+//! Specificity decides, not order: the host first (exact name or IP, then wildcards by how many
+//! labels they spell out, then `*`), then a port, then the longest matching path, then methods.
+//! Ties go to the rule written first.
 
+mod catalogue;
+mod explain;
+mod host;
 mod mode;
+mod pattern;
+mod rate;
 mod spec;
 
+pub use catalogue::{Catalogue, Decision, Reason, RuleId, RuleProblem, Specificity, Target};
+pub use explain::{Explanation, MatchedRule, UrlError};
+pub use host::{HostError, MAX_HOST_LEN, normalize_host};
 pub use mode::Mode;
+pub use rate::{RateLimit, RateLimitError};
 pub use spec::{EgressSpec, RuleSpec};

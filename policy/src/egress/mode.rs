@@ -49,7 +49,10 @@ impl Mode {
     /// Whether the sidecar must terminate TLS to serve this mode (it answers or rewrites
     /// requests itself rather than tunnelling them).
     pub const fn needs_interception(self) -> bool {
-        matches!(self, Mode::Mock | Mode::Capture | Mode::Synth | Mode::Sandbox)
+        matches!(
+            self,
+            Mode::Mock | Mode::Capture | Mode::Synth | Mode::Sandbox
+        )
     }
 
     /// Whether traffic in this mode leaves the environment.

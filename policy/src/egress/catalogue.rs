@@ -1,0 +1,565 @@
+//! The compiled catalogue: rules indexed by host so one decision costs a few hash lookups and
+//! allocates nothing.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::IpAddr;
+
+use foldhash::fast::RandomState;
+
+use super::host::{CanonicalHost, canonicalize, ip_literal};
+use super::pattern::{
+    HostPattern, is_canonical_path, parse_host_port, parse_method, parse_path, path_has_prefix,
+    path_only,
+};
+use super::rate::RateLimit;
+use super::{EgressSpec, Mode, RuleSpec};
+
+/// The position of a rule in `egress.rules`, as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RuleId(pub u32);
+
+impl RuleId {
+    /// The index into `egress.rules`.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl fmt::Display for RuleId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "rules[{}]", self.0)
+    }
+}
+
+/// A request as the catalogue sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    /// The HTTP method, any case.
+    pub method: &'a str,
+    /// The host: a name in any case, with or without a trailing dot, or an IP literal.
+    pub host: &'a str,
+    /// The port the request goes to (from the listener or the CONNECT authority).
+    pub port: u16,
+    /// The request path; a query string is ignored.
+    pub path: &'a str,
+}
+
+/// Why a decision came out as it did, when no rule explains it on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// The winning rule decided.
+    Rule,
+    /// No rule matched; the catalogue's default decided.
+    Default,
+    /// The host cannot be a host name (empty, too long, not valid IDN): refused.
+    InvalidHost,
+    /// The path has dot segments or needless escapes while a path rule applies to the host:
+    /// refused, because the server may read it as a path the rule never saw.
+    NonCanonicalPath,
+}
+
+impl Reason {
+    /// The name used in the journal.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Reason::Rule => "rule",
+            Reason::Default => "default",
+            Reason::InvalidHost => "invalid-host",
+            Reason::NonCanonicalPath => "non-canonical-path",
+        }
+    }
+}
+
+/// The verdict for one request or one host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    /// What to do with the request.
+    pub mode: Mode,
+    /// The rule that decided, or `None` for the default and for refusals with a [`Reason`].
+    pub rule: Option<RuleId>,
+    /// Whether the sidecar must open TLS to this host to decide or serve its requests.
+    pub open_tls: bool,
+    /// Why the decision came out this way.
+    pub reason: Reason,
+}
+
+/// A problem with one rule, found while compiling the catalogue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleProblem {
+    /// Index of the rule in `egress.rules`.
+    pub rule: usize,
+    /// The field at fault (`host`, `paths`, `methods`, `rate_limit`, ...).
+    pub field: &'static str,
+    /// One sentence describing the problem.
+    pub message: String,
+}
+
+/// How specific a match is. Fields compare in order: the host first, then the port, then the
+/// path, then the methods. A higher value wins; equal values go to the rule written first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Specificity {
+    /// 2 for an exact host or IP, 1 for a wildcard, 0 for `*`.
+    pub host_class: u8,
+    /// Labels written out literally in the host pattern.
+    pub literal_labels: u8,
+    /// True when the pattern has no leading `*.` (it matches a fixed number of labels).
+    pub bounded: bool,
+    /// True when the rule names a port.
+    pub port: bool,
+    /// Length of the path prefix that matched (0 when the rule has no paths).
+    pub path_len: u16,
+    /// True when the rule names methods.
+    pub methods: bool,
+}
+
+impl fmt::Display for Specificity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let host = match self.host_class {
+            2 => "exact host",
+            1 => "wildcard host",
+            _ => "any host",
+        };
+        write!(f, "{host}, {} literal labels", self.literal_labels)?;
+        if self.port {
+            f.write_str(", port")?;
+        }
+        if self.path_len > 0 {
+            write!(f, ", path of {} chars", self.path_len)?;
+        }
+        if self.methods {
+            f.write_str(", methods")?;
+        }
+        Ok(())
+    }
+}
+
+/// One rule, compiled.
+#[derive(Debug)]
+pub(crate) struct CompiledRule {
+    pub(crate) spec: RuleSpec,
+    pub(crate) label: Box<str>,
+    pub(crate) pattern: HostPattern,
+    pub(crate) port: Option<u16>,
+    pub(crate) paths: Box<[Box<str>]>,
+    pub(crate) methods: Box<[Box<str>]>,
+    pub(crate) rate_limit: Option<RateLimit>,
+    /// The specificity of the rule's host and port part.
+    host_specificity: Specificity,
+    /// The most specific this rule can be for any request.
+    max_specificity: Specificity,
+}
+
+impl CompiledRule {
+    fn is_host_level(&self) -> bool {
+        self.paths.is_empty() && self.methods.is_empty()
+    }
+
+    /// The specificity of a match on `path` and `method`, or `None` when they do not match.
+    fn request_specificity(&self, method: &str, path: &str) -> Option<Specificity> {
+        if !self.methods.is_empty() && !self.methods.iter().any(|m| m.eq_ignore_ascii_case(method))
+        {
+            return None;
+        }
+        let path_len = if self.paths.is_empty() {
+            0
+        } else {
+            self.paths
+                .iter()
+                .filter(|prefix| path_has_prefix(path, prefix))
+                .map(|p| path_weight(p))
+                .max()?
+        };
+        Some(Specificity {
+            path_len,
+            methods: !self.methods.is_empty(),
+            ..self.host_specificity
+        })
+    }
+}
+
+fn path_weight(prefix: &str) -> u16 {
+    // Every path rule weighs at least 1, so `/` still beats no path at all.
+    u16::try_from(prefix.len()).unwrap_or(u16::MAX).max(1)
+}
+
+type Index<K> = HashMap<K, Vec<u32>, RandomState>;
+
+/// The egress catalogue, compiled for deciding.
+#[derive(Debug)]
+pub struct Catalogue {
+    rules: Vec<CompiledRule>,
+    default_mode: Mode,
+    allow_ipv6: bool,
+    exact: Index<Box<str>>,
+    ips: Index<IpAddr>,
+    suffixes: Index<Box<str>>,
+    /// Bit `n` is set when some wildcard suffix has `n` labels (63 stands for 63 or more), so a
+    /// host is looked up only under suffix lengths that exist.
+    suffix_label_counts: u64,
+    /// `*` rules and middle-star patterns: checked against every host. Keep them few.
+    scanned: Vec<u32>,
+}
+
+/// The best match found so far in one pass over the candidates.
+#[derive(Default)]
+struct Best {
+    /// The winner for the whole request.
+    request: Option<(Specificity, u32)>,
+    /// The winner among host-level rules (no paths, no methods).
+    host: Option<(Specificity, u32)>,
+    /// The most specific path or method rule that matched the host.
+    narrowing: Option<(Specificity, u32)>,
+    /// Whether a path or method rule applies to this host at all.
+    host_has_path_rules: bool,
+}
+
+fn better(candidate: (Specificity, u32), current: Option<(Specificity, u32)>) -> bool {
+    match current {
+        None => true,
+        Some((spec, index)) => candidate.0 > spec || (candidate.0 == spec && candidate.1 < index),
+    }
+}
+
+impl Catalogue {
+    /// Compile a catalogue, reporting every rule that cannot be used.
+    pub fn compile(spec: &EgressSpec) -> Result<Catalogue, Vec<RuleProblem>> {
+        let mut problems = Vec::new();
+        let mut rules = Vec::with_capacity(spec.rules.len());
+        for (index, rule) in spec.rules.iter().enumerate() {
+            match compile_rule(index, rule) {
+                Ok(rule) => rules.push(rule),
+                Err(mut found) => problems.append(&mut found),
+            }
+        }
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        let mut catalogue = Catalogue {
+            rules,
+            default_mode: spec.default_mode(),
+            allow_ipv6: spec.allow_ipv6,
+            exact: Index::default(),
+            ips: Index::default(),
+            suffixes: Index::default(),
+            suffix_label_counts: 0,
+            scanned: Vec::new(),
+        };
+        for (index, rule) in catalogue.rules.iter().enumerate() {
+            let index = u32::try_from(index).unwrap_or(u32::MAX);
+            match &rule.pattern {
+                HostPattern::Exact(host) => {
+                    catalogue.exact.entry(host.clone()).or_default().push(index)
+                }
+                HostPattern::Ip(ip) => catalogue.ips.entry(*ip).or_default().push(index),
+                HostPattern::Suffix(suffix) => {
+                    catalogue.suffix_label_counts |= 1 << label_count(suffix).min(63);
+                    catalogue
+                        .suffixes
+                        .entry(suffix.clone())
+                        .or_default()
+                        .push(index)
+                }
+                HostPattern::Any | HostPattern::Labels { .. } => catalogue.scanned.push(index),
+            }
+        }
+        Ok(catalogue)
+    }
+
+    /// Decide one request. Allocates nothing for an ASCII host.
+    pub fn decide(&self, target: &Target<'_>) -> Decision {
+        let Ok(host) = canonicalize(target.host) else {
+            return self.refusal(Reason::InvalidHost);
+        };
+        let path = path_only(target.path);
+        let best = self.scan(host.as_str(), target.port, Some((target.method, path)));
+        if best.host_has_path_rules && !is_canonical_path(path) {
+            return self.refusal(Reason::NonCanonicalPath);
+        }
+        self.conclude(best.request, &best)
+    }
+
+    /// Decide a host before any request is seen: a CONNECT authority or a TLS SNI.
+    pub fn decide_host(&self, host: &str, port: u16) -> Decision {
+        let Ok(host) = canonicalize(host) else {
+            return self.refusal(Reason::InvalidHost);
+        };
+        let best = self.scan(host.as_str(), port, None);
+        self.conclude(best.host, &best)
+    }
+
+    fn refusal(&self, reason: Reason) -> Decision {
+        Decision {
+            mode: Mode::Block,
+            rule: None,
+            open_tls: false,
+            reason,
+        }
+    }
+
+    fn conclude(&self, winner: Option<(Specificity, u32)>, best: &Best) -> Decision {
+        let host_mode = best
+            .host
+            .map_or(self.default_mode, |(_, i)| self.rules[i as usize].spec.mode);
+        // A path or method rule can overturn the host's verdict for some requests only when it
+        // could outrank the host-level winner; then the host must be opened to decide.
+        let narrowed = best
+            .narrowing
+            .is_some_and(|candidate| better(candidate, best.host));
+        let open_tls = host_mode.needs_interception() || narrowed;
+        match winner {
+            Some((_, index)) => Decision {
+                mode: self.rules[index as usize].spec.mode,
+                rule: Some(RuleId(index)),
+                open_tls,
+                reason: Reason::Rule,
+            },
+            None => Decision {
+                mode: self.default_mode,
+                rule: None,
+                open_tls,
+                reason: Reason::Default,
+            },
+        }
+    }
+
+    /// One pass over every rule that can match `host`: exact names or addresses, each suffix
+    /// at a label boundary, then the scanned patterns.
+    fn scan(&self, host: &str, port: u16, request: Option<(&str, &str)>) -> Best {
+        let mut best = Best::default();
+        let mut visit = |index: u32| self.visit(index, port, request, &mut best);
+        if let Some(ip) = ip_literal(host) {
+            self.ips
+                .get(&ip)
+                .into_iter()
+                .flatten()
+                .copied()
+                .for_each(&mut visit);
+            for &index in &self.scanned {
+                if self.rules[index as usize].pattern.matches_ip(ip) {
+                    visit(index);
+                }
+            }
+            return best;
+        }
+        self.exact
+            .get(host)
+            .into_iter()
+            .flatten()
+            .copied()
+            .for_each(&mut visit);
+        if self.suffix_label_counts != 0 {
+            let mut labels = label_count(host);
+            let mut rest = host;
+            while let Some((_, suffix)) = rest.split_once('.') {
+                labels -= 1;
+                if self.suffix_label_counts & (1 << labels.min(63)) != 0
+                    && let Some(rules) = self.suffixes.get(suffix)
+                {
+                    rules.iter().copied().for_each(&mut visit);
+                }
+                rest = suffix;
+            }
+        }
+        for &index in &self.scanned {
+            if self.rules[index as usize].pattern.matches_name(host) {
+                visit(index);
+            }
+        }
+        best
+    }
+
+    fn visit(&self, index: u32, port: u16, request: Option<(&str, &str)>, best: &mut Best) {
+        let rule = &self.rules[index as usize];
+        if rule.port.is_some_and(|own| own != port) {
+            return;
+        }
+        if rule.is_host_level() {
+            let candidate = (rule.host_specificity, index);
+            if better(candidate, best.host) {
+                best.host = Some(candidate);
+            }
+        } else {
+            best.host_has_path_rules = true;
+            let candidate = (rule.max_specificity, index);
+            if better(candidate, best.narrowing) {
+                best.narrowing = Some(candidate);
+            }
+        }
+        if let Some((method, path)) = request
+            && let Some(spec) = rule.request_specificity(method, path)
+            && better((spec, index), best.request)
+        {
+            best.request = Some((spec, index));
+        }
+    }
+
+    /// The verdict for requests no rule matches.
+    pub fn default_mode(&self) -> Mode {
+        self.default_mode
+    }
+
+    /// Whether services may reach IPv6 addresses at all.
+    pub fn allow_ipv6(&self) -> bool {
+        self.allow_ipv6
+    }
+
+    /// Whether a forwarding rule names exactly this IP address. Only such a rule lets the
+    /// address guard dial an address it would otherwise refuse.
+    pub fn names_ip(&self, ip: IpAddr) -> bool {
+        self.ips
+            .get(&ip)
+            .into_iter()
+            .flatten()
+            .any(|&i| self.rules[i as usize].spec.mode.forwards())
+    }
+
+    /// The rule as written.
+    pub fn rule(&self, id: RuleId) -> &RuleSpec {
+        &self.rules[id.index()].spec
+    }
+
+    /// The rule's rate limit, parsed.
+    pub fn rate_limit(&self, id: RuleId) -> Option<RateLimit> {
+        self.rules[id.index()].rate_limit
+    }
+
+    /// A short label for journals and headers: `rules[2] api.example.com`, or `default`.
+    pub fn rule_label(&self, id: Option<RuleId>) -> &str {
+        id.map_or("default", |id| &self.rules[id.index()].label)
+    }
+
+    /// Number of rules.
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// Whether the catalogue has no rules (everything gets the default).
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// The rules in deciding order: most specific first, ties in written order.
+    pub fn rules_in_order(&self) -> Vec<(RuleId, &RuleSpec, Specificity)> {
+        let mut ordered: Vec<_> = self
+            .rules
+            .iter()
+            .enumerate()
+            .map(|(i, rule)| {
+                let id = RuleId(u32::try_from(i).unwrap_or(u32::MAX));
+                (id, &rule.spec, rule.max_specificity)
+            })
+            .collect();
+        ordered.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+        ordered
+    }
+
+    pub(crate) fn compiled(&self, id: RuleId) -> &CompiledRule {
+        &self.rules[id.index()]
+    }
+
+    pub(crate) fn request_specificity(
+        &self,
+        id: RuleId,
+        host: &CanonicalHost<'_>,
+        port: u16,
+        method: &str,
+        path: &str,
+    ) -> Option<Specificity> {
+        let rule = self.compiled(id);
+        let host = host.as_str();
+        let host_matches = match ip_literal(host) {
+            Some(ip) => rule.pattern.matches_ip(ip),
+            None => rule.pattern.matches_name(host),
+        };
+        if !host_matches || rule.port.is_some_and(|own| own != port) {
+            return None;
+        }
+        rule.request_specificity(method, path_only(path))
+    }
+}
+
+fn label_count(name: &str) -> usize {
+    name.bytes().filter(|&b| b == b'.').count() + 1
+}
+
+fn compile_rule(index: usize, spec: &RuleSpec) -> Result<CompiledRule, Vec<RuleProblem>> {
+    let mut problems = Vec::new();
+    let mut problem = |field: &'static str, message: String| {
+        problems.push(RuleProblem {
+            rule: index,
+            field,
+            message,
+        })
+    };
+    let host = parse_host_port(&spec.host)
+        .map_err(|message| problem("host", message))
+        .ok();
+    let paths: Vec<Box<str>> = spec
+        .paths
+        .iter()
+        .filter_map(|p| parse_path(p).map_err(|m| problem("paths", m)).ok())
+        .collect();
+    let methods: Vec<Box<str>> = spec
+        .methods
+        .iter()
+        .filter_map(|m| parse_method(m).map_err(|e| problem("methods", e)).ok())
+        .collect();
+    let rate_limit = match &spec.rate_limit {
+        None => None,
+        Some(text) => text
+            .parse::<RateLimit>()
+            .map_err(|e| problem("rate_limit", e.to_string()))
+            .ok(),
+    };
+    if spec.rate_limit.is_some() && !spec.mode.forwards() {
+        problem(
+            "rate_limit",
+            format!(
+                "a rate limit applies to allow and sandbox rules, not to a {} rule",
+                spec.mode
+            ),
+        );
+    }
+    match (host, problems.is_empty()) {
+        (Some(host), true) => {
+            let pattern = host.pattern;
+            let host_specificity = Specificity {
+                host_class: match pattern {
+                    HostPattern::Exact(_) | HostPattern::Ip(_) => 2,
+                    HostPattern::Suffix(_) | HostPattern::Labels { .. } => 1,
+                    HostPattern::Any => 0,
+                },
+                literal_labels: pattern.literal_labels(),
+                bounded: !matches!(
+                    pattern,
+                    HostPattern::Any
+                        | HostPattern::Suffix(_)
+                        | HostPattern::Labels {
+                            open_start: true,
+                            ..
+                        }
+                ),
+                port: host.port.is_some(),
+                ..Specificity::default()
+            };
+            let max_specificity = Specificity {
+                path_len: paths.iter().map(|p| path_weight(p)).max().unwrap_or(0),
+                methods: !methods.is_empty(),
+                ..host_specificity
+            };
+            Ok(CompiledRule {
+                max_specificity,
+                label: format!("rules[{index}] {}", spec.host.trim()).into(),
+                spec: spec.clone(),
+                pattern,
+                port: host.port,
+                paths: paths.into(),
+                methods: methods.into(),
+                rate_limit,
+                host_specificity,
+            })
+        }
+        _ => Err(problems),
+    }
+}
