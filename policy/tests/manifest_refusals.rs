@@ -387,3 +387,21 @@ mod placement_at_load {
         );
     }
 }
+
+#[test]
+fn an_egress_rule_that_cannot_be_compiled_is_refused_at_its_field() {
+    let text = with_head(
+        "egress:\n  rules:\n    - host: api.example.com\n      mode: allow\n    - host: \"exa mple.com\"\n      mode: allow\n    - host: mail.example.com\n      mode: capture\n      rate_limit: 10/s\n",
+    );
+    assert_eq!(
+        refusals(&text),
+        [("AF-MAN-011", 7, 13), ("AF-MAN-011", 11, 19)]
+    );
+    let said = statements(&text);
+    assert!(
+        said[0].starts_with("The host of egress rule 1 (exa mple.com) cannot be used: "),
+        "{}",
+        said[0]
+    );
+    assert!(said[1].contains("not to a capture rule"), "{}", said[1]);
+}
