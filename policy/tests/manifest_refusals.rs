@@ -405,3 +405,26 @@ fn an_egress_rule_that_cannot_be_compiled_is_refused_at_its_field() {
     );
     assert!(said[1].contains("not to a capture rule"), "{}", said[1]);
 }
+
+#[test]
+fn a_mistake_in_one_service_does_not_hide_problems_in_the_others() {
+    let text = with_head(
+        "services:\n  - name: api\n    port: 80\n    depends_on: [api]\n  - name: api\n    port: 81\n  - name: db\n    colour: blue\n",
+    );
+    assert_eq!(
+        refusals(&text),
+        [
+            ("AF-MAN-009", 6, 18),
+            ("AF-MAN-013", 7, 11),
+            ("AF-MAN-006", 10, 5)
+        ]
+    );
+}
+
+#[test]
+fn a_dependency_on_a_service_that_could_not_be_read_is_not_called_missing() {
+    let text = with_head(
+        "services:\n  - name: api\n    port: 80\n    depends_on: [db]\n  - name: db\n    port: eighty\n",
+    );
+    assert_eq!(refusals(&text), [("AF-MAN-007", 8, 11)]);
+}
