@@ -428,3 +428,19 @@ fn a_dependency_on_a_service_that_could_not_be_read_is_not_called_missing() {
     );
     assert_eq!(refusals(&text), [("AF-MAN-007", 8, 11)]);
 }
+
+#[test]
+fn problems_found_before_a_syntax_error_are_sorted_with_it() {
+    // Found by the cargo-fuzz target: a parser error can be reported at the start of the
+    // construct it could not finish, before problems already found inside it.
+    let found = refusals(
+        "version: 1\nname: shop\nservices:\n  - name:version: 1\nname: shop\nservices:\n  - name: db\n    path: ./db\n    kind path: ./api\n    dockerfile: Doc db\n    path: ./db\n    kin :: shop\nservice@:\n  - name: db\n    path: .kerfile.dev\n    command: [\"bin/server\", \"--port\"ut: 60\n    env:\n      DATABASE_URvh_path: /db\n    kin :dworker\n    podworker\n    port: 2716\n  - na/healthz\n    health_timeout: : 1\n      DATABASE_URversion: 1\nname: shopLme: api\n    patvupam: \npos",
+    );
+    assert!(
+        found
+            .windows(2)
+            .all(|w| (w[0].1, w[0].2) <= (w[1].1, w[1].2)),
+        "{found:?}"
+    );
+    assert!(found.iter().any(|(code, ..)| *code == "AF-MAN-004"));
+}

@@ -14,8 +14,16 @@ use crate::egress::{Catalogue, EgressSpec};
 use crate::error::{Report, codes};
 use crate::placement;
 
-/// Read `text` as a manifest.
+/// Read `text` as a manifest; on refusal, every problem sorted by position.
 pub(crate) fn validate(text: &str) -> Result<Manifest, Vec<Problem>> {
+    read(text).map_err(|mut problems| {
+        problems.sort_by_key(|p| p.location);
+        problems.dedup();
+        problems
+    })
+}
+
+fn read(text: &str) -> Result<Manifest, Vec<Problem>> {
     let document = yaml::parse(text);
     let mut problems = document.problems;
     let Some(root) = document.root else {
@@ -40,8 +48,6 @@ pub(crate) fn validate(text: &str) -> Result<Manifest, Vec<Problem>> {
             manifest
         });
     problems.extend(findings.into_iter().map(|f| f.problem));
-    problems.sort_by_key(|p| p.location);
-    problems.dedup();
     match manifest {
         Some(manifest) if problems.is_empty() => Ok(manifest),
         _ => Err(problems),
