@@ -328,14 +328,17 @@ fn ip_literal_rules_match_only_that_address() {
             ("GET", "2001:db8::1", 80, "/", Mode::Block, None),
         ],
     );
-    assert!(c.names_ip("198.51.100.10".parse().unwrap()));
-    assert!(!c.names_ip("198.51.100.11".parse().unwrap()));
+    assert!(c.names_ip("198.51.100.10".parse().unwrap(), 80));
+    assert!(!c.names_ip("198.51.100.11".parse().unwrap(), 80));
+    // A rule with a port opens its address on that port only.
+    assert!(c.names_ip("2001:db8::1".parse().unwrap(), 443));
+    assert!(!c.names_ip("2001:db8::1".parse().unwrap(), 22));
 }
 
 #[test]
 fn names_ip_counts_only_forwarding_rules() {
     let c = catalogue(None, vec![rule("198.51.100.10", Mode::Mock)]);
-    assert!(!c.names_ip("198.51.100.10".parse().unwrap()));
+    assert!(!c.names_ip("198.51.100.10".parse().unwrap(), 80));
 }
 
 #[test]
@@ -451,4 +454,55 @@ fn a_full_width_address_is_the_address_it_spells() {
         &c,
         &[("GET", "１２７.０.０.１", 80, "/", Mode::Allow, Some(0))],
     );
+}
+
+#[test]
+fn an_ipv4_mapped_literal_is_decided_as_the_address_it_maps() {
+    let c = catalogue(
+        Some(Mode::Allow),
+        vec![
+            rule("203.0.113.7", Mode::Block),
+            rule("[::ffff:198.51.100.9]", Mode::Mock),
+        ],
+    );
+    check(
+        &c,
+        &[
+            (
+                "GET",
+                "[::ffff:203.0.113.7]",
+                443,
+                "/",
+                Mode::Block,
+                Some(0),
+            ),
+            ("GET", "::ffff:cb00:7107", 443, "/", Mode::Block, Some(0)),
+            ("GET", "198.51.100.9", 443, "/", Mode::Mock, Some(1)),
+        ],
+    );
+}
+
+#[test]
+fn path_parameters_and_backslashes_cannot_slip_past_a_path_rule() {
+    let c = catalogue(
+        None,
+        vec![with_paths(rule("example.com", Mode::Allow), &["/public"])],
+    );
+    for path in [
+        "/public/..;/admin",
+        "/public;x/../admin",
+        "/public/..\\admin",
+    ] {
+        let decision = c.decide(&Target {
+            method: "GET",
+            host: "example.com",
+            port: 443,
+            path,
+        });
+        assert_eq!(
+            (decision.mode, decision.reason),
+            (Mode::Block, Reason::NonCanonicalPath),
+            "{path}"
+        );
+    }
 }

@@ -49,6 +49,8 @@ pub enum Refusal {
     EmbedsRefusedIpv4,
     /// Any IPv6 address while the catalogue does not allow IPv6.
     Ipv6NotAllowed,
+    /// One of the sidecar's own addresses: dialling it would loop through the sidecar.
+    Sidecar,
 }
 
 impl Refusal {
@@ -66,6 +68,7 @@ impl Refusal {
             Refusal::UniqueLocal => "unique_local",
             Refusal::EmbedsRefusedIpv4 => "embeds_refused_ipv4",
             Refusal::Ipv6NotAllowed => "ipv6_not_allowed",
+            Refusal::Sidecar => "sidecar",
         }
     }
 
@@ -183,14 +186,24 @@ pub struct Overrides<'a> {
     pub inside: &'a [IpNet],
     /// Trusted upstream networks (tests).
     pub trusted: &'a [IpNet],
+    /// The sidecar's own addresses, which nothing overrides.
+    pub own: &'a [IpAddr],
 }
 
 /// The guard's whole verdict on one (unmapped) address.
 ///
 /// A rule naming the literal opens anything but unspecified, multicast and broadcast. The
 /// inside subnets and the trusted networks open only loopback, private, CGNAT and unique-local
-/// addresses: never the metadata endpoint, and never an IPv6 form embedding IPv4.
+/// addresses: never the metadata endpoint, and never an IPv6 form embedding IPv4. Nothing
+/// opens the sidecar's own addresses.
 pub fn admit(ip: IpAddr, o: &Overrides<'_>) -> Result<IpAddr, Refusal> {
+    match admit_by_class(ip, o) {
+        Ok(ip) if o.own.contains(&ip) => Err(Refusal::Sidecar),
+        verdict => verdict,
+    }
+}
+
+fn admit_by_class(ip: IpAddr, o: &Overrides<'_>) -> Result<IpAddr, Refusal> {
     let base = classify(ip);
     if o.named_literal
         && !matches!(
@@ -237,6 +250,7 @@ pub struct Guard {
     resolver: TokioResolver,
     inside: Vec<IpNet>,
     trusted: Vec<IpNet>,
+    own: Vec<IpAddr>,
     connect_timeout: Duration,
     resolve_timeout: Duration,
     metrics: Arc<Metrics>,
@@ -250,6 +264,8 @@ pub struct GuardSettings {
     pub inside: Vec<IpNet>,
     /// Trusted upstream networks (tests).
     pub trusted: Vec<IpNet>,
+    /// The sidecar's own addresses (its DNS answers and bound listener addresses).
+    pub own: Vec<IpAddr>,
     /// Upstream connect timeout.
     pub connect_timeout: Duration,
     /// Name resolution timeout.
@@ -289,6 +305,7 @@ impl Guard {
             resolver,
             inside: settings.inside,
             trusted: settings.trusted,
+            own: settings.own,
             connect_timeout: settings.connect_timeout,
             resolve_timeout: settings.resolve_timeout,
             metrics,
@@ -297,15 +314,16 @@ impl Guard {
 
     /// Check one address. `literal` is true when the request itself named this IP literal,
     /// the only case in which a rule naming the exact address overrides a refusal.
-    pub fn check(&self, ip: IpAddr, literal: bool) -> Result<IpAddr, Refusal> {
+    pub fn check(&self, ip: IpAddr, port: u16, literal: bool) -> Result<IpAddr, Refusal> {
         let ip = unmap(ip);
         admit(
             ip,
             &Overrides {
-                named_literal: literal && self.catalogue.names_ip(ip),
+                named_literal: literal && self.catalogue.names_ip(ip, port),
                 allow_ipv6: self.catalogue.allow_ipv6(),
                 inside: &self.inside,
                 trusted: &self.trusted,
+                own: &self.own,
             },
         )
     }
@@ -315,7 +333,7 @@ impl Guard {
     pub async fn resolve(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, DialError> {
         let bare = host.trim_start_matches('[').trim_end_matches(']');
         if let Ok(ip) = bare.parse::<IpAddr>() {
-            return match self.check(ip, true) {
+            return match self.check(ip, port, true) {
                 Ok(ip) => Ok(vec![SocketAddr::new(ip, port)]),
                 Err(refusal) => Err(self.refused(host, ip, refusal)),
             };
@@ -340,7 +358,7 @@ impl Guard {
         let mut passed = Vec::new();
         let mut first_refusal = None;
         for ip in lookup.iter() {
-            match self.check(ip, false) {
+            match self.check(ip, port, false) {
                 Ok(ip) => passed.push(SocketAddr::new(ip, port)),
                 Err(r) => {
                     first_refusal.get_or_insert((ip, r));
@@ -463,11 +481,13 @@ mod tests {
         let net = |s: &str| -> IpNet { s.parse().expect("test net") };
         let trusted = [net("127.0.0.0/8"), net("10.0.0.0/8"), net("169.254.0.0/16")];
         let inside = [net("172.30.0.0/24")];
+        let own = [ip("172.30.0.2")];
         let o = |named_literal, allow_ipv6| Overrides {
             named_literal,
             allow_ipv6,
             inside: &inside,
             trusted: &trusted,
+            own: &own,
         };
         let table: &[(&str, bool, bool, Result<(), Refusal>)] = &[
             // Trusted networks open loopback and private...
@@ -477,6 +497,9 @@ mod tests {
             ("169.254.169.254", false, false, Err(Refusal::LinkLocal)),
             // Inside subnets open the environment's own network only.
             ("172.30.0.9", false, false, Ok(())),
+            // The sidecar's own address is never dialled: a tunnel to it would loop.
+            ("172.30.0.2", false, false, Err(Refusal::Sidecar)),
+            ("172.30.0.2", true, false, Err(Refusal::Sidecar)),
             ("172.31.0.9", false, false, Err(Refusal::Private)),
             ("192.168.0.1", false, false, Err(Refusal::Private)),
             // A rule naming the literal opens it, but not unspecified/multicast/broadcast.
@@ -518,6 +541,7 @@ mod tests {
             allow_ipv6: true,
             inside: &[],
             trusted: &[],
+            own: &[],
         };
         assert_eq!(
             admit(ip("127.0.0.2"), &no_overrides),

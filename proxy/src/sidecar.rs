@@ -1,7 +1,7 @@
 //! Starting the sidecar: build the shared state, bind every listener, then serve.
 //! Nothing is bound until the configuration has been checked ([`crate::config::Config::load`]).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use af_dns::DnsServer;
@@ -71,6 +71,27 @@ async fn bind(name: &str, addr: Option<SocketAddr>) -> Result<Option<TcpListener
     })
 }
 
+/// The sidecar's own addresses: what its DNS answers with and every listener bound to a
+/// specific address. The guard never dials them, so no tunnel can loop through the sidecar.
+fn own_addresses(config: &crate::config::Config) -> Vec<IpAddr> {
+    let dns = &config.listeners.dns;
+    let ls = &config.listeners;
+    let listeners = [
+        ls.proxy.listen,
+        ls.transparent_http.listen,
+        ls.transparent_tls.listen,
+        dns.listen,
+        Some(config.admin.listen),
+    ];
+    dns.answer_v4
+        .map(IpAddr::V4)
+        .into_iter()
+        .chain(dns.answer_v6.map(IpAddr::V6))
+        .chain(listeners.into_iter().flatten().map(|a| a.ip()))
+        .filter(|ip| !ip.is_unspecified())
+        .collect()
+}
+
 /// Start the sidecar from checked settings.
 pub async fn start(settings: Settings) -> Result<Running, Report> {
     let config = settings.config;
@@ -101,6 +122,7 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
             resolver: settings.resolver,
             inside: config.inside.subnets.clone(),
             trusted: config.guard.trusted_networks.clone(),
+            own: own_addresses(&config),
             connect_timeout: Limits::ms(l.upstream_connect_timeout_ms),
             resolve_timeout: Limits::ms(l.resolve_timeout_ms),
         },

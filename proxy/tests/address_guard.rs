@@ -219,3 +219,30 @@ async fn ipv6_is_refused_unless_the_catalogue_allows_it() {
     assert_eq!(recs[0]["reason"], "guard:ipv6_not_allowed");
     assert_allowed_control_works(&sc, &up).await;
 }
+
+#[tokio::test]
+async fn a_name_resolving_to_the_sidecar_itself_is_refused_and_never_loops() {
+    let dns = resolver(vec![
+        ("api.allowed.test", vec![upstream_ip()]),
+        ("loop.allowed.test", vec!["198.51.100.2".parse().unwrap()]),
+    ])
+    .await;
+    let mut setup = Setup::new(&egress(&[("*", "allow")]), dns.addr);
+    // The sidecar's own inside address, as its DNS would answer; the inside subnet would
+    // otherwise let it through.
+    setup.dns = format!(
+        "    listen: \"127.0.0.1:0\"\n    answer_v4: \"198.51.100.2\"\n    inside_resolver: \"{}\"",
+        dns.addr
+    );
+    setup.extra = "inside:\n  subnets: [\"198.51.100.0/24\"]\n".into();
+    let up = hello_upstream().await;
+    let sc = Sidecar::start(&setup).await;
+    assert_allowed_control_works(&sc, &up).await;
+    let got = proxy_get(sc.proxy(), "http://loop.allowed.test/").await;
+    assert_eq!(got.status, 403, "{}", got.body);
+    assert_eq!(got.header("x-af-code"), Some("AF-NET-011"));
+    let recs = sc.admin().wait_records("host=loop.allowed.test", 1).await;
+    assert_eq!(recs[0]["reason"], "guard:sidecar");
+    let (head, _s) = connect_tunnel(sc.proxy(), "198.51.100.2:443").await;
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+}

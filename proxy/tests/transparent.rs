@@ -205,3 +205,38 @@ async fn a_tls_listener_connection_that_is_not_tls_is_closed_and_journaled() {
     let recs = sc.admin().wait_records("blocked=true", 1).await;
     assert_eq!(recs[0]["reason"], "not_tls");
 }
+
+#[tokio::test]
+async fn a_transparent_request_naming_two_hosts_is_refused_and_the_upstream_gets_only_the_decided_one()
+ {
+    let up = hello_upstream().await;
+    let dns = resolver(names()).await;
+    let mut setup = Setup::new(&egress(RULES), dns.addr);
+    setup.http_port = up.addr().port();
+    let sc = Sidecar::start(&setup).await;
+    let wait = Duration::from_secs(2);
+    for (request, why) in [
+        (
+            "GET / HTTP/1.1\r\nHost: api.allowed.test\r\nHost: api.blocked.test\r\nConnection: close\r\n\r\n",
+            "two Host headers",
+        ),
+        (
+            "GET http://api.allowed.test/ HTTP/1.1\r\nHost: api.blocked.test\r\nConnection: close\r\n\r\n",
+            "an absolute URL and a Host that disagree",
+        ),
+    ] {
+        let answer = raw(sc.http(), request.as_bytes(), wait).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{why}: {answer}");
+        assert!(answer.contains("AF-NET-017"), "{why}: {answer}");
+    }
+    assert!(up.seen().is_empty(), "nothing reached the upstream");
+    // Positive control: one Host is forwarded, and `Connection: host` cannot strip it.
+    let answer = raw(
+        sc.http(),
+        b"GET / HTTP/1.1\r\nHost: api.allowed.test\r\nConnection: close, host\r\n\r\n",
+        wait,
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(up.seen()[0].host.as_deref(), Some("api.allowed.test"));
+}

@@ -417,14 +417,14 @@ impl Catalogue {
         self.allow_ipv6
     }
 
-    /// Whether a forwarding rule names exactly this IP address. Only such a rule lets the
-    /// address guard dial an address it would otherwise refuse.
-    pub fn names_ip(&self, ip: IpAddr) -> bool {
-        self.ips
-            .get(&ip)
-            .into_iter()
-            .flatten()
-            .any(|&i| self.rules[i as usize].spec.mode.forwards())
+    /// Whether a forwarding rule names exactly this IP address for this port. Only such a rule
+    /// lets the address guard dial an address it would otherwise refuse.
+    pub fn names_ip(&self, ip: IpAddr, port: u16) -> bool {
+        let ip = ip.to_canonical();
+        self.ips.get(&ip).into_iter().flatten().any(|&i| {
+            let rule = &self.rules[i as usize];
+            rule.spec.mode.forwards() && rule.port.is_none_or(|own| own == port)
+        })
     }
 
     /// The rule as written.

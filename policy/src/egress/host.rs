@@ -164,13 +164,15 @@ pub fn normalize_host(host: &str) -> Result<Cow<'_, str>, HostError> {
     })
 }
 
-/// The address a host names when it is an IP literal (`203.0.113.7`, `::1` or `[::1]`).
+/// The address a host names when it is an IP literal (`203.0.113.7`, `::1` or `[::1]`), in
+/// canonical form: an IPv4-mapped IPv6 literal is the IPv4 address it maps, so a rule for
+/// `203.0.113.7` also decides `[::ffff:203.0.113.7]`, which is where it would be dialled.
 pub(crate) fn ip_literal(host: &str) -> Option<IpAddr> {
     let inner = host
         .strip_prefix('[')
         .and_then(|h| h.strip_suffix(']'))
         .unwrap_or(host);
-    inner.parse().ok()
+    inner.parse::<IpAddr>().ok().map(|ip| ip.to_canonical())
 }
 
 #[cfg(test)]

@@ -249,22 +249,30 @@ pub(crate) fn path_only(path: &str) -> &str {
     }
 }
 
-/// Whether a path can be compared as written: no dot segments, no empty segments, no
-/// percent-encoding of a character that needs none. A server may read a non-canonical path
-/// as another path than the one a prefix rule saw, so such a path never matches by prefix.
+/// Whether a path can be compared as written: no dot segments, no empty segments, no `;`
+/// (path parameters, which Tomcat and Spring strip) or `\` (a separator to IIS), and no
+/// percent-encoding of a character that needs none or of those two. A server may read a
+/// non-canonical path as another path than the one a prefix rule saw, so such a path never
+/// matches by prefix.
 pub(crate) fn is_canonical_path(path: &str) -> bool {
     let bytes = path.as_bytes();
     for (i, b) in bytes.iter().enumerate() {
-        if *b == b'%' {
-            let decoded = bytes
-                .get(i + 1..i + 3)
-                .and_then(|hex| std::str::from_utf8(hex).ok())
-                .and_then(|hex| u8::from_str_radix(hex, 16).ok());
-            match decoded {
-                Some(c) if c.is_ascii_alphanumeric() || b"-._~/".contains(&c) => return false,
-                Some(_) => {}
-                None => return false,
+        match *b {
+            b';' | b'\\' => return false,
+            b'%' => {
+                let decoded = bytes
+                    .get(i + 1..i + 3)
+                    .and_then(|hex| std::str::from_utf8(hex).ok())
+                    .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+                match decoded {
+                    Some(c) if c.is_ascii_alphanumeric() || b"-._~/;\\".contains(&c) => {
+                        return false;
+                    }
+                    Some(_) => {}
+                    None => return false,
+                }
             }
+            _ => {}
         }
     }
     path.split('/')
@@ -369,6 +377,11 @@ mod tests {
             "/%61dmin",
             "/a%2fb",
             "/%zz",
+            "/public/..;/admin",
+            "/admin;x",
+            "/x/..\\admin",
+            "/a%3bb",
+            "/a%5cb",
         ] {
             assert!(!is_canonical_path(path), "{path}");
         }

@@ -88,14 +88,14 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// Forward `req` to `http://host:port` + its path. `authority` replaces the `Host` header
-/// (absolute-form requests); `None` keeps the client's `Host` (transparent requests).
+/// Forward `req` to `http://host:port` + its path with `authority` as its only `Host` header:
+/// the upstream is always asked for the host that was decided.
 pub async fn forward(
     client: &HttpClient,
     req: Request<Incoming>,
     host: &str,
     port: u16,
-    authority: Option<&str>,
+    authority: &str,
     ticket: Ticket,
 ) -> Response<ProxyBody> {
     let (mut parts, body) = req.into_parts();
@@ -139,10 +139,14 @@ pub async fn forward(
     parts.uri = uri;
     parts.version = http::Version::HTTP_11;
     strip_hop_by_hop(&mut parts.headers);
-    if let Some(authority) = authority
-        && let Ok(v) = HeaderValue::from_str(authority)
-    {
-        parts.headers.insert(header::HOST, v);
+    match HeaderValue::from_str(authority) {
+        // `insert` replaces every Host the client sent.
+        Ok(v) => {
+            parts.headers.insert(header::HOST, v);
+        }
+        Err(_) => {
+            parts.headers.remove(header::HOST);
+        }
     }
     parts
         .headers

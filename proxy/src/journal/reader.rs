@@ -52,7 +52,7 @@ pub fn read_disk(dir: &Path, query: &Query, committed: u64) -> std::io::Result<V
     let segments = segment::list(dir)?;
     let start = segments
         .iter()
-        .rposition(|s| s.first_seq <= query.since + 1)
+        .rposition(|s| s.first_seq <= query.since.saturating_add(1))
         .unwrap_or(0);
     let mut out = Vec::new();
     for seg in &segments[start..] {

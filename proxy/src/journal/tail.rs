@@ -55,7 +55,7 @@ impl Tail {
     ) -> Option<Vec<Cached>> {
         let records = self.records.lock().unwrap_or_else(|p| p.into_inner());
         let first = records.front()?.seq;
-        if first > since + 1 {
+        if first > since.saturating_add(1) {
             return None;
         }
         let start = records.partition_point(|c| c.seq <= since);

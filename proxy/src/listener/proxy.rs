@@ -80,15 +80,7 @@ async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Respon
         .rsplit_once('@')
         .map_or(authority, |(_, a)| a)
         .to_owned();
-    forward(
-        &state.client,
-        req,
-        &host,
-        ask.port,
-        Some(&authority),
-        ticket,
-    )
-    .await
+    forward(&state.client, req, &host, ask.port, &authority, ticket).await
 }
 
 /// CONNECT: decide on the authority, dial through the guard, answer 200 and tunnel.

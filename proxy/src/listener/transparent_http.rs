@@ -35,19 +35,6 @@ async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Respon
         .map_or("/", |p| p.as_str())
         .to_owned();
     let port = state.tuning.http_port;
-    let host_header = req
-        .uri()
-        .authority()
-        .map(|a| a.as_str().to_owned())
-        .or_else(|| {
-            req.headers()
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .map(str::to_owned)
-        });
-    let authority = host_header
-        .as_deref()
-        .and_then(|h| h.parse::<Authority>().ok());
     let mut ask = Ask {
         via: Via::Transparent,
         client: conn.peer,
@@ -57,15 +44,18 @@ async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Respon
         path: &path,
         tunnel: false,
     };
-    let Some(authority) = authority.filter(|a| !a.host().is_empty()) else {
-        let refusal = Refusal::new(
-            StatusCode::BAD_REQUEST,
-            &codes::NET_BAD_REQUEST,
-            "bad_request",
-            format!("{method} {path} has no usable Host header, so it cannot be decided"),
-        )
-        .with_next("Send a Host header naming the server.");
-        return bad_request(&state, &ask, refusal);
+    let authority = match request_authority(&req) {
+        Ok(authority) => authority,
+        Err(problem) => {
+            let refusal = Refusal::new(
+                StatusCode::BAD_REQUEST,
+                &codes::NET_BAD_REQUEST,
+                "bad_request",
+                format!("{method} {path} {problem}, so it cannot be decided"),
+            )
+            .with_next("Send exactly one Host header naming the server.");
+            return bad_request(&state, &ask, refusal);
+        }
     };
     ask.host = authority.host();
     let (ticket, refusal) = decide(&state, &ask);
@@ -75,5 +65,33 @@ async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Respon
         return resp;
     }
     let host = ticket.host().to_owned();
-    forward(&state.client, req, &host, port, None, ticket).await
+    // The upstream gets the Host that was decided, never a second or different one.
+    forward(&state.client, req, &host, port, authority.as_str(), ticket).await
+}
+
+/// The one host a transparent request names: its absolute-form authority or its single `Host`
+/// header. Two `Host` headers, or an authority and a `Host` that disagree, are refused: an
+/// upstream might serve the one that was not decided.
+fn request_authority(req: &Request<Incoming>) -> Result<Authority, &'static str> {
+    let mut hosts = req.headers().get_all(header::HOST).iter();
+    let header_host = hosts
+        .next()
+        .map(|h| h.to_str().map_err(|_| "has a Host header that is not text"))
+        .transpose()?;
+    if hosts.next().is_some() {
+        return Err("has more than one Host header");
+    }
+    let named = match (req.uri().authority(), header_host) {
+        (Some(uri), Some(host)) if !uri.as_str().eq_ignore_ascii_case(host) => {
+            return Err("names one host in its URL and another in its Host header");
+        }
+        (Some(uri), _) => uri.as_str(),
+        (None, Some(host)) => host,
+        (None, None) => return Err("has no Host header"),
+    };
+    named
+        .parse::<Authority>()
+        .ok()
+        .filter(|a| !a.host().is_empty())
+        .ok_or("has no usable Host header")
 }
