@@ -62,9 +62,13 @@ pub fn read_disk(dir: &Path, query: &Query, committed: u64) -> std::io::Result<V
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(e),
         };
-        for line in BufReader::new(file).lines() {
+        for line in BufReader::new(file).split(b'\n') {
             let Ok(line) = line else { break };
-            // A torn or unparsable line is skipped; only whole committed records are served.
+            // A torn, non-UTF-8 or unparsable line is skipped; only whole committed records are
+            // served, and nothing after such a line is hidden.
+            let Ok(line) = String::from_utf8(line) else {
+                continue;
+            };
             let Ok(view) = serde_json::from_str::<StoredView>(&line) else {
                 continue;
             };
@@ -84,4 +88,31 @@ pub fn read_disk(dir: &Path, query: &Query, committed: u64) -> std::io::Result<V
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_that_is_not_text_hides_none_of_the_records_after_it() {
+        let dir = std::env::temp_dir().join(format!("af-reader-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let mut lines = br#"{"seq":1,"host":"a.test","allowed":true}"#.to_vec();
+        lines.extend_from_slice(b"\n\xff\xfe torn\n");
+        lines.extend_from_slice(br#"{"seq":2,"host":"b.test","allowed":false}"#);
+        lines.push(b'\n');
+        std::fs::write(dir.join(format!("{:020}.{}", 1, segment::EXT)), lines).expect("write");
+        let query = Query {
+            limit: 10,
+            ..Query::default()
+        };
+        let seqs: Vec<u64> = read_disk(&dir, &query, 2)
+            .expect("reads")
+            .into_iter()
+            .map(|(seq, _)| seq)
+            .collect();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(seqs, [1, 2]);
+    }
 }

@@ -7,7 +7,7 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 /// The extension every segment file carries.
-const EXT: &str = "ndjson";
+pub(crate) const EXT: &str = "ndjson";
 
 /// A segment on disk.
 #[derive(Debug, Clone)]
@@ -117,13 +117,22 @@ impl Segments {
         used > 0 && used + len as u64 > self.segment_bytes
     }
 
-    /// Append and fsync. Group commit: one call per batch.
+    /// Append and fsync. Group commit: one call per batch. A batch that fails (a short write,
+    /// a full disk, a failed fsync) is cut off again, so no torn fragment stays in front of the
+    /// next batch's records.
     pub fn write_sync(&mut self, bytes: &[u8]) -> io::Result<()> {
         if bytes.is_empty() {
             return Ok(());
         }
-        self.current.write_all(bytes)?;
-        self.current.sync_data()?;
+        let written = self
+            .current
+            .write_all(bytes)
+            .and_then(|()| self.current.sync_data());
+        if let Err(error) = written {
+            // Best effort: if even the truncation fails, the reader skips undecodable lines.
+            let _ = self.current.set_len(self.current_len);
+            return Err(error);
+        }
         self.current_len += bytes.len() as u64;
         Ok(())
     }
