@@ -1,0 +1,44 @@
+//! `down`: remove everything carrying the environment's label, containers first (networks
+//! cannot go while something is attached), then networks, then images. Every failure is
+//! collected and teardown goes on; the caller reports what is left (AF-RUN-030).
+
+use bollard::Docker;
+use bollard::query_parameters::{ListImagesOptionsBuilder, RemoveImageOptionsBuilder};
+
+use super::client::is_not_found;
+use super::labels::Names;
+use super::{containers, networks};
+use crate::runtime::{DownReport, RuntimeError};
+
+/// Remove the environment's containers, networks and images.
+pub async fn down(docker: &Docker, names: &Names) -> Result<DownReport, RuntimeError> {
+    let mut report = DownReport::default();
+    for c in containers::owned(docker, names).await? {
+        match containers::remove(docker, &c.name).await {
+            Ok(()) => report.removed.push(format!("container {}", c.name)),
+            Err(e) => report.failed.push((format!("container {}", c.name), e.to_string())),
+        }
+    }
+    for (name, _) in networks::owned(docker, names).await? {
+        match docker.remove_network(&name).await {
+            Ok(()) => report.removed.push(format!("network {name}")),
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => report.failed.push((format!("network {name}"), e.to_string())),
+        }
+    }
+    let options = ListImagesOptionsBuilder::default().filters(&names.filter()).build();
+    let images = docker
+        .list_images(Some(options))
+        .await
+        .map_err(|e| RuntimeError::engine("list images", e))?;
+    for image in images {
+        let name = image.repo_tags.first().cloned().unwrap_or_else(|| image.id.clone());
+        let options = RemoveImageOptionsBuilder::default().force(true).build();
+        match docker.remove_image(&image.id, Some(options), None).await {
+            Ok(_) => report.removed.push(format!("image {name}")),
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => report.failed.push((format!("image {name}"), e.to_string())),
+        }
+    }
+    Ok(report)
+}
