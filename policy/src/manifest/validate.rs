@@ -10,6 +10,7 @@ use super::schema::SCHEMA;
 use super::services;
 use super::structure::{self, Finding};
 use super::yaml::{self, Node, Value};
+use crate::egress::{Catalogue, EgressSpec};
 use crate::error::{Report, codes};
 use crate::placement;
 
@@ -89,7 +90,26 @@ impl<'t, 'a> Sections<'t, 'a> {
                 self.refuse(path, report);
             }
         }
-        let egress = self.section("egress");
+        let egress = self.section::<EgressSpec>("egress");
+        if let Some(Err(rule_problems)) = egress.as_ref().map(Catalogue::compile) {
+            let rules = FieldPath::root().key("egress").key("rules");
+            for problem in rule_problems {
+                let host = egress
+                    .as_ref()
+                    .and_then(|e| e.rules.get(problem.rule))
+                    .map_or("", |r| r.host.as_str());
+                self.refuse(
+                    rules.index(problem.rule).key(problem.field),
+                    Report::new(
+                        &codes::MAN_BAD_RULE,
+                        format!(
+                            "The {} of egress rule {} ({host}) cannot be used: {}.",
+                            problem.field, problem.rule, problem.message
+                        ),
+                    ),
+                );
+            }
+        }
         let runtime = self.section("runtime");
         if let Some(runtime) = &runtime {
             let under = FieldPath::root().key("runtime");
