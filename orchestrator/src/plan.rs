@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use af_policy::egress::EgressSpec;
 use af_policy::error::{Report, codes};
+use af_policy::manifest::{Manifest, ServiceKind};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -110,6 +111,40 @@ impl EnvPlan {
             services,
             egress,
         })
+    }
+
+    /// The plan of a manifest read from `manifest_path`: build contexts resolved against the
+    /// manifest's directory.
+    pub fn from_manifest(manifest: &Manifest, manifest_path: &std::path::Path, env: EnvId) -> Result<Self, Report> {
+        let dir = manifest_path
+            .parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default();
+        let dir = std::path::absolute(&dir).unwrap_or(dir);
+        let services = manifest
+            .services
+            .iter()
+            .map(|s| ServicePlan {
+                name: s.name.clone(),
+                kind: match s.kind {
+                    ServiceKind::Web => Kind::Web,
+                    ServiceKind::Worker => Kind::Worker,
+                    ServiceKind::Cron => Kind::Cron,
+                },
+                context: dir.join(&s.path),
+                dockerfile: s.dockerfile.clone(),
+                command: s.command.clone(),
+                port: s.port,
+                health_path: s.health_path.clone(),
+                health_timeout: s
+                    .health_timeout
+                    .map_or(DEFAULT_HEALTH_TIMEOUT, |t| Duration::from_secs(u64::from(t))),
+                env: s.env.clone(),
+                depends_on: s.depends_on.clone(),
+                migrate: s.migrate.clone(),
+            })
+            .collect();
+        Self::new(env, manifest.name.clone(), services, manifest.egress.clone())
     }
 
     /// The service of that name.

@@ -3,20 +3,11 @@
 use std::io::Write;
 
 use af_policy::error::Report;
-use serde::Serialize;
-
-use super::output::{ErrorDoc, Format, HumanProgress, print_json};
+use super::output::{Format, HumanProgress, print_json};
 use crate::plan::EnvPlan;
 use crate::runtime::{Quiet, Runtime, RuntimeError, UpReport};
 
-#[derive(Serialize)]
-struct Failed<'a> {
-    env: &'a str,
-    failed: Option<&'a str>,
-    error: ErrorDoc<'a>,
-}
-
-/// Run `af up`; `Ok` is the exit status.
+/// Run `af up`: the report on success, the coded refusal otherwise.
 pub async fn run(runtime: &dyn Runtime, plan: &EnvPlan, format: Format, out: &mut dyn Write) -> Result<UpReport, Report> {
     let result = match format {
         Format::Human => runtime.up(plan, &HumanProgress::new()).await,
@@ -33,21 +24,13 @@ pub async fn run(runtime: &dyn Runtime, plan: &EnvPlan, format: Format, out: &mu
             Ok(report)
         }
         Err(e) => {
-            let report = e.report();
-            let failed = failed_service(&e);
-            match format {
-                Format::Human => {
-                    if let Some(s) = failed {
-                        let _ = writeln!(out, "✗ {s}");
-                    }
-                    let _ = writeln!(out, "env {}", plan.env);
-                }
-                Format::Json => print_json(
-                    out,
-                    &Failed { env: plan.env.as_str(), failed, error: ErrorDoc::from(&report) },
-                ),
+            // The refusal itself is printed by the caller (text on stderr, or JSON).
+            if format == Format::Human
+                && let Some(s) = failed_service(&e)
+            {
+                let _ = writeln!(out, "✗ {s}");
             }
-            Err(report)
+            Err(e.report())
         }
     }
 }

@@ -1,0 +1,100 @@
+//! The command line, as clap reads it.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::output::Format;
+
+/// Run a repository's services as one environment whose only way out is the af sidecar.
+#[derive(Debug, Parser)]
+#[command(name = "af", version, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every command takes.
+#[derive(Debug, Args)]
+pub struct Global {
+    /// Output format.
+    #[arg(short = 'o', long = "output", global = true, value_enum, default_value_t = Format::Text)]
+    pub output: Format,
+    /// The manifest to use instead of the af.yaml found from the working directory up.
+    #[arg(short = 'f', long = "file", global = true, value_name = "PATH")]
+    pub file: Option<PathBuf>,
+}
+
+/// What to do.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check af.yaml and show where the environment would run. Creates nothing.
+    Validate,
+    /// Print the JSON Schema of af.yaml, for editors.
+    Schema,
+    /// The egress catalogue and the sidecar's decisions.
+    #[command(subcommand)]
+    Net(NetCommand),
+    /// Start the environment (or bring it up to date); one line per service, then its id.
+    Up(EnvArg),
+    /// Remove everything the environment's runtime made (exit 5 if anything is left).
+    Down(EnvArg),
+    /// Show the environment's sidecar and services.
+    Status(EnvArg),
+    /// Show what the services wrote.
+    Logs {
+        #[command(flatten)]
+        env: EnvArg,
+        /// Only this service.
+        service: Option<String>,
+        /// Keep streaming.
+        #[arg(long)]
+        follow: bool,
+        /// Only the last N lines of each service.
+        #[arg(long, value_name = "N")]
+        tail: Option<usize>,
+    },
+    /// Check that this machine can run environments, with a remedy for each problem.
+    Doctor,
+}
+
+/// Which environment: derived from the repository and branch unless given.
+#[derive(Debug, Args)]
+pub struct EnvArg {
+    /// The environment id (default: derived from the project, repository and branch).
+    #[arg(long = "env", value_name = "ID")]
+    pub env: Option<String>,
+}
+
+/// `af net ...`
+#[derive(Debug, Subcommand)]
+pub enum NetCommand {
+    /// List the egress rules in deciding order (most specific first).
+    Policy,
+    /// Show how a request would be decided: every rule that matches and why the winner wins.
+    Explain {
+        /// The HTTP method, e.g. GET.
+        method: String,
+        /// The absolute URL, e.g. https://api.example.com/v1/users.
+        url: String,
+    },
+    /// Show the sidecar's decisions, read through its admin API.
+    Log {
+        #[command(flatten)]
+        env: EnvArg,
+        /// Only refused requests.
+        #[arg(long)]
+        blocked: bool,
+        /// Keep streaming new decisions.
+        #[arg(long)]
+        follow: bool,
+        /// At most N records.
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        /// Only this host.
+        #[arg(long)]
+        host: Option<String>,
+    },
+}
