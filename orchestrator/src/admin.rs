@@ -75,8 +75,13 @@ pub struct Page {
 
 type Body = hyper::body::Incoming;
 
-async fn get(addr: SocketAddr, path: &str, token: Option<&str>) -> Result<hyper::Response<Body>, RuntimeError> {
-    let unreachable = |e: &dyn std::fmt::Display| RuntimeError::AdminUnreachable(format!("{addr}: {e}"));
+async fn get(
+    addr: SocketAddr,
+    path: &str,
+    token: Option<&str>,
+) -> Result<hyper::Response<Body>, RuntimeError> {
+    let unreachable =
+        |e: &dyn std::fmt::Display| RuntimeError::AdminUnreachable(format!("{addr}: {e}"));
     let stream = tokio::time::timeout(TIMEOUT, TcpStream::connect(addr))
         .await
         .map_err(|e| unreachable(&e))?
@@ -89,14 +94,21 @@ async fn get(addr: SocketAddr, path: &str, token: Option<&str>) -> Result<hyper:
     if let Some(t) = token {
         req = req.header("authorization", format!("Bearer {t}"));
     }
-    let req = req.body(Empty::<Bytes>::new()).map_err(|e| unreachable(&e))?;
+    let req = req
+        .body(Empty::<Bytes>::new())
+        .map_err(|e| unreachable(&e))?;
     let resp = tokio::time::timeout(TIMEOUT, sender.send_request(req))
         .await
         .map_err(|e| unreachable(&e))?
         .map_err(|e| unreachable(&e))?;
     if resp.status() != StatusCode::OK {
         let status = resp.status();
-        let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
         return Err(RuntimeError::AdminUnreachable(format!(
             "{addr}{path} answered {status}: {}",
             String::from_utf8_lossy(&body).trim()
@@ -124,11 +136,18 @@ pub async fn decisions(addr: SocketAddr, token: &str, query: &Query) -> Result<P
         .map_err(|e| RuntimeError::AdminUnreachable(format!("the answer is not JSON: {e}")))?;
     let records = doc["records"].as_array().cloned().unwrap_or_default();
     let next_since = doc["next_since"].as_u64().unwrap_or(0);
-    Ok(Page { records, next_since })
+    Ok(Page {
+        records,
+        next_since,
+    })
 }
 
 /// Every decision so far, page by page.
-pub async fn all_decisions(addr: SocketAddr, token: &str, query: &Query) -> Result<Vec<Value>, RuntimeError> {
+pub async fn all_decisions(
+    addr: SocketAddr,
+    token: &str,
+    query: &Query,
+) -> Result<Vec<Value>, RuntimeError> {
     let mut q = query.clone();
     q.limit = Some(1000);
     let mut out = Vec::new();
@@ -152,25 +171,34 @@ pub async fn follow(
     let path = format!("/v1/decisions/follow{}", query.to_query_string(false));
     let resp = get(addr, &path, Some(token)).await?;
     let body = resp.into_body();
-    let stream = futures_util::stream::unfold((body, Vec::<u8>::new()), |(mut body, mut buf)| async move {
-        loop {
-            if let Some(pos) = buf.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = buf.drain(..=pos).collect();
-                let item = serde_json::from_slice::<Value>(&line)
-                    .map_err(|e| RuntimeError::AdminUnreachable(format!("a followed record is not JSON: {e}")));
-                return Some((item, (body, buf)));
-            }
-            match body.frame().await {
-                Some(Ok(frame)) => {
-                    if let Some(data) = frame.data_ref() {
-                        buf.extend_from_slice(data);
-                    }
+    let stream =
+        futures_util::stream::unfold((body, Vec::<u8>::new()), |(mut body, mut buf)| async move {
+            loop {
+                if let Some(pos) = buf.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = buf.drain(..=pos).collect();
+                    let item = serde_json::from_slice::<Value>(&line).map_err(|e| {
+                        RuntimeError::AdminUnreachable(format!(
+                            "a followed record is not JSON: {e}"
+                        ))
+                    });
+                    return Some((item, (body, buf)));
                 }
-                Some(Err(e)) => return Some((Err(RuntimeError::AdminUnreachable(e.to_string())), (body, Vec::new()))),
-                None => return None,
+                match body.frame().await {
+                    Some(Ok(frame)) => {
+                        if let Some(data) = frame.data_ref() {
+                            buf.extend_from_slice(data);
+                        }
+                    }
+                    Some(Err(e)) => {
+                        return Some((
+                            Err(RuntimeError::AdminUnreachable(e.to_string())),
+                            (body, Vec::new()),
+                        ));
+                    }
+                    None => return None,
+                }
             }
-        }
-    });
+        });
     Ok(Box::pin(stream))
 }
 
@@ -180,9 +208,20 @@ mod tests {
 
     #[test]
     fn queries_are_encoded() {
-        let q = Query { since: Some(4), limit: Some(10), blocked: true, host: Some("a b.test".into()) };
-        assert_eq!(q.to_query_string(true), "?since=4&limit=10&blocked=true&host=a%20b.test");
-        assert_eq!(q.to_query_string(false), "?since=4&blocked=true&host=a%20b.test");
+        let q = Query {
+            since: Some(4),
+            limit: Some(10),
+            blocked: true,
+            host: Some("a b.test".into()),
+        };
+        assert_eq!(
+            q.to_query_string(true),
+            "?since=4&limit=10&blocked=true&host=a%20b.test"
+        );
+        assert_eq!(
+            q.to_query_string(false),
+            "?since=4&blocked=true&host=a%20b.test"
+        );
         assert_eq!(Query::default().to_query_string(true), "");
     }
 }

@@ -20,7 +20,9 @@ pub struct EnvId(String);
 
 /// Why a given id was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("{0:?} is not an environment id: use 1-{MAX_LEN} lower-case letters, digits or '-', not starting or ending with '-'")]
+#[error(
+    "{0:?} is not an environment id: use 1-{MAX_LEN} lower-case letters, digits or '-', not starting or ending with '-'"
+)]
 pub struct BadEnvId(pub String);
 
 impl EnvId {
@@ -105,7 +107,12 @@ fn slug(text: &str, max: usize) -> String {
 }
 
 fn git(dir: &Path, args: &[&str]) -> Option<String> {
-    let out = Command::new("git").arg("-C").arg(dir).args(args).output().ok()?;
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .ok()?;
     if !out.status.success() {
         return None;
     }

@@ -5,7 +5,7 @@
 //! everything it promises is checked by one conformance suite (`tests/conformance`).
 
 pub mod admin;
-pub mod lifecycle;
 pub mod env_id;
+pub mod lifecycle;
 pub mod plan;
 pub mod runtime;

@@ -115,7 +115,11 @@ impl EnvPlan {
 
     /// The plan of a manifest read from `manifest_path`: build contexts resolved against the
     /// manifest's directory.
-    pub fn from_manifest(manifest: &Manifest, manifest_path: &std::path::Path, env: EnvId) -> Result<Self, Report> {
+    pub fn from_manifest(
+        manifest: &Manifest,
+        manifest_path: &std::path::Path,
+        env: EnvId,
+    ) -> Result<Self, Report> {
         let dir = manifest_path
             .parent()
             .map(std::path::Path::to_path_buf)
@@ -136,15 +140,20 @@ impl EnvPlan {
                 command: s.command.clone(),
                 port: s.port,
                 health_path: s.health_path.clone(),
-                health_timeout: s
-                    .health_timeout
-                    .map_or(DEFAULT_HEALTH_TIMEOUT, |t| Duration::from_secs(u64::from(t))),
+                health_timeout: s.health_timeout.map_or(DEFAULT_HEALTH_TIMEOUT, |t| {
+                    Duration::from_secs(u64::from(t))
+                }),
                 env: s.env.clone(),
                 depends_on: s.depends_on.clone(),
                 migrate: s.migrate.clone(),
             })
             .collect();
-        Self::new(env, manifest.name.clone(), services, manifest.egress.clone())
+        Self::new(
+            env,
+            manifest.name.clone(),
+            services,
+            manifest.egress.clone(),
+        )
     }
 
     /// The service of that name.
@@ -160,7 +169,10 @@ fn start_order(mut services: Vec<ServicePlan>) -> Result<Vec<ServicePlan>, Repor
         if let Some(missing) = s.depends_on.iter().find(|d| !names.contains(d.as_str())) {
             return Err(Report::new(
                 &codes::MAN_MISSING_DEPENDENCY,
-                format!("Service {} depends on {missing}, which is not a service.", s.name),
+                format!(
+                    "Service {} depends on {missing}, which is not a service.",
+                    s.name
+                ),
             ));
         }
     }
@@ -174,7 +186,10 @@ fn start_order(mut services: Vec<ServicePlan>) -> Result<Vec<ServicePlan>, Repor
             let stuck: Vec<&str> = services.iter().map(|s| s.name.as_str()).collect();
             return Err(Report::new(
                 &codes::MAN_CYCLE,
-                format!("The services {} depend on each other in a cycle.", stuck.join(", ")),
+                format!(
+                    "The services {} depend on each other in a cycle.",
+                    stuck.join(", ")
+                ),
             ));
         };
         ordered.push(services.remove(next));
@@ -219,7 +234,12 @@ mod tests {
 
     #[test]
     fn cycles_and_missing_dependencies_are_refused() {
-        let cycle = EnvPlan::new(env(), "p", vec![svc("a", &["b"]), svc("b", &["a"])], EgressSpec::default());
+        let cycle = EnvPlan::new(
+            env(),
+            "p",
+            vec![svc("a", &["b"]), svc("b", &["a"])],
+            EgressSpec::default(),
+        );
         assert_eq!(cycle.err().map(|r| r.code.code), Some("AF-MAN-009"));
         let missing = EnvPlan::new(env(), "p", vec![svc("a", &["zz"])], EgressSpec::default());
         assert_eq!(missing.err().map(|r| r.code.code), Some("AF-MAN-010"));

@@ -22,7 +22,12 @@ pub fn run(global: &Global, command: &Command) -> Result<(), Refusal> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| Report::new(&codes::RUN_UNSUPPORTED, format!("af could not start its runtime: {e}.")))?;
+        .map_err(|e| {
+            Report::new(
+                &codes::RUN_UNSUPPORTED,
+                format!("af could not start its runtime: {e}."),
+            )
+        })?;
     rt.block_on(dispatch(global, command))
 }
 
@@ -45,22 +50,41 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
         _ => return Ok(()),
     };
     let (env, plan) = environment(global, arg, plan)?;
-    let runtime = LocalRuntime::connect(options).await.map_err(|e| e.report())?;
+    let runtime = LocalRuntime::connect(options)
+        .await
+        .map_err(|e| e.report())?;
     let runtime: &dyn Runtime = &runtime;
     match command {
         Command::Up(_) => {
-            let plan = plan.ok_or_else(|| Report::new(&codes::MAN_NOT_FOUND, "No manifest to start."))?;
+            let plan =
+                plan.ok_or_else(|| Report::new(&codes::MAN_NOT_FOUND, "No manifest to start."))?;
             lifecycle::up::run(runtime, &plan, out, stdout).await?;
         }
         Command::Down(_) => lifecycle::down::run(runtime, &env, out, stdout).await?,
         Command::Status(_) => {
             lifecycle::status::run(runtime, &env, out, stdout).await?;
         }
-        Command::Logs { service, follow, tail, .. } => {
+        Command::Logs {
+            service,
+            follow,
+            tail,
+            ..
+        } => {
             lifecycle::logs::run(runtime, &env, service.as_deref(), *follow, *tail, stdout).await?
         }
-        Command::Net(NetCommand::Log { blocked, follow, limit, host, .. }) => {
-            let query = Query { since: None, limit: *limit, blocked: *blocked, host: host.clone() };
+        Command::Net(NetCommand::Log {
+            blocked,
+            follow,
+            limit,
+            host,
+            ..
+        }) => {
+            let query = Query {
+                since: None,
+                limit: *limit,
+                blocked: *blocked,
+                host: host.clone(),
+            };
             lifecycle::net_log::run(runtime, &env, query, *follow, out, stdout).await?
         }
         _ => {}
@@ -71,7 +95,11 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
 /// The environment id (`--env`, or derived from the manifest's project, repository and
 /// branch) and, for `up`, the plan. Only the local runtime is built: a manifest placed on a
 /// cluster is refused (AF-RUN-044) rather than run here.
-fn environment(global: &Global, arg: &EnvArg, want_plan: bool) -> Result<(EnvId, Option<EnvPlan>), Refusal> {
+fn environment(
+    global: &Global,
+    arg: &EnvArg,
+    want_plan: bool,
+) -> Result<(EnvId, Option<EnvPlan>), Refusal> {
     let loaded = load_manifest(global);
     let (path, manifest) = match (loaded, &arg.env) {
         (Ok(found), _) => found,
@@ -92,12 +120,18 @@ fn environment(global: &Global, arg: &EnvArg, want_plan: bool) -> Result<(EnvId,
         Some(id) => parse_env(id)?,
         None => EnvId::derive(&manifest.name, path.parent().unwrap_or(Path::new("."))),
     };
-    let plan = if want_plan { Some(EnvPlan::from_manifest(&manifest, &path, env.clone())?) } else { None };
+    let plan = if want_plan {
+        Some(EnvPlan::from_manifest(&manifest, &path, env.clone())?)
+    } else {
+        None
+    };
     Ok((env, plan))
 }
 
 fn parse_env(id: &str) -> Result<EnvId, Refusal> {
     EnvId::parse(id).map_err(|e| {
-        Report::new(&codes::MAN_BAD_NAME, format!("--env {e}.")).with_next("Pass an id such as pr-42.").into()
+        Report::new(&codes::MAN_BAD_NAME, format!("--env {e}."))
+            .with_next("Pass an id such as pr-42.")
+            .into()
     })
 }

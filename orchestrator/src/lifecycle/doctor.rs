@@ -24,7 +24,11 @@ pub struct Check {
 }
 
 /// Run every check; `Err` when any failed.
-pub async fn run(options: &LocalOptions, format: Format, out: &mut dyn Write) -> Result<Vec<Check>, Report> {
+pub async fn run(
+    options: &LocalOptions,
+    format: Format,
+    out: &mut dyn Write,
+) -> Result<Vec<Check>, Report> {
     let mut checks = Vec::new();
     let docker = match client::connect().await {
         Ok(d) => {
@@ -33,7 +37,13 @@ pub async fn run(options: &LocalOptions, format: Format, out: &mut dyn Write) ->
                 name: "docker daemon",
                 ok: true,
                 detail: version
-                    .map(|v| format!("Docker Engine {} (API {})", v.version.unwrap_or_default(), v.api_version.unwrap_or_default()))
+                    .map(|v| {
+                        format!(
+                            "Docker Engine {} (API {})",
+                            v.version.unwrap_or_default(),
+                            v.api_version.unwrap_or_default()
+                        )
+                    })
                     .unwrap_or_else(|| "reachable".to_owned()),
                 remedy: None,
             });
@@ -61,11 +71,21 @@ pub async fn run(options: &LocalOptions, format: Format, out: &mut dyn Write) ->
                     remedy: (free < 2).then(|| "Run `af down` on environments you no longer need, or set AF_ADDRESS_POOL to an unused private range such as 10.214.0.0/16.".to_owned()),
                 });
             }
-            Err(e) => checks.push(Check { name: "address pool", ok: false, detail: e.to_string(), remedy: Some("Check `docker network ls` works.".to_owned()) }),
+            Err(e) => checks.push(Check {
+                name: "address pool",
+                ok: false,
+                detail: e.to_string(),
+                remedy: Some("Check `docker network ls` works.".to_owned()),
+            }),
         }
         // Building images.
         let tag = "af-doctor-probe:latest";
-        let context = images::tar_of(&[("Dockerfile", b"FROM scratch\nLABEL dev.antifailure.managed=true\n", 0o644)]).unwrap_or_default();
+        let context = images::tar_of(&[(
+            "Dockerfile",
+            b"FROM scratch\nLABEL dev.antifailure.managed=true\n",
+            0o644,
+        )])
+        .unwrap_or_default();
         let opts = BuildImageOptionsBuilder::default().t(tag).rm(true).build();
         let mut stream = docker.build_image(opts, None, Some(bollard::body_full(context.into())));
         let mut error = None;
@@ -79,7 +99,13 @@ pub async fn run(options: &LocalOptions, format: Format, out: &mut dyn Write) ->
                 Err(e) => error = Some(e.to_string()),
             }
         }
-        let _ = docker.remove_image(tag, Some(RemoveImageOptionsBuilder::default().force(true).build()), None).await;
+        let _ = docker
+            .remove_image(
+                tag,
+                Some(RemoveImageOptionsBuilder::default().force(true).build()),
+                None,
+            )
+            .await;
         checks.push(Check {
             name: "image builds",
             ok: error.is_none(),
@@ -89,14 +115,39 @@ pub async fn run(options: &LocalOptions, format: Format, out: &mut dyn Write) ->
     }
     // Sidecar binary.
     let sidecar = match &options.sidecar_source {
-        images::SidecarSource::Image(i) => Check { name: "sidecar image", ok: true, detail: format!("AF_PROXY_IMAGE={i}"), remedy: None },
+        images::SidecarSource::Image(i) => Check {
+            name: "sidecar image",
+            ok: true,
+            detail: format!("AF_PROXY_IMAGE={i}"),
+            remedy: None,
+        },
         images::SidecarSource::Binary(p) => match images::is_static_elf(p) {
-            Ok(true) => Check { name: "sidecar binary", ok: true, detail: p.display().to_string(), remedy: None },
-            _ => Check { name: "sidecar binary", ok: false, detail: format!("{} is missing or not static", p.display()), remedy: Some(build_hint()) },
+            Ok(true) => Check {
+                name: "sidecar binary",
+                ok: true,
+                detail: p.display().to_string(),
+                remedy: None,
+            },
+            _ => Check {
+                name: "sidecar binary",
+                ok: false,
+                detail: format!("{} is missing or not static", p.display()),
+                remedy: Some(build_hint()),
+            },
         },
         images::SidecarSource::Lookup => match images::find_proxy_binary(None) {
-            Ok(p) => Check { name: "sidecar binary", ok: true, detail: p.display().to_string(), remedy: None },
-            Err(e) => Check { name: "sidecar binary", ok: false, detail: e.to_string(), remedy: Some(build_hint()) },
+            Ok(p) => Check {
+                name: "sidecar binary",
+                ok: true,
+                detail: p.display().to_string(),
+                remedy: None,
+            },
+            Err(e) => Check {
+                name: "sidecar binary",
+                ok: false,
+                detail: e.to_string(),
+                remedy: Some(build_hint()),
+            },
         },
     };
     checks.push(sidecar);
@@ -109,7 +160,10 @@ pub async fn run(options: &LocalOptions, format: Format, out: &mut dyn Write) ->
             Ok(_) => "127.0.0.1 can take published ports".to_owned(),
             Err(e) => format!("127.0.0.1: {e}"),
         },
-        remedy: port.is_err().then(|| "Free some local ports; web services and the admin API are published on 127.0.0.1.".to_owned()),
+        remedy: port.is_err().then(|| {
+            "Free some local ports; web services and the admin API are published on 127.0.0.1."
+                .to_owned()
+        }),
     });
 
     match format {
@@ -128,8 +182,11 @@ pub async fn run(options: &LocalOptions, format: Format, out: &mut dyn Write) ->
     if failed.is_empty() {
         Ok(checks)
     } else {
-        Err(Report::new(&codes::RUN_DOCKER_UNREACHABLE, format!("af doctor found problems: {}.", failed.join(", ")))
-            .with_next("Follow the → line under each failed check."))
+        Err(Report::new(
+            &codes::RUN_DOCKER_UNREACHABLE,
+            format!("af doctor found problems: {}.", failed.join(", ")),
+        )
+        .with_next("Follow the → line under each failed check."))
     }
 }
 

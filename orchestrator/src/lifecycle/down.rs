@@ -18,7 +18,12 @@ struct Doc<'a> {
 }
 
 /// Run `af down`.
-pub async fn run(runtime: &dyn Runtime, env: &EnvId, format: Format, out: &mut dyn Write) -> Result<(), Report> {
+pub async fn run(
+    runtime: &dyn Runtime,
+    env: &EnvId,
+    format: Format,
+    out: &mut dyn Write,
+) -> Result<(), Report> {
     let report = runtime.down(env).await.map_err(|e| e.report())?;
     match format {
         Format::Human => {

@@ -17,7 +17,10 @@ pub async fn run(
     tail: Option<usize>,
     out: &mut dyn Write,
 ) -> Result<(), Report> {
-    let mut lines = runtime.logs(env, service, follow, tail).await.map_err(|e| e.report())?;
+    let mut lines = runtime
+        .logs(env, service, follow, tail)
+        .await
+        .map_err(|e| e.report())?;
     let prefix = service.is_none();
     while let Some(line) = lines.next().await {
         let line = line.map_err(|e| e.report())?;

@@ -23,7 +23,9 @@ pub async fn run(
 ) -> Result<(), Report> {
     let endpoint = runtime.admin(env).await.map_err(|e| e.report())?;
     if follow {
-        let mut stream = admin::follow(endpoint.addr, &endpoint.token, &query).await.map_err(|e| e.report())?;
+        let mut stream = admin::follow(endpoint.addr, &endpoint.token, &query)
+            .await
+            .map_err(|e| e.report())?;
         while let Some(record) = stream.next().await {
             let record = record.map_err(|e| e.report())?;
             let written = match format {
@@ -38,11 +40,21 @@ pub async fn run(
         return Ok(());
     }
     let records = match query.limit {
-        Some(_) => admin::decisions(endpoint.addr, &endpoint.token, &query).await.map_err(|e| e.report())?.records,
-        None => admin::all_decisions(endpoint.addr, &endpoint.token, &query).await.map_err(|e| e.report())?,
+        Some(_) => {
+            admin::decisions(endpoint.addr, &endpoint.token, &query)
+                .await
+                .map_err(|e| e.report())?
+                .records
+        }
+        None => admin::all_decisions(endpoint.addr, &endpoint.token, &query)
+            .await
+            .map_err(|e| e.report())?,
     };
     match format {
-        Format::Json => print_json(out, &serde_json::json!({ "env": env.as_str(), "records": records })),
+        Format::Json => print_json(
+            out,
+            &serde_json::json!({ "env": env.as_str(), "records": records }),
+        ),
         Format::Human => {
             for r in &records {
                 let _ = writeln!(out, "{}", line(r));
@@ -58,11 +70,29 @@ pub fn line(r: &Value) -> String {
     let seq = r["seq"].as_u64().unwrap_or(0);
     let at = s("at").get(11..19).unwrap_or(s("at"));
     if s("kind") == "dns_sighting" {
-        return format!("{seq:>5} {at} · dns    {} {} ({})", s("host"), s("qtype"), s("scope"));
+        return format!(
+            "{seq:>5} {at} · dns    {} {} ({})",
+            s("host"),
+            s("qtype"),
+            s("scope")
+        );
     }
-    let mark = if r["allowed"].as_bool().unwrap_or(false) { "✓" } else { "✗" };
-    let mode = r["mode"].as_str().unwrap_or(if r["allowed"].as_bool().unwrap_or(false) { "allow" } else { "block" });
-    let status = r["status"].as_u64().map(|c| format!(" {c}")).unwrap_or_default();
+    let mark = if r["allowed"].as_bool().unwrap_or(false) {
+        "✓"
+    } else {
+        "✗"
+    };
+    let mode = r["mode"]
+        .as_str()
+        .unwrap_or(if r["allowed"].as_bool().unwrap_or(false) {
+            "allow"
+        } else {
+            "block"
+        });
+    let status = r["status"]
+        .as_u64()
+        .map(|c| format!(" {c}"))
+        .unwrap_or_default();
     let rule = match s("rule") {
         "" => "default".to_owned(),
         rule => rule.to_owned(),

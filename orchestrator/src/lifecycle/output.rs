@@ -31,7 +31,11 @@ pub struct ErrorDoc<'a> {
 
 impl<'a> From<&'a Report> for ErrorDoc<'a> {
     fn from(r: &'a Report) -> Self {
-        ErrorDoc { code: r.code.code, statement: &r.statement, next: &r.next }
+        ErrorDoc {
+            code: r.code.code,
+            statement: &r.statement,
+            next: &r.next,
+        }
     }
 }
 
@@ -51,7 +55,10 @@ pub struct HumanProgress {
 impl HumanProgress {
     /// Progress on this process's stdout and stderr.
     pub fn new() -> Self {
-        Self { tty: std::io::stderr().is_terminal(), last_width: Mutex::new(0) }
+        Self {
+            tty: std::io::stderr().is_terminal(),
+            last_width: Mutex::new(0),
+        }
     }
 
     fn clear(&self) {

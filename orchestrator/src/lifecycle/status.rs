@@ -9,7 +9,12 @@ use crate::env_id::EnvId;
 use crate::runtime::{EnvStatus, Runtime};
 
 /// Run `af status`.
-pub async fn run(runtime: &dyn Runtime, env: &EnvId, format: Format, out: &mut dyn Write) -> Result<EnvStatus, Report> {
+pub async fn run(
+    runtime: &dyn Runtime,
+    env: &EnvId,
+    format: Format,
+    out: &mut dyn Write,
+) -> Result<EnvStatus, Report> {
     let status = runtime.status(env).await.map_err(|e| e.report())?;
     match format {
         Format::Json => print_json(out, &status),
@@ -23,7 +28,13 @@ pub async fn run(runtime: &dyn Runtime, env: &EnvId, format: Format, out: &mut d
             }
             for s in &status.services {
                 let url = s.url.as_deref().unwrap_or("");
-                let _ = writeln!(out, "{} {:<16} {:<12} {url}", mark(s.running), s.name, s.state);
+                let _ = writeln!(
+                    out,
+                    "{} {:<16} {:<12} {url}",
+                    mark(s.running),
+                    s.name,
+                    s.state
+                );
             }
             let _ = writeln!(out, "env {env}");
         }

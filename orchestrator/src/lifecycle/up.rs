@@ -2,13 +2,18 @@
 
 use std::io::Write;
 
-use af_policy::error::Report;
 use super::output::{Format, HumanProgress, print_json};
 use crate::plan::EnvPlan;
 use crate::runtime::{Quiet, Runtime, RuntimeError, UpReport};
+use af_policy::error::Report;
 
 /// Run `af up`: the report on success, the coded refusal otherwise.
-pub async fn run(runtime: &dyn Runtime, plan: &EnvPlan, format: Format, out: &mut dyn Write) -> Result<UpReport, Report> {
+pub async fn run(
+    runtime: &dyn Runtime,
+    plan: &EnvPlan,
+    format: Format,
+    out: &mut dyn Write,
+) -> Result<UpReport, Report> {
     let result = match format {
         Format::Human => runtime.up(plan, &HumanProgress::new()).await,
         Format::Json => runtime.up(plan, &Quiet).await,

@@ -18,7 +18,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("af-forward: no runtime: {e}");
@@ -45,7 +48,9 @@ fn main() -> ExitCode {
                     .and_then(|v| v.parse::<SocketAddr>().ok())
             };
             let (Some(listen), Some(to)) = (flag("--listen"), flag("--to")) else {
-                eprintln!("usage: af-forward --listen ADDR:PORT --to ADDR:PORT | af-forward check ADDR:PORT [PATH]");
+                eprintln!(
+                    "usage: af-forward --listen ADDR:PORT --to ADDR:PORT | af-forward check ADDR:PORT [PATH]"
+                );
                 return ExitCode::from(2);
             };
             match runtime.block_on(relay(listen, to)) {
@@ -83,11 +88,16 @@ async fn check(addr: SocketAddr, path: Option<&str>) -> bool {
         let Some(path) = path else {
             return Some(());
         };
-        let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: af-readiness\r\nConnection: close\r\n\r\n");
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: af-readiness\r\nConnection: close\r\n\r\n"
+        );
         stream.write_all(request.as_bytes()).await.ok()?;
         let mut head = [0u8; 5];
         stream.read_exact(&mut head).await.ok()?;
         (&head == b"HTTP/").then_some(())
     };
-    matches!(tokio::time::timeout(CHECK_TIMEOUT, attempt).await, Ok(Some(())))
+    matches!(
+        tokio::time::timeout(CHECK_TIMEOUT, attempt).await,
+        Ok(Some(()))
+    )
 }

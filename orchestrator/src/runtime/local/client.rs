@@ -30,6 +30,9 @@ pub async fn connect() -> Result<Docker, RuntimeError> {
 pub fn is_not_found(err: &bollard::errors::Error) -> bool {
     matches!(
         err,
-        bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }
+        bollard::errors::Error::DockerResponseServerError {
+            status_code: 404,
+            ..
+        }
     )
 }

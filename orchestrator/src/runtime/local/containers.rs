@@ -28,7 +28,11 @@ impl Found {
 
     /// Whether it is running.
     pub fn running(&self) -> bool {
-        self.inspect.state.as_ref().and_then(|s| s.running).unwrap_or(false)
+        self.inspect
+            .state
+            .as_ref()
+            .and_then(|s| s.running)
+            .unwrap_or(false)
     }
 
     /// Its exit code, when it has stopped.
@@ -68,7 +72,10 @@ impl Found {
         let Some(state) = self.inspect.state.as_ref() else {
             return "unknown".to_owned();
         };
-        let status = state.status.map(|s| s.to_string()).unwrap_or_else(|| "unknown".to_owned());
+        let status = state
+            .status
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| "unknown".to_owned());
         match (state.running, state.exit_code) {
             (Some(false), Some(code)) if status == "exited" => format!("exited ({code})"),
             _ => status,
@@ -77,12 +84,19 @@ impl Found {
 }
 
 /// Our container of that name; `None` if absent; `NotOurs` if somebody else's.
-pub async fn find(docker: &Docker, names: &Names, name: &str) -> Result<Option<Found>, RuntimeError> {
+pub async fn find(
+    docker: &Docker,
+    names: &Names,
+    name: &str,
+) -> Result<Option<Found>, RuntimeError> {
     match docker.inspect_container(name, None).await {
         Ok(inspect) => {
             let labels = inspect.config.as_ref().and_then(|c| c.labels.as_ref());
             if owner(labels, names.env()) != Owner::This {
-                return Err(RuntimeError::NotOurs { class: "container", name: name.to_owned() });
+                return Err(RuntimeError::NotOurs {
+                    class: "container",
+                    name: name.to_owned(),
+                });
             }
             Ok(Some(Found { inspect }))
         }
@@ -93,7 +107,10 @@ pub async fn find(docker: &Docker, names: &Names, name: &str) -> Result<Option<F
 
 /// Remove a container (running or not) and its anonymous volumes; absent is fine.
 pub async fn remove(docker: &Docker, name: &str) -> Result<(), RuntimeError> {
-    let options = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
+    let options = RemoveContainerOptionsBuilder::default()
+        .force(true)
+        .v(true)
+        .build();
     match docker.remove_container(name, Some(options)).await {
         Ok(()) => Ok(()),
         Err(e) if is_not_found(&e) => Ok(()),
@@ -126,8 +143,18 @@ pub async fn owned(docker: &Docker, names: &Names) -> Result<Vec<Listed>, Runtim
         .into_iter()
         .filter_map(|c| {
             let name = c.names?.first()?.trim_start_matches('/').to_owned();
-            let label = |k: &str| c.labels.as_ref().and_then(|l| l.get(k)).cloned().unwrap_or_default();
-            Some(Listed { name, kind: label(KIND), service: label(SERVICE) })
+            let label = |k: &str| {
+                c.labels
+                    .as_ref()
+                    .and_then(|l| l.get(k))
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            Some(Listed {
+                name,
+                kind: label(KIND),
+                service: label(SERVICE),
+            })
         })
         .collect())
 }
@@ -138,7 +165,10 @@ pub async fn foreign(docker: &Docker, names: &Names) -> Result<Vec<String>, Runt
         "name".to_owned(),
         vec![format!("af-{}-", names.env())],
     )]);
-    let options = ListContainersOptionsBuilder::default().all(true).filters(&filters).build();
+    let options = ListContainersOptionsBuilder::default()
+        .all(true)
+        .filters(&filters)
+        .build();
     let list = docker
         .list_containers(Some(options))
         .await
@@ -154,7 +184,11 @@ pub async fn foreign(docker: &Docker, names: &Names) -> Result<Vec<String>, Runt
 }
 
 /// Run `argv` in a running container and collect its output.
-pub async fn exec(docker: &Docker, container: &str, argv: &[String]) -> Result<ExecOutput, RuntimeError> {
+pub async fn exec(
+    docker: &Docker,
+    container: &str,
+    argv: &[String],
+) -> Result<ExecOutput, RuntimeError> {
     let created = docker
         .create_exec(
             container,
@@ -177,8 +211,12 @@ pub async fn exec(docker: &Docker, container: &str, argv: &[String]) -> Result<E
         StartExecResults::Attached { mut output, .. } => {
             while let Some(chunk) = output.next().await {
                 match chunk.map_err(|e| RuntimeError::engine(format!("exec in {container}"), e))? {
-                    bollard::container::LogOutput::StdOut { message } => stdout.extend_from_slice(&message),
-                    bollard::container::LogOutput::StdErr { message } => stderr.extend_from_slice(&message),
+                    bollard::container::LogOutput::StdOut { message } => {
+                        stdout.extend_from_slice(&message)
+                    }
+                    bollard::container::LogOutput::StdErr { message } => {
+                        stderr.extend_from_slice(&message)
+                    }
                     _ => {}
                 }
             }

@@ -50,10 +50,21 @@ pub fn find_proxy_binary(explicit: Option<&Path>) -> Result<PathBuf, RuntimeErro
             candidates.push(dir.join(PROXY_BINARY));
         }
         if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
-            candidates.push(Path::new(&dir).join(STATIC_TARGET).join("release").join(PROXY_BINARY));
+            candidates.push(
+                Path::new(&dir)
+                    .join(STATIC_TARGET)
+                    .join("release")
+                    .join(PROXY_BINARY),
+            );
         }
         let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        candidates.push(workspace.join("target").join(STATIC_TARGET).join("release").join(PROXY_BINARY));
+        candidates.push(
+            workspace
+                .join("target")
+                .join(STATIC_TARGET)
+                .join("release")
+                .join(PROXY_BINARY),
+        );
     }
     for c in candidates {
         match is_static_elf(&c) {
@@ -64,7 +75,10 @@ pub fn find_proxy_binary(explicit: Option<&Path>) -> Result<PathBuf, RuntimeErro
     }
     Err(RuntimeError::ImageBuild {
         service: "sidecar".to_owned(),
-        message: format!("no static af-proxy binary was found; tried {}", tried.join(", ")),
+        message: format!(
+            "no static af-proxy binary was found; tried {}",
+            tried.join(", ")
+        ),
         tail: vec![format!(
             "build it with: RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target {STATIC_TARGET} -p af-proxy"
         )],
@@ -88,7 +102,8 @@ fn elf_is_static(b: &[u8]) -> bool {
             .and_then(|s| <[u8; 8]>::try_from(s).ok())
             .map(u64::from_le_bytes)
     };
-    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38)) else {
+    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38))
+    else {
         return false;
     };
     const PT_INTERP: u32 = 3;
@@ -121,7 +136,9 @@ pub async fn ensure_sidecar_image(
                 Ok(_) => Ok(image.clone()),
                 Err(e) if is_not_found(&e) => Err(RuntimeError::ImageBuild {
                     service: "sidecar".to_owned(),
-                    message: format!("AF_PROXY_IMAGE names {image}, which is not on this Docker host (nothing is pulled)"),
+                    message: format!(
+                        "AF_PROXY_IMAGE names {image}, which is not on this Docker host (nothing is pulled)"
+                    ),
                     tail: Vec::new(),
                 }),
                 Err(e) => Err(RuntimeError::engine("inspect the sidecar image", e)),
@@ -131,7 +148,10 @@ pub async fn ensure_sidecar_image(
             if !is_static_elf(p).unwrap_or(false) {
                 return Err(RuntimeError::ImageBuild {
                     service: "sidecar".to_owned(),
-                    message: format!("AF_PROXY_BINARY {} is missing or not statically linked", p.display()),
+                    message: format!(
+                        "AF_PROXY_BINARY {} is missing or not statically linked",
+                        p.display()
+                    ),
                     tail: Vec::new(),
                 });
             }
@@ -184,7 +204,10 @@ pub async fn build_service_image(
 ) -> Result<String, RuntimeError> {
     let context = tar_dir(&service.context).map_err(|e| RuntimeError::ImageBuild {
         service: service.name.clone(),
-        message: format!("the build context {} could not be read: {e}", service.context.display()),
+        message: format!(
+            "the build context {} could not be read: {e}",
+            service.context.display()
+        ),
         tail: Vec::new(),
     })?;
     let tag = names.image(&service.name);
@@ -251,7 +274,9 @@ async fn build(
             keep(line, &mut tail);
         }
         if let Some(detail) = info.error_detail {
-            let message = detail.message.unwrap_or_else(|| "the build failed".to_owned());
+            let message = detail
+                .message
+                .unwrap_or_else(|| "the build failed".to_owned());
             keep(&message, &mut tail);
             return Err(build_failed(service, message, tail));
         }
@@ -295,7 +320,9 @@ mod tests {
 
     #[test]
     fn this_test_binary_is_dynamic_or_static_and_garbage_is_neither() {
-        assert!(!elf_is_static(b"not an elf at all, long enough to look at the header fields ok"));
+        assert!(!elf_is_static(
+            b"not an elf at all, long enough to look at the header fields ok"
+        ));
         assert!(!elf_is_static(&[]));
         // /bin/sh on the build machine is dynamically linked.
         if let Ok(false) = is_static_elf(Path::new("/bin/sh")) {
@@ -308,7 +335,12 @@ mod tests {
     fn in_memory_tar_holds_its_files() {
         let bytes = tar_of(&[("a", b"hello", 0o600)]).expect("tar");
         let mut archive = tar::Archive::new(bytes.as_slice());
-        let entry = archive.entries().expect("entries").next().expect("one").expect("ok");
+        let entry = archive
+            .entries()
+            .expect("entries")
+            .next()
+            .expect("one")
+            .expect("ok");
         assert_eq!(entry.header().mode().expect("mode"), 0o600);
     }
 }

@@ -92,7 +92,9 @@ impl Names {
             return false;
         };
         matches!(rest, "internal" | "edge" | "publish" | "sidecar")
-            || ["svc-", "fwd-", "migrate-"].iter().any(|p| rest.starts_with(p))
+            || ["svc-", "fwd-", "migrate-"]
+                .iter()
+                .any(|p| rest.starts_with(p))
     }
 
     /// The labels of an object of this environment, with the digest it was made from.
@@ -163,7 +165,10 @@ mod tests {
         assert!(!names.could_be_ours("af-shop-main-abc123-other"));
         let labels = names.labels(kind::SERVICE, "web", "d1");
         assert_eq!(owner(Some(&labels), &env), Owner::This);
-        assert_eq!(owner(Some(&labels), &EnvId::parse("x").expect("id")), Owner::Other);
+        assert_eq!(
+            owner(Some(&labels), &EnvId::parse("x").expect("id")),
+            Owner::Other
+        );
         assert_eq!(owner(None, &env), Owner::Foreign);
         assert_eq!(owner(Some(&HashMap::new()), &env), Owner::Foreign);
         assert_eq!(config_of(Some(&labels)), Some("d1"));

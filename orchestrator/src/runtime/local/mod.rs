@@ -23,7 +23,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 
 use bollard::Docker;
-use bollard::query_parameters::{ListImagesOptionsBuilder, LogsOptionsBuilder, RestartContainerOptionsBuilder};
+use bollard::query_parameters::{
+    ListImagesOptionsBuilder, LogsOptionsBuilder, RestartContainerOptionsBuilder,
+};
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use ipnet::Ipv4Net;
@@ -53,7 +55,9 @@ impl Default for LocalOptions {
     fn default() -> Self {
         Self {
             sidecar_source: SidecarSource::Lookup,
-            address_pool: networks::DEFAULT_POOL.parse().unwrap_or_else(|_| Ipv4Net::default()),
+            address_pool: networks::DEFAULT_POOL
+                .parse()
+                .unwrap_or_else(|_| Ipv4Net::default()),
             sidecar: SidecarSettings {
                 upstream_resolver: sidecar::DOCKER_RESOLVER.to_owned(),
                 trusted_networks: Vec::new(),
@@ -82,11 +86,17 @@ impl LocalOptions {
         }
         if let Some(pool) = var("AF_ADDRESS_POOL") {
             o.address_pool = pool.parse().map_err(|_| {
-                RuntimeError::Unsupported(format!("AF_ADDRESS_POOL {pool:?} is not an IPv4 network such as 10.213.0.0/16."))
+                RuntimeError::Unsupported(format!(
+                    "AF_ADDRESS_POOL {pool:?} is not an IPv4 network such as 10.213.0.0/16."
+                ))
             })?;
         }
         if let Some(nets) = var("AF_SIDECAR_NETWORKS") {
-            o.sidecar.extra_networks = nets.split(',').map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()).collect();
+            o.sidecar.extra_networks = nets
+                .split(',')
+                .map(|n| n.trim().to_owned())
+                .filter(|n| !n.is_empty())
+                .collect();
         }
         Ok(o)
     }
@@ -101,7 +111,10 @@ pub struct LocalRuntime {
 impl LocalRuntime {
     /// Connect to the local Docker daemon.
     pub async fn connect(options: LocalOptions) -> Result<Self, RuntimeError> {
-        Ok(Self { docker: client::connect().await?, options })
+        Ok(Self {
+            docker: client::connect().await?,
+            options,
+        })
     }
 
     /// The Docker client (tests and `af doctor`).
@@ -114,27 +127,66 @@ impl LocalRuntime {
         &self.options
     }
 
-    async fn up_impl(&self, plan: &EnvPlan, progress: &dyn Progress) -> Result<UpReport, RuntimeError> {
+    async fn up_impl(
+        &self,
+        plan: &EnvPlan,
+        progress: &dyn Progress,
+    ) -> Result<UpReport, RuntimeError> {
         let docker = &self.docker;
         let names = Names::new(&plan.env);
         // Ownership first: refuse before anything is made or changed.
         self.refuse_foreign(&names, Some(plan)).await?;
 
-        let image = images::ensure_sidecar_image(docker, &self.options.sidecar_source, progress).await?;
+        let image =
+            images::ensure_sidecar_image(docker, &self.options.sidecar_source, progress).await?;
         progress.step("networks");
         let mut used = networks::used_subnets(docker).await?;
         let pool = Some(self.options.address_pool);
-        let internal = networks::ensure(docker, &names, &names.internal(), kind::INTERNAL, true, pool, &mut used).await?;
-        let edge = networks::ensure(docker, &names, &names.edge(), kind::EDGE, false, pool, &mut used).await?;
-        let needs_publish = plan.services.iter().any(|s| s.kind == Kind::Web && s.port.is_some());
+        let internal = networks::ensure(
+            docker,
+            &names,
+            &names.internal(),
+            kind::INTERNAL,
+            true,
+            pool,
+            &mut used,
+        )
+        .await?;
+        let edge = networks::ensure(
+            docker,
+            &names,
+            &names.edge(),
+            kind::EDGE,
+            false,
+            pool,
+            &mut used,
+        )
+        .await?;
+        let needs_publish = plan
+            .services
+            .iter()
+            .any(|s| s.kind == Kind::Web && s.port.is_some());
         let publish = if needs_publish {
-            Some(networks::ensure(docker, &names, &names.publish(), kind::PUBLISH, false, None, &mut used).await?)
+            Some(
+                networks::ensure(
+                    docker,
+                    &names,
+                    &names.publish(),
+                    kind::PUBLISH,
+                    false,
+                    None,
+                    &mut used,
+                )
+                .await?,
+            )
         } else {
             None
         };
-        let (Some(inside), Some(inside_addr), Some(edge_addr)) =
-            (internal.subnet, internal.sidecar_addr(), edge.sidecar_addr())
-        else {
+        let (Some(inside), Some(inside_addr), Some(edge_addr)) = (
+            internal.subnet,
+            internal.sidecar_addr(),
+            edge.sidecar_addr(),
+        ) else {
             return Err(RuntimeError::engine(
                 "use the environment's networks",
                 "they exist without a fixed subnet; run `af down` and `af up` again",
@@ -143,7 +195,8 @@ impl LocalRuntime {
 
         // The sidecar.
         let existing = containers::find(docker, &names, &names.sidecar()).await?;
-        let probe_doc = sidecar::config_document(plan, &self.options.sidecar, inside, edge_addr, "");
+        let probe_doc =
+            sidecar::config_document(plan, &self.options.sidecar, inside, edge_addr, "");
         let digest = sidecar::digest(&probe_doc, &image, &self.options.sidecar.extra_networks);
         match existing {
             Some(found) if found.config() == Some(digest.as_str()) => {
@@ -163,7 +216,13 @@ impl LocalRuntime {
                     progress.step("starting sidecar");
                 }
                 let token = sidecar::new_token()?;
-                let doc = sidecar::config_document(plan, &self.options.sidecar, inside, edge_addr, &token);
+                let doc = sidecar::config_document(
+                    plan,
+                    &self.options.sidecar,
+                    inside,
+                    edge_addr,
+                    &token,
+                );
                 sidecar::create(
                     docker,
                     &names,
@@ -182,16 +241,31 @@ impl LocalRuntime {
         self.wait_sidecar(&names).await?;
 
         // The services, in order, each ready before the next.
-        let mut report = UpReport { env: plan.env.clone(), services: Vec::new(), admin: None };
+        let mut report = UpReport {
+            env: plan.env.clone(),
+            services: Vec::new(),
+            admin: None,
+        };
         for service in &plan.services {
             let image_id = images::build_service_image(docker, &names, service, progress).await?;
             let digest = short_digest(
-                format!("{}|{image_id}|{inside_addr}|{}", service.config_digest(), plan.services.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(",")).as_bytes(),
+                format!(
+                    "{}|{image_id}|{inside_addr}|{}",
+                    service.config_digest(),
+                    plan.services
+                        .iter()
+                        .map(|s| s.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )
+                .as_bytes(),
             );
             let name = names.service(&service.name);
             let existing = containers::find(docker, &names, &name).await?;
             let action = match &existing {
-                Some(found) if found.config() == Some(digest.as_str()) && found.running() => Action::Reused,
+                Some(found) if found.config() == Some(digest.as_str()) && found.running() => {
+                    Action::Reused
+                }
                 Some(_) => Action::Replaced,
                 None => Action::Created,
             };
@@ -216,15 +290,38 @@ impl LocalRuntime {
             }
             let found = containers::find(docker, &names, &name)
                 .await?
-                .ok_or_else(|| RuntimeError::Exited { service: service.name.clone(), status: -1, tail: Vec::new() })?;
+                .ok_or_else(|| RuntimeError::Exited {
+                    service: service.name.clone(),
+                    status: -1,
+                    tail: Vec::new(),
+                })?;
             let addr = found.addr_on(&internal.name).unwrap_or_default();
             readiness::wait(docker, &names, service, &addr).await?;
 
             let mut url = None;
-            if let (Kind::Web, Some(port), Some(publish)) = (service.kind, service.port, publish.as_ref()) {
-                url = Some(self.ensure_forwarder(&names, &image, service, port, &addr, &internal.name, &publish.name).await?);
+            if let (Kind::Web, Some(port), Some(publish)) =
+                (service.kind, service.port, publish.as_ref())
+            {
+                url = Some(
+                    self.ensure_forwarder(
+                        &names,
+                        &image,
+                        service,
+                        port,
+                        &addr,
+                        &internal.name,
+                        &publish.name,
+                    )
+                    .await?,
+                );
             }
-            let up = ServiceUp { name: service.name.clone(), kind: service.kind, ready: true, url, action };
+            let up = ServiceUp {
+                name: service.name.clone(),
+                kind: service.kind,
+                ready: true,
+                url,
+                action,
+            };
             progress.service(&up);
             report.services.push(up);
         }
@@ -232,14 +329,19 @@ impl LocalRuntime {
         // Services no longer in the manifest go.
         let wanted: BTreeSet<&str> = plan.services.iter().map(|s| s.name.as_str()).collect();
         for c in containers::owned(docker, &names).await? {
-            let stale = matches!(c.kind.as_str(), kind::SERVICE | kind::FORWARDER | kind::MIGRATE)
-                && !wanted.contains(c.service.as_str());
+            let stale = matches!(
+                c.kind.as_str(),
+                kind::SERVICE | kind::FORWARDER | kind::MIGRATE
+            ) && !wanted.contains(c.service.as_str());
             if stale {
                 progress.step(&format!("removing {}", c.name));
                 containers::remove(docker, &c.name).await?;
             }
         }
-        report.admin = sidecar::admin(docker, &names).await.ok().map(|a| format!("http://{}", a.addr));
+        report.admin = sidecar::admin(docker, &names)
+            .await
+            .ok()
+            .map(|a| format!("http://{}", a.addr));
         Ok(report)
     }
 
@@ -256,26 +358,43 @@ impl LocalRuntime {
     ) -> Result<String, RuntimeError> {
         let docker = &self.docker;
         let name = names.forwarder(&service.name);
-        let digest = short_digest(format!("{image}|{target}|{port}|{internal}|{publish}").as_bytes());
+        let digest =
+            short_digest(format!("{image}|{target}|{port}|{internal}|{publish}").as_bytes());
         let existing = containers::find(docker, names, &name).await?;
-        let reuse = existing.as_ref().is_some_and(|f| f.config() == Some(digest.as_str()) && f.running());
+        let reuse = existing
+            .as_ref()
+            .is_some_and(|f| f.config() == Some(digest.as_str()) && f.running());
         if !reuse {
             containers::remove(docker, &name).await?;
             services::forwarder(
                 docker,
                 names,
-                &services::Forwarder { image, service: &service.name, port, target, internal, publish, digest: &digest },
+                &services::Forwarder {
+                    image,
+                    service: &service.name,
+                    port,
+                    target,
+                    internal,
+                    publish,
+                    digest: &digest,
+                },
             )
             .await?;
         }
         let found = containers::find(docker, names, &name)
             .await?
             .ok_or_else(|| RuntimeError::engine(format!("start {name}"), "it vanished"))?;
-        let host_port = found
-            .host_port(port)
-            .ok_or_else(|| RuntimeError::engine(format!("publish {}", service.name), "no host port was assigned"))?;
+        let host_port = found.host_port(port).ok_or_else(|| {
+            RuntimeError::engine(
+                format!("publish {}", service.name),
+                "no host port was assigned",
+            )
+        })?;
         let path = service.health_path.as_deref().unwrap_or("/");
-        Ok(format!("http://127.0.0.1:{host_port}{}", if path.starts_with('/') { "/" } else { "" }))
+        Ok(format!(
+            "http://127.0.0.1:{host_port}{}",
+            if path.starts_with('/') { "/" } else { "" }
+        ))
     }
 
     /// Wait until the sidecar's admin API answers `/healthz`.
@@ -310,12 +429,30 @@ impl LocalRuntime {
     }
 
     /// Refuse (AF-RUN-045) if anything with one of the environment's names is not ours.
-    async fn refuse_foreign(&self, names: &Names, plan: Option<&EnvPlan>) -> Result<(), RuntimeError> {
-        if let Some(name) = networks::foreign(&self.docker, names).await?.into_iter().next() {
-            return Err(RuntimeError::NotOurs { class: "network", name });
+    async fn refuse_foreign(
+        &self,
+        names: &Names,
+        plan: Option<&EnvPlan>,
+    ) -> Result<(), RuntimeError> {
+        if let Some(name) = networks::foreign(&self.docker, names)
+            .await?
+            .into_iter()
+            .next()
+        {
+            return Err(RuntimeError::NotOurs {
+                class: "network",
+                name,
+            });
         }
-        if let Some(name) = containers::foreign(&self.docker, names).await?.into_iter().next() {
-            return Err(RuntimeError::NotOurs { class: "container", name });
+        if let Some(name) = containers::foreign(&self.docker, names)
+            .await?
+            .into_iter()
+            .next()
+        {
+            return Err(RuntimeError::NotOurs {
+                class: "container",
+                name,
+            });
         }
         if let Some(plan) = plan {
             for s in &plan.services {
@@ -323,7 +460,10 @@ impl LocalRuntime {
                 if let Ok(found) = self.docker.inspect_image(&image).await {
                     let labels = found.config.as_ref().and_then(|c| c.labels.as_ref());
                     if labels::owner(labels, names.env()) != labels::Owner::This {
-                        return Err(RuntimeError::NotOurs { class: "image", name: image });
+                        return Err(RuntimeError::NotOurs {
+                            class: "image",
+                            name: image,
+                        });
                     }
                 }
             }
@@ -360,7 +500,9 @@ impl LocalRuntime {
             if c.kind != kind::SERVICE && c.kind != kind::SIDECAR {
                 continue;
             }
-            let Some(found) = containers::find(&self.docker, &names, &c.name).await? else { continue };
+            let Some(found) = containers::find(&self.docker, &names, &c.name).await? else {
+                continue;
+            };
             let s = ServiceStatus {
                 name: c.service.clone(),
                 state: found.state(),
@@ -381,12 +523,24 @@ impl LocalRuntime {
         let names = Names::new(env);
         let mut out = Vec::new();
         for c in containers::owned(&self.docker, &names).await? {
-            out.push(OwnedObject { class: "container", name: c.name, kind: c.kind, service: c.service });
+            out.push(OwnedObject {
+                class: "container",
+                name: c.name,
+                kind: c.kind,
+                service: c.service,
+            });
         }
         for (name, k) in networks::owned(&self.docker, &names).await? {
-            out.push(OwnedObject { class: "network", name, kind: k, service: String::new() });
+            out.push(OwnedObject {
+                class: "network",
+                name,
+                kind: k,
+                service: String::new(),
+            });
         }
-        let options = ListImagesOptionsBuilder::default().filters(&names.filter()).build();
+        let options = ListImagesOptionsBuilder::default()
+            .filters(&names.filter())
+            .build();
         let list = self
             .docker
             .list_images(Some(options))
@@ -416,13 +570,18 @@ impl LocalRuntime {
         let listed = containers::owned(&self.docker, &names).await?;
         let mut chosen: Vec<(String, String)> = listed
             .into_iter()
-            .filter(|c| c.kind == kind::SERVICE || c.kind == kind::SIDECAR || c.kind == kind::MIGRATE)
+            .filter(|c| {
+                c.kind == kind::SERVICE || c.kind == kind::SIDECAR || c.kind == kind::MIGRATE
+            })
             .filter(|c| service.is_none_or(|s| s == c.service))
             .map(|c| (c.service, c.name))
             .collect();
         if chosen.is_empty() {
             return Err(match service {
-                Some(s) => RuntimeError::NoService { env: env.to_string(), service: s.to_owned() },
+                Some(s) => RuntimeError::NoService {
+                    env: env.to_string(),
+                    service: s.to_owned(),
+                },
                 None => RuntimeError::NoEnvironment(env.to_string()),
             });
         }
@@ -442,7 +601,12 @@ impl LocalRuntime {
                         Ok(out) => out
                             .to_string()
                             .lines()
-                            .map(|l| Ok(LogLine { service: service.clone(), line: l.to_owned() }))
+                            .map(|l| {
+                                Ok(LogLine {
+                                    service: service.clone(),
+                                    line: l.to_owned(),
+                                })
+                            })
                             .collect(),
                         Err(e) => vec![Err(RuntimeError::engine("read logs", e))],
                     };
@@ -460,10 +624,18 @@ impl Runtime for LocalRuntime {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities { published_urls: true, admin_api: true, restart_sidecar: true }
+        Capabilities {
+            published_urls: true,
+            admin_api: true,
+            restart_sidecar: true,
+        }
     }
 
-    fn up<'a>(&'a self, plan: &'a EnvPlan, progress: &'a dyn Progress) -> BoxFuture<'a, Result<UpReport, RuntimeError>> {
+    fn up<'a>(
+        &'a self,
+        plan: &'a EnvPlan,
+        progress: &'a dyn Progress,
+    ) -> BoxFuture<'a, Result<UpReport, RuntimeError>> {
         Box::pin(self.up_impl(plan, progress))
     }
 
@@ -489,7 +661,10 @@ impl Runtime for LocalRuntime {
         })
     }
 
-    fn inventory<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<Vec<OwnedObject>, RuntimeError>> {
+    fn inventory<'a>(
+        &'a self,
+        env: &'a EnvId,
+    ) -> BoxFuture<'a, Result<Vec<OwnedObject>, RuntimeError>> {
         Box::pin(self.inventory_impl(env))
     }
 
@@ -508,7 +683,10 @@ impl Runtime for LocalRuntime {
             let name = names.service(service);
             match containers::find(&self.docker, &names, &name).await? {
                 Some(found) if found.running() => containers::exec(&self.docker, &name, argv).await,
-                _ => Err(RuntimeError::NoService { env: env.to_string(), service: service.to_owned() }),
+                _ => Err(RuntimeError::NoService {
+                    env: env.to_string(),
+                    service: service.to_owned(),
+                }),
             }
         })
     }

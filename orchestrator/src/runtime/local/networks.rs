@@ -68,10 +68,15 @@ pub fn free_subnets(pool: Ipv4Net, used: &[Ipv4Net], seed: &str) -> Vec<Ipv4Net>
     if all.is_empty() {
         return Vec::new();
     }
-    let start = usize::from_str_radix(&short_digest(seed.as_bytes())[..6], 16).unwrap_or(0) % all.len();
+    let start =
+        usize::from_str_radix(&short_digest(seed.as_bytes())[..6], 16).unwrap_or(0) % all.len();
     (0..all.len())
         .map(|i| all[(start + i) % all.len()])
-        .filter(|s| !used.iter().any(|u| u.contains(&s.network()) || s.contains(&u.network())))
+        .filter(|s| {
+            !used
+                .iter()
+                .any(|u| u.contains(&s.network()) || s.contains(&u.network()))
+        })
         .collect()
 }
 
@@ -100,10 +105,17 @@ pub async fn ensure(
         ));
     }
     loop {
-        let subnet = if fixed.is_some() { Some(candidates.remove(0)) } else { None };
+        let subnet = if fixed.is_some() {
+            Some(candidates.remove(0))
+        } else {
+            None
+        };
         let mut options = HashMap::new();
         if internal {
-            options.insert("com.docker.network.bridge.inhibit_ipv4".to_owned(), "true".to_owned());
+            options.insert(
+                "com.docker.network.bridge.inhibit_ipv4".to_owned(),
+                "true".to_owned(),
+            );
         }
         let ipam = subnet.map(|s| Ipam {
             driver: Some("default".to_owned()),
@@ -130,10 +142,17 @@ pub async fn ensure(
                 if let Some(s) = subnet {
                     used.push(s);
                 }
-                return Ok(Net { name: name.to_owned(), subnet });
+                return Ok(Net {
+                    name: name.to_owned(),
+                    subnet,
+                });
             }
             // Another process took the subnet between listing and creating: try the next.
-            Err(e) if subnet.is_some() && !candidates.is_empty() && e.to_string().contains("overlap") => {
+            Err(e)
+                if subnet.is_some()
+                    && !candidates.is_empty()
+                    && e.to_string().contains("overlap") =>
+            {
                 if let Some(s) = subnet {
                     used.push(s);
                 }
@@ -144,11 +163,18 @@ pub async fn ensure(
 }
 
 /// Our network of that name, `None` if absent, `NotOurs` if somebody else's.
-pub async fn inspect(docker: &Docker, names: &Names, name: &str) -> Result<Option<Net>, RuntimeError> {
+pub async fn inspect(
+    docker: &Docker,
+    names: &Names,
+    name: &str,
+) -> Result<Option<Net>, RuntimeError> {
     match docker.inspect_network(name, None).await {
         Ok(net) => {
             if owner(net.labels.as_ref(), names.env()) != Owner::This {
-                return Err(RuntimeError::NotOurs { class: "network", name: name.to_owned() });
+                return Err(RuntimeError::NotOurs {
+                    class: "network",
+                    name: name.to_owned(),
+                });
             }
             let subnet = net
                 .ipam
@@ -157,7 +183,10 @@ pub async fn inspect(docker: &Docker, names: &Names, name: &str) -> Result<Optio
                 .and_then(|c| c.first())
                 .and_then(|c| c.subnet.as_deref())
                 .and_then(|s| s.parse().ok());
-            Ok(Some(Net { name: name.to_owned(), subnet }))
+            Ok(Some(Net {
+                name: name.to_owned(),
+                subnet,
+            }))
         }
         Err(e) if is_not_found(&e) => Ok(None),
         Err(e) => Err(RuntimeError::engine(format!("inspect network {name}"), e)),
@@ -166,7 +195,9 @@ pub async fn inspect(docker: &Docker, names: &Names, name: &str) -> Result<Optio
 
 /// Names of every network carrying the environment's labels.
 pub async fn owned(docker: &Docker, names: &Names) -> Result<Vec<(String, String)>, RuntimeError> {
-    let options = ListNetworksOptionsBuilder::default().filters(&names.filter()).build();
+    let options = ListNetworksOptionsBuilder::default()
+        .filters(&names.filter())
+        .build();
     let nets = docker
         .list_networks(Some(options))
         .await
@@ -206,12 +237,18 @@ mod tests {
     #[test]
     fn free_subnets_skip_overlaps_and_start_at_the_seed() {
         let pool: Ipv4Net = "10.213.0.0/16".parse().expect("net");
-        let used: Vec<Ipv4Net> = vec!["10.213.0.0/20".parse().expect("net"), "10.0.0.0/8".parse().expect("net")];
+        let used: Vec<Ipv4Net> = vec![
+            "10.213.0.0/20".parse().expect("net"),
+            "10.0.0.0/8".parse().expect("net"),
+        ];
         assert!(free_subnets(pool, &used, "a").is_empty());
         let used: Vec<Ipv4Net> = vec!["10.213.0.0/20".parse().expect("net")];
         let free = free_subnets(pool, &used, "a");
         assert_eq!(free.len(), 256 - 16);
-        assert!(free.iter().all(|s| s.prefix_len() == 24 && !used[0].contains(&s.network())));
+        assert!(
+            free.iter()
+                .all(|s| s.prefix_len() == 24 && !used[0].contains(&s.network()))
+        );
         assert_eq!(free_subnets(pool, &used, "a"), free, "stable for a seed");
     }
 }

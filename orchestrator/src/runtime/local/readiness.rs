@@ -19,7 +19,12 @@ const INTERVAL: Duration = Duration::from_millis(250);
 const TAIL: usize = 20;
 
 /// Wait until `service` (at `addr` on the internal network) is ready, or say why not.
-pub async fn wait(docker: &Docker, names: &Names, service: &ServicePlan, addr: &str) -> Result<(), RuntimeError> {
+pub async fn wait(
+    docker: &Docker,
+    names: &Names,
+    service: &ServicePlan,
+    addr: &str,
+) -> Result<(), RuntimeError> {
     let container = names.service(&service.name);
     let deadline = Instant::now() + service.health_timeout;
     let mut argv = vec![format!("/{FORWARD_BINARY}"), "check".to_owned()];
@@ -32,7 +37,11 @@ pub async fn wait(docker: &Docker, names: &Names, service: &ServicePlan, addr: &
     }
     loop {
         let Some(found) = containers::find(docker, names, &container).await? else {
-            return Err(RuntimeError::Exited { service: service.name.clone(), status: -1, tail: Vec::new() });
+            return Err(RuntimeError::Exited {
+                service: service.name.clone(),
+                status: -1,
+                tail: Vec::new(),
+            });
         };
         if let Some(status) = found.exit_code() {
             return Err(RuntimeError::Exited {

@@ -25,7 +25,11 @@ use crate::runtime::RuntimeError;
 /// The environment variables of a service, in order: proxy, identity, then the manifest's.
 pub fn environment(plan: &EnvPlan, service: &ServicePlan, sidecar: Ipv4Addr) -> Vec<String> {
     let proxy = format!("http://{sidecar}:{PROXY_PORT}");
-    let mut no_proxy = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned()];
+    let mut no_proxy = vec![
+        "localhost".to_owned(),
+        "127.0.0.1".to_owned(),
+        "::1".to_owned(),
+    ];
     no_proxy.extend(plan.services.iter().map(|s| s.name.clone()));
     let no_proxy = no_proxy.join(",");
     let mut env = vec![
@@ -61,7 +65,12 @@ pub struct Spec<'a> {
     pub digest: &'a str,
 }
 
-fn body(spec: &Spec<'_>, object_kind: &str, command: &[String], alias: bool) -> ContainerCreateBody {
+fn body(
+    spec: &Spec<'_>,
+    object_kind: &str,
+    command: &[String],
+    alias: bool,
+) -> ContainerCreateBody {
     let s = spec.service;
     let host_config = HostConfig {
         network_mode: Some(spec.internal.to_owned()),
@@ -122,7 +131,11 @@ pub async fn migrate(docker: &Docker, spec: &Spec<'_>) -> Result<(), RuntimeErro
     containers::remove(docker, &name).await
 }
 
-async fn create_and_start(docker: &Docker, name: &str, body: ContainerCreateBody) -> Result<(), RuntimeError> {
+async fn create_and_start(
+    docker: &Docker,
+    name: &str,
+    body: ContainerCreateBody,
+) -> Result<(), RuntimeError> {
     let options = CreateContainerOptionsBuilder::default().name(name).build();
     docker
         .create_container(Some(options), body)
@@ -153,7 +166,11 @@ pub struct Forwarder<'a> {
 }
 
 /// Create and start a forwarder publishing `service` on 127.0.0.1 (random port).
-pub async fn forwarder(docker: &Docker, names: &Names, f: &Forwarder<'_>) -> Result<(), RuntimeError> {
+pub async fn forwarder(
+    docker: &Docker,
+    names: &Names,
+    f: &Forwarder<'_>,
+) -> Result<(), RuntimeError> {
     let name = names.forwarder(f.service);
     let port_key = format!("{}/tcp", f.port);
     let host_config = HostConfig {
@@ -195,4 +212,3 @@ pub async fn forwarder(docker: &Docker, names: &Names, f: &Forwarder<'_>) -> Res
         .await
         .map_err(|e| RuntimeError::engine(format!("start container {name}"), e))
 }
-

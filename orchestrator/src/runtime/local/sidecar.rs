@@ -163,10 +163,8 @@ pub async fn create(docker: &Docker, names: &Names, c: Create<'_>) -> Result<(),
     for extra in c.extra_networks {
         connect(docker, extra, &name, None).await?;
     }
-    let archive = tar_of(&[
-        ("etc/af/sidecar.json", &file_bytes(c.doc), 0o600),
-    ])
-    .map_err(|e| RuntimeError::engine("pack the sidecar configuration", e))?;
+    let archive = tar_of(&[("etc/af/sidecar.json", &file_bytes(c.doc), 0o600)])
+        .map_err(|e| RuntimeError::engine("pack the sidecar configuration", e))?;
     let options = UploadToContainerOptionsBuilder::default().path("/").build();
     docker
         .upload_to_container(&name, Some(options), bollard::body_full(archive.into()))
@@ -234,22 +232,31 @@ pub async fn admin(docker: &Docker, names: &Names) -> Result<AdminEndpoint, Runt
 }
 
 async fn read_token(docker: &Docker, container: &str) -> Result<String, RuntimeError> {
-    let options = DownloadFromContainerOptionsBuilder::default().path(CONFIG_PATH).build();
+    let options = DownloadFromContainerOptionsBuilder::default()
+        .path(CONFIG_PATH)
+        .build();
     let mut stream = docker.download_from_container(container, Some(options));
     let mut archive = Vec::new();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| {
-            RuntimeError::AdminUnreachable(format!("the sidecar's configuration could not be read: {e}"))
+            RuntimeError::AdminUnreachable(format!(
+                "the sidecar's configuration could not be read: {e}"
+            ))
         })?;
         archive.extend_from_slice(&chunk);
     }
     let mut tar = tar::Archive::new(archive.as_slice());
     let unreadable = |e: std::io::Error| {
-        RuntimeError::AdminUnreachable(format!("the sidecar's configuration could not be read: {e}"))
+        RuntimeError::AdminUnreachable(format!(
+            "the sidecar's configuration could not be read: {e}"
+        ))
     };
     let mut text = String::new();
     if let Some(entry) = tar.entries().map_err(unreadable)?.next() {
-        entry.map_err(unreadable)?.read_to_string(&mut text).map_err(unreadable)?;
+        entry
+            .map_err(unreadable)?
+            .read_to_string(&mut text)
+            .map_err(unreadable)?;
     }
     let doc: Value = serde_json::from_str(&text).map_err(|e| {
         RuntimeError::AdminUnreachable(format!("the sidecar's configuration is not JSON: {e}"))
@@ -257,5 +264,9 @@ async fn read_token(docker: &Docker, container: &str) -> Result<String, RuntimeE
     doc["admin"]["token"]
         .as_str()
         .map(str::to_owned)
-        .ok_or_else(|| RuntimeError::AdminUnreachable("the sidecar's configuration has no admin token".to_owned()))
+        .ok_or_else(|| {
+            RuntimeError::AdminUnreachable(
+                "the sidecar's configuration has no admin token".to_owned(),
+            )
+        })
 }

@@ -16,28 +16,46 @@ pub async fn down(docker: &Docker, names: &Names) -> Result<DownReport, RuntimeE
     for c in containers::owned(docker, names).await? {
         match containers::remove(docker, &c.name).await {
             Ok(()) => report.removed.push(format!("container {}", c.name)),
-            Err(e) => report.failed.push((format!("container {}", c.name), e.to_string())),
+            Err(e) => report
+                .failed
+                .push((format!("container {}", c.name), e.to_string())),
         }
     }
     for (name, _) in networks::owned(docker, names).await? {
         match docker.remove_network(&name).await {
             Ok(()) => report.removed.push(format!("network {name}")),
             Err(e) if is_not_found(&e) => {}
-            Err(e) => report.failed.push((format!("network {name}"), e.to_string())),
+            Err(e) => report
+                .failed
+                .push((format!("network {name}"), e.to_string())),
         }
     }
-    let options = ListImagesOptionsBuilder::default().filters(&names.filter()).build();
+    let options = ListImagesOptionsBuilder::default()
+        .filters(&names.filter())
+        .build();
     let images = docker
         .list_images(Some(options))
         .await
         .map_err(|e| RuntimeError::engine("list images", e))?;
+    // By tag, so an image that somehow also carries another name keeps that name.
+    let prefix = format!("af/{}/", names.env());
     for image in images {
-        let name = image.repo_tags.first().cloned().unwrap_or_else(|| image.id.clone());
-        let options = RemoveImageOptionsBuilder::default().force(true).build();
-        match docker.remove_image(&image.id, Some(options), None).await {
-            Ok(_) => report.removed.push(format!("image {name}")),
-            Err(e) if is_not_found(&e) => {}
-            Err(e) => report.failed.push((format!("image {name}"), e.to_string())),
+        let mut refs: Vec<String> = image
+            .repo_tags
+            .iter()
+            .filter(|t| t.starts_with(&prefix))
+            .cloned()
+            .collect();
+        if refs.is_empty() {
+            refs.push(image.id.clone());
+        }
+        for name in refs {
+            let options = RemoveImageOptionsBuilder::default().build();
+            match docker.remove_image(&name, Some(options), None).await {
+                Ok(_) => report.removed.push(format!("image {name}")),
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => report.failed.push((format!("image {name}"), e.to_string())),
+            }
         }
     }
     Ok(report)
