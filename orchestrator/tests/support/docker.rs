@@ -509,7 +509,7 @@ fn probe_context(bins: &Path, run: &str) -> PathBuf {
         .unwrap_or_else(|e| panic!("af-probe: {e}"));
     std::fs::write(
         dir.join("Dockerfile"),
-        "FROM scratch\nCOPY af-probe /af-probe\nENTRYPOINT [\"/af-probe\"]\nCMD [\"serve\"]\n",
+        "FROM scratch\nCOPY af-probe /af-probe\nCMD [\"/af-probe\", \"serve\"]\n",
     )
     .unwrap_or_else(|e| panic!("{e}"));
     dir
