@@ -30,6 +30,9 @@ const TCP_BACKLOG: i32 = 1024;
 
 /// A running DNS server: serving starts when [`DnsServer::bind`] returns and stops when it is
 /// shut down or dropped.
+///
+/// hickory-server logs two `info` lines per query under the `hickory_server` target: the
+/// embedding program should filter that target to `warn` so logging stays off the query path.
 pub struct DnsServer {
     server: Server<Handler>,
     local_addr: SocketAddr,
@@ -58,11 +61,9 @@ impl DnsServer {
         })?;
         let handler = Handler::new(&config, &checked, sightings, metrics.clone())?;
         let (tcp, udp) = bind_sockets(config.listen, checked.udp_sockets)?;
-        let local_addr = tcp.local_addr().map_err(|source| DnsError::Bind {
-            addr: config.listen,
-            transport: "tcp",
-            source,
-        })?;
+        let local_addr = tcp
+            .local_addr()
+            .map_err(|source| bind_error(config.listen, "tcp", source))?;
 
         let mut server = Server::new(handler);
         for socket in udp {

@@ -167,6 +167,7 @@ fn manifests() -> BoxedStrategy<Json> {
 fn read_coherently(text: &str) -> Result<(), TestCaseError> {
     match Manifest::from_str(text, Path::new("af.yaml")) {
         Ok(manifest) => {
+            prop_assert!(manifest.placement().is_ok(), "an accepted manifest places");
             let written =
                 serde_saphyr::to_string(&manifest).expect("an accepted manifest serializes");
             let again = common::load(&written);

@@ -405,3 +405,42 @@ fn an_egress_rule_that_cannot_be_compiled_is_refused_at_its_field() {
     );
     assert!(said[1].contains("not to a capture rule"), "{}", said[1]);
 }
+
+#[test]
+fn a_mistake_in_one_service_does_not_hide_problems_in_the_others() {
+    let text = with_head(
+        "services:\n  - name: api\n    port: 80\n    depends_on: [api]\n  - name: api\n    port: 81\n  - name: db\n    colour: blue\n",
+    );
+    assert_eq!(
+        refusals(&text),
+        [
+            ("AF-MAN-009", 6, 18),
+            ("AF-MAN-013", 7, 11),
+            ("AF-MAN-006", 10, 5)
+        ]
+    );
+}
+
+#[test]
+fn a_dependency_on_a_service_that_could_not_be_read_is_not_called_missing() {
+    let text = with_head(
+        "services:\n  - name: api\n    port: 80\n    depends_on: [db]\n  - name: db\n    port: eighty\n",
+    );
+    assert_eq!(refusals(&text), [("AF-MAN-007", 8, 11)]);
+}
+
+#[test]
+fn problems_found_before_a_syntax_error_are_sorted_with_it() {
+    // Found by the cargo-fuzz target: a parser error can be reported at the start of the
+    // construct it could not finish, before problems already found inside it.
+    let found = refusals(
+        "version: 1\nname: shop\nservices:\n  - name:version: 1\nname: shop\nservices:\n  - name: db\n    path: ./db\n    kind path: ./api\n    dockerfile: Doc db\n    path: ./db\n    kin :: shop\nservice@:\n  - name: db\n    path: .kerfile.dev\n    command: [\"bin/server\", \"--port\"ut: 60\n    env:\n      DATABASE_URvh_path: /db\n    kin :dworker\n    podworker\n    port: 2716\n  - na/healthz\n    health_timeout: : 1\n      DATABASE_URversion: 1\nname: shopLme: api\n    patvupam: \npos",
+    );
+    assert!(
+        found
+            .windows(2)
+            .all(|w| (w[0].1, w[0].2) <= (w[1].1, w[1].2)),
+        "{found:?}"
+    );
+    assert!(found.iter().any(|(code, ..)| *code == "AF-MAN-004"));
+}

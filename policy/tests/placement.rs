@@ -78,7 +78,8 @@ fn a_requirement_no_target_meets_is_af_sch_001_naming_what_targets_offer() {
 
 #[test]
 fn placement_follows_the_requirements_as_a_table() {
-    let cases: &[(&[(&str, &str)], Option<&str>)] = &[
+    type Requires = &'static [(&'static str, &'static str)];
+    let cases: &[(Requires, Option<&str>)] = &[
         (&[], Some("frankfurt")),
         (&[("region", "eu-west-1")], Some("frankfurt")),
         (&[("region", "us-east-1")], Some("virginia")),

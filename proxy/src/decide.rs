@@ -15,8 +15,8 @@ use http::StatusCode;
 use crate::answer::Refusal;
 use crate::journal::{DecisionRecord, Entry};
 use crate::metrics::{Outcome, Via};
-use crate::policy::{Mode, Target};
 use crate::state::State;
+use af_policy::egress::{Mode, Reason, Target};
 
 /// What a listener saw.
 #[derive(Debug, Clone, Copy)]
@@ -37,23 +37,41 @@ pub struct Ask<'a> {
     pub tunnel: bool,
 }
 
-/// Lower-case, no trailing dot, no IPv6 brackets.
+/// The host as the catalogue compares it (lower-case, no trailing dot, IDN in punycode, no
+/// IPv6 brackets); a host the catalogue cannot read is kept lower-cased for the record.
 pub fn normalize_host(host: &str) -> String {
-    host.trim_start_matches('[')
-        .trim_end_matches(']')
-        .trim_end_matches('.')
-        .to_ascii_lowercase()
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    match af_policy::egress::normalize_host(bare) {
+        Ok(h) => h.into_owned(),
+        Err(_) => bare.trim_end_matches('.').to_lowercase(),
+    }
 }
 
 /// The `af net explain` command line for a request.
 pub fn explain_command(ask: &Ask<'_>, host: &str) -> String {
-    let host = if host.contains(':') { format!("[{host}]") } else { host.to_owned() };
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    };
     if ask.tunnel {
-        let port = if ask.port == 443 { String::new() } else { format!(":{}", ask.port) };
+        let port = if ask.port == 443 {
+            String::new()
+        } else {
+            format!(":{}", ask.port)
+        };
         format!("af net explain GET https://{host}{port}/")
     } else {
-        let port = if ask.port == 80 { String::new() } else { format!(":{}", ask.port) };
-        let method = if ask.method.is_empty() { "GET" } else { ask.method };
+        let port = if ask.port == 80 {
+            String::new()
+        } else {
+            format!(":{}", ask.port)
+        };
+        let method = if ask.method.is_empty() {
+            "GET"
+        } else {
+            ask.method
+        };
         format!("af net explain {method} http://{host}{port}{}", ask.path)
     }
 }
@@ -73,11 +91,11 @@ pub fn decide(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, Option<Refusal>) {
         })
     };
     let label = cat.rule_label(decision.rule).to_owned();
-    let reason = if decision.rule.is_some() { "rule" } else { "default" };
+    let reason = decision.reason.as_str();
     // A plain HTTP request is decided with its method and path, so only the mode matters; a
     // tunnel decided on the host alone would need TLS opened to honour paths or methods.
-    let unserved = !matches!(decision.mode, Mode::Allow | Mode::Block)
-        || (ask.tunnel && decision.open_tls);
+    let unserved =
+        !matches!(decision.mode, Mode::Allow | Mode::Block) || (ask.tunnel && decision.open_tls);
     let refusal = if unserved {
         let why = if decision.mode.needs_interception() {
             format!("its mode is {}", decision.mode)
@@ -90,7 +108,10 @@ pub fn decide(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, Option<Refusal>) {
                 StatusCode::FORBIDDEN,
                 &codes::NET_MODE_UNSERVED,
                 "mode_unserved",
-                format!("{host}:{} was refused by {label} because {why}, which this sidecar does not serve yet", ask.port),
+                format!(
+                    "{host}:{} was refused by {label} because {why}, which this sidecar does not serve yet",
+                    ask.port
+                ),
             )
         })
     } else if decision.mode == Mode::Block {
@@ -100,6 +121,14 @@ pub fn decide(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, Option<Refusal>) {
         } else {
             format!("{} http://{host}{}", ask.method, ask.path)
         };
+        let by = match decision.reason {
+            Reason::InvalidHost => "because its host is not a valid host name".to_owned(),
+            Reason::NonCanonicalPath => {
+                "because its path has dot segments or needless escapes where a path rule applies"
+                    .to_owned()
+            }
+            Reason::Rule | Reason::Default => format!("by {label}"),
+        };
         Some(Refusal {
             decision: "block",
             rule: Some(label.clone()),
@@ -107,9 +136,11 @@ pub fn decide(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, Option<Refusal>) {
                 StatusCode::FORBIDDEN,
                 &codes::NET_BLOCKED,
                 reason,
-                format!("{what} was refused by {label}."),
+                format!("{what} was refused {by}."),
             )
-            .with_next(format!("Run `{explain}` to see which rule decided, and add a rule to allow it."))
+            .with_next(format!(
+                "Run `{explain}` to see which rule decided, and add a rule to allow it."
+            ))
         })
     } else {
         None

@@ -8,7 +8,7 @@ use crate::guard::Guard;
 use crate::journal::Journal;
 use crate::limits::ConnectionLimit;
 use crate::metrics::Metrics;
-use crate::policy::Catalogue;
+use af_policy::egress::Catalogue;
 
 /// The sidecar's shared state.
 pub struct State {

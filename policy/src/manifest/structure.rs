@@ -127,7 +127,7 @@ impl<'s> Walker<'s> {
                     key,
                     Report::new(
                         &codes::MAN_WRONG_TYPE,
-                        format!("A key in {} is not a string.", place(path)),
+                        format!("A key {} is not a string.", place(path)),
                     )
                     .with_next("Write the key as text."),
                 ));

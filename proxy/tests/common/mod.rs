@@ -69,7 +69,9 @@ pub fn upstream_ip() -> IpAddr {
 
 /// A plain-HTTP fake upstream on [`UPSTREAM_IP`].
 pub async fn http_upstream(replies: Replies) -> Upstream {
-    Upstream::http(SocketAddr::from((UPSTREAM_IP, 0)), replies).await.unwrap()
+    Upstream::http(SocketAddr::from((UPSTREAM_IP, 0)), replies)
+        .await
+        .unwrap()
 }
 
 /// A plain-HTTP fake upstream answering `200 hello`.
@@ -91,6 +93,8 @@ pub struct Setup {
     pub tls_port: u16,
     /// Trusted networks.
     pub trusted: Vec<String>,
+    /// The body of `listeners.dns` (YAML indented by four spaces); DNS is off by default.
+    pub dns: String,
 }
 
 impl Setup {
@@ -102,6 +106,7 @@ impl Setup {
             http_port: 80,
             tls_port: 443,
             trusted: vec![TRUSTED.to_owned()],
+            dns: "    listen: null".to_owned(),
         }
     }
 
@@ -109,7 +114,7 @@ impl Setup {
     pub fn yaml(&self, journal: &Path, listen: &Listen) -> String {
         let trusted: Vec<String> = self.trusted.iter().map(|t| format!("\"{t}\"")).collect();
         format!(
-            "env: test-env\nresolver: \"{resolver}\"\negress:\n{egress}\nadmin:\n  listen: \"{admin}\"\n  token: {TOKEN}\nlisteners:\n  proxy:\n    listen: \"{proxy}\"\n  transparent_http:\n    listen: \"{http}\"\n    advertised_port: {http_port}\n  transparent_tls:\n    listen: \"{tls}\"\n    upstream_port: {tls_port}\n  dns:\n    listen: null\nguard:\n  trusted_networks: [{trusted}]\njournal:\n  dir: \"{journal}\"\n{extra}\n",
+            "env: test-env\nresolver: \"{resolver}\"\negress:\n{egress}\nadmin:\n  listen: \"{admin}\"\n  token: {TOKEN}\nlisteners:\n  proxy:\n    listen: \"{proxy}\"\n  transparent_http:\n    listen: \"{http}\"\n    advertised_port: {http_port}\n  transparent_tls:\n    listen: \"{tls}\"\n    upstream_port: {tls_port}\n  dns:\n{dns}\nguard:\n  trusted_networks: [{trusted}]\njournal:\n  dir: \"{journal}\"\n{extra}\n",
             resolver = self.resolver,
             egress = self.egress,
             admin = listen.admin,
@@ -121,6 +126,7 @@ impl Setup {
             trusted = trusted.join(", "),
             journal = journal.display(),
             extra = self.extra,
+            dns = self.dns,
         )
     }
 }
@@ -137,7 +143,12 @@ impl Listen {
     /// Every listener on an ephemeral loopback port.
     pub fn ephemeral() -> Self {
         let any = SocketAddr::from(([127, 0, 0, 1], 0));
-        Self { admin: any, proxy: any, http: any, tls: any }
+        Self {
+            admin: any,
+            proxy: any,
+            http: any,
+            tls: any,
+        }
     }
 
     /// Four currently free loopback ports (for the binary, which cannot report its ports).
@@ -146,7 +157,12 @@ impl Listen {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap()
         };
-        Self { admin: pick(), proxy: pick(), http: pick(), tls: pick() }
+        Self {
+            admin: pick(),
+            proxy: pick(),
+            http: pick(),
+            tls: pick(),
+        }
     }
 }
 
@@ -165,7 +181,10 @@ impl Sidecar {
             .check()
             .unwrap_or_else(|e| panic!("test config is refused: {e}"));
         let running = sidecar::start(settings).await.unwrap();
-        Self { running, journal_dir }
+        Self {
+            running,
+            journal_dir,
+        }
     }
 
     pub fn proxy(&self) -> SocketAddr {
@@ -180,12 +199,17 @@ impl Sidecar {
     pub fn admin(&self) -> Admin {
         Admin(self.running.admin)
     }
+    pub fn dns(&self) -> SocketAddr {
+        self.running.dns.unwrap()
+    }
 }
 
 /// An HTTP/1.1 client connection (keep-alive) to `addr`.
 pub async fn connect(addr: SocketAddr) -> SendRequest<Empty<Bytes>> {
     let stream = TcpStream::connect(addr).await.unwrap();
-    let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.unwrap();
+    let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
     tokio::spawn(conn);
     send
 }
@@ -210,7 +234,11 @@ pub async fn send(send: &mut SendRequest<Empty<Bytes>>, req: Request<Empty<Bytes
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();
     let body = resp.into_body().collect().await.unwrap().to_bytes();
-    Got { status, headers, body: String::from_utf8_lossy(&body).into_owned() }
+    Got {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }
 }
 
 /// GET an absolute URL through the explicit proxy on a new connection.
@@ -218,7 +246,10 @@ pub async fn proxy_get(proxy: SocketAddr, url: &str) -> Got {
     let mut c = connect(proxy).await;
     let uri: http::Uri = url.parse().unwrap();
     let host = uri.authority().unwrap().as_str().to_owned();
-    let req = Request::get(url).header("host", host).body(Empty::new()).unwrap();
+    let req = Request::get(url)
+        .header("host", host)
+        .body(Empty::new())
+        .unwrap();
     send(&mut c, req).await
 }
 
@@ -270,7 +301,9 @@ impl Admin {
 
     /// Records matching `query` (e.g. `blocked=true`).
     pub async fn records(&self, query: &str) -> Vec<Value> {
-        let v = self.json(&format!("/v1/decisions?limit=1000&{query}")).await;
+        let v = self
+            .json(&format!("/v1/decisions?limit=1000&{query}"))
+            .await;
         v["records"].as_array().unwrap().clone()
     }
 
@@ -280,7 +313,10 @@ impl Admin {
         loop {
             let recs = self.records(query).await;
             if recs.len() >= n || Instant::now() > deadline {
-                assert!(recs.len() >= n, "wanted {n} records for {query:?}, got {recs:#?}");
+                assert!(
+                    recs.len() >= n,
+                    "wanted {n} records for {query:?}, got {recs:#?}"
+                );
                 return recs;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -300,6 +336,9 @@ impl Admin {
 
 /// Egress YAML with `rules` (each `(host, mode)`) and default block.
 pub fn egress(rules: &[(&str, &str)]) -> String {
+    if rules.is_empty() {
+        return "  default: block\n  rules: []\n".into();
+    }
     let mut s = String::from("  default: block\n  allow_ipv6: true\n  rules:\n");
     for (host, mode) in rules {
         s.push_str(&format!("    - host: \"{host}\"\n      mode: {mode}\n"));
