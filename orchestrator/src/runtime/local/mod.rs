@@ -195,8 +195,14 @@ impl LocalRuntime {
 
         // The sidecar.
         let existing = containers::find(docker, &names, &names.sidecar()).await?;
-        let probe_doc =
-            sidecar::config_document(plan, &self.options.sidecar, inside, edge_addr, "");
+        let probe_doc = sidecar::config_document(
+            plan,
+            &self.options.sidecar,
+            inside,
+            inside_addr,
+            edge_addr,
+            "",
+        );
         let digest = sidecar::digest(&probe_doc, &image, &self.options.sidecar.extra_networks);
         match existing {
             Some(found) if found.config() == Some(digest.as_str()) => {
@@ -220,6 +226,7 @@ impl LocalRuntime {
                     plan,
                     &self.options.sidecar,
                     inside,
+                    inside_addr,
                     edge_addr,
                     &token,
                 );

@@ -57,6 +57,7 @@ pub fn config_document(
     plan: &EnvPlan,
     settings: &SidecarSettings,
     inside: Ipv4Net,
+    inside_addr: Ipv4Addr,
     edge_addr: Ipv4Addr,
     token: &str,
 ) -> Value {
@@ -68,7 +69,11 @@ pub fn config_document(
         "resolver": settings.upstream_resolver,
         "inside": { "subnets": [inside.to_string()], "names": names },
         "listeners": {
-            "dns": { "listen": "0.0.0.0:53", "inside_resolver": DOCKER_RESOLVER },
+            "dns": {
+                "listen": "0.0.0.0:53",
+                "inside_resolver": DOCKER_RESOLVER,
+                "answer_v4": inside_addr.to_string(),
+            },
         },
         "admin": { "listen": SocketAddr::from((edge_addr, ADMIN_PORT)).to_string(), "token": token },
     });
