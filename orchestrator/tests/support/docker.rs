@@ -46,16 +46,7 @@ pub fn static_binaries() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
     let dir = target.join(TARGET).join("release");
-    let lock_path = target.join("af-test-static.lock");
-    let _ = std::fs::create_dir_all(&target);
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path);
-    let lock = lock.unwrap_or_else(|e| panic!("lock {}: {e}", lock_path.display()));
-    lock.lock()
-        .unwrap_or_else(|e| panic!("lock {}: {e}", lock_path.display()));
+    // Concurrent test processes may both build: cargo's own lock serialises them.
     for package in [
         &["-p", "af-proxy"][..],
         &["-p", "af-fixtures", "--bins"][..],
@@ -71,7 +62,6 @@ pub fn static_binaries() -> PathBuf {
             .unwrap_or_else(|e| panic!("cargo build {package:?}: {e}"));
         assert!(status.success(), "static build of {package:?} failed");
     }
-    let _ = lock.unlock();
     dir
 }
 
@@ -184,8 +174,10 @@ impl DockerHarness {
             sidecar_networks.push(meta);
         }
 
-        let mut options = LocalOptions::default();
-        options.sidecar_source = SidecarSource::Binary(bins.join("af-proxy"));
+        let mut options = LocalOptions {
+            sidecar_source: SidecarSource::Binary(bins.join("af-proxy")),
+            ..LocalOptions::default()
+        };
         options.sidecar.upstream_resolver = format!("{}:53", internet.resolver);
         options.sidecar.extra_networks = sidecar_networks;
         let runtime = LocalRuntime::connect(options)
@@ -392,7 +384,7 @@ impl Harness for DockerHarness {
                 .inspect_network(&Names::new(env).internal(), None)
                 .await
             {
-                Ok(n) => n.labels.unwrap_or_default().get(MANAGED).is_none(),
+                Ok(n) => !n.labels.unwrap_or_default().contains_key(MANAGED),
                 Err(_) => false,
             }
         })

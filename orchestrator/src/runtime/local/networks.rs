@@ -95,7 +95,7 @@ pub async fn ensure(
         return Ok(existing);
     }
     let mut candidates = match fixed {
-        Some(pool) => free_subnets(pool, used, &format!("{name}")),
+        Some(pool) => free_subnets(pool, used, name),
         None => Vec::new(),
     };
     if fixed.is_some() && candidates.is_empty() {
