@@ -56,6 +56,7 @@ pub fn static_binaries() -> PathBuf {
             .current_dir(&root)
             .env("CARGO_TARGET_DIR", &target)
             .env("RUSTFLAGS", "-C target-feature=+crt-static")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
             .args(["build", "--release", "--target", TARGET])
             .args(package)
             .status()
