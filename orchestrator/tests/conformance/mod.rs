@@ -302,6 +302,18 @@ pub async fn up_reports_services_and_is_idempotent(h: &dyn Harness) {
         status.sidecar.as_ref().is_some_and(|s| s.running),
         "{status:?}"
     );
+    // A changed service is replaced; the unchanged one is reused.
+    let mut plan = probe_plan(h, &env, &["probe", "second"]);
+    plan.services[1]
+        .env
+        .insert("CHANGED".to_owned(), "1".to_owned());
+    let changed = h
+        .runtime()
+        .up(&plan, &Quiet)
+        .await
+        .unwrap_or_else(|e| panic!("{}", e.report()));
+    let actions: Vec<&Action> = changed.services.iter().map(|s| &s.action).collect();
+    assert_eq!(actions, [&Action::Reused, &Action::Replaced], "{changed:?}");
     // A service dropped from the plan is removed by the next up.
     let third = up(h, &env, &["probe"]).await;
     assert_eq!(third.services.len(), 1);

@@ -265,6 +265,21 @@ impl Drop for DockerHarness {
                         }
                     }
                 }
+                for env in &envs {
+                    let f = HashMap::from([("label".to_owned(), vec![format!("{ENV}={env}")])]);
+                    let options = bollard::query_parameters::ListVolumesOptionsBuilder::default()
+                        .filters(&f)
+                        .build();
+                    let volumes = docker.list_volumes(Some(options)).await.ok();
+                    for v in volumes.and_then(|l| l.volumes).unwrap_or_default() {
+                        let _ = docker
+                            .remove_volume(
+                                &v.name,
+                                None::<bollard::query_parameters::RemoveVolumeOptions>,
+                            )
+                            .await;
+                    }
+                }
                 for name in foreign {
                     let _ = docker.remove_network(&name).await;
                 }

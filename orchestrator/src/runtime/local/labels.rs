@@ -24,6 +24,8 @@ pub mod kind {
     pub const MIGRATE: &str = "migrate";
     /// A service image.
     pub const IMAGE: &str = "image";
+    /// The sidecar's journal volume.
+    pub const JOURNAL: &str = "journal-volume";
     /// The sidecar image (shared by environments, so it carries no env label).
     pub const SIDECAR_IMAGE: &str = "sidecar-image";
 }
@@ -65,6 +67,11 @@ impl Names {
         format!("af-{}-sidecar", self.env)
     }
 
+    /// The sidecar's journal volume (kept when the sidecar is replaced).
+    pub fn journal(&self) -> String {
+        format!("af-{}-journal", self.env)
+    }
+
     /// A service container.
     pub fn service(&self, service: &str) -> String {
         format!("af-{}-svc-{service}", self.env)
@@ -91,10 +98,12 @@ impl Names {
         let Some(rest) = name.strip_prefix(&format!("af-{}-", self.env)) else {
             return false;
         };
-        matches!(rest, "internal" | "edge" | "publish" | "sidecar")
-            || ["svc-", "fwd-", "migrate-"]
-                .iter()
-                .any(|p| rest.starts_with(p))
+        matches!(
+            rest,
+            "internal" | "edge" | "publish" | "sidecar" | "journal"
+        ) || ["svc-", "fwd-", "migrate-"]
+            .iter()
+            .any(|p| rest.starts_with(p))
     }
 
     /// The labels of an object of this environment, with the digest it was made from.

@@ -461,6 +461,12 @@ impl LocalRuntime {
                 name,
             });
         }
+        if let Some(name) = sidecar::foreign_volume(&self.docker, names).await {
+            return Err(RuntimeError::NotOurs {
+                class: "volume",
+                name,
+            });
+        }
         if let Some(plan) = plan {
             for s in &plan.services {
                 let image = names.image(&s.name);
@@ -543,6 +549,14 @@ impl LocalRuntime {
                 name,
                 kind: k,
                 service: String::new(),
+            });
+        }
+        for name in teardown::owned_volumes(&self.docker, &names).await? {
+            out.push(OwnedObject {
+                class: "volume",
+                name,
+                kind: kind::JOURNAL.to_owned(),
+                service: "sidecar".to_owned(),
             });
         }
         let options = ListImagesOptionsBuilder::default()

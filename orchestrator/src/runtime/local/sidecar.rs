@@ -13,7 +13,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use bollard::Docker;
 use bollard::models::{
     ContainerCreateBody, EndpointIpamConfig, EndpointSettings, HostConfig, NetworkConnectRequest,
-    NetworkingConfig, PortBinding, RestartPolicy, RestartPolicyNameEnum,
+    NetworkingConfig, PortBinding, RestartPolicy, RestartPolicyNameEnum, VolumeCreateRequest,
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, DownloadFromContainerOptionsBuilder,
@@ -29,6 +29,8 @@ use super::labels::{Names, kind};
 use crate::plan::{EnvPlan, short_digest};
 use crate::runtime::{AdminEndpoint, RuntimeError};
 
+/// Where the journal lives inside the sidecar (a volume, so it outlives the container).
+pub const JOURNAL_DIR: &str = "/var/lib/af/journal";
 /// Where the configuration is written inside the sidecar.
 pub const CONFIG_PATH: &str = "/etc/af/sidecar.json";
 /// The admin API's port inside the sidecar.
@@ -124,9 +126,11 @@ pub struct Create<'a> {
 /// Create, configure and start the sidecar container.
 pub async fn create(docker: &Docker, names: &Names, c: Create<'_>) -> Result<(), RuntimeError> {
     let name = names.sidecar();
+    let journal = ensure_journal_volume(docker, names).await?;
     let admin_port = format!("{ADMIN_PORT}/tcp");
     let host_config = HostConfig {
         network_mode: Some(c.internal.0.to_owned()),
+        binds: Some(vec![format!("{journal}:{JOURNAL_DIR}")]),
         port_bindings: Some(HashMap::from([(
             admin_port.clone(),
             Some(vec![PortBinding {
@@ -180,6 +184,42 @@ pub async fn create(docker: &Docker, names: &Names, c: Create<'_>) -> Result<(),
         .await
         .map_err(|e| RuntimeError::engine(format!("start container {name}"), e))?;
     Ok(())
+}
+
+/// The journal volume: ours reused, somebody else's refused, otherwise created.
+async fn ensure_journal_volume(docker: &Docker, names: &Names) -> Result<String, RuntimeError> {
+    let name = names.journal();
+    match docker.inspect_volume(&name).await {
+        Ok(v) => {
+            if super::labels::owner(Some(&v.labels), names.env()) != super::labels::Owner::This {
+                return Err(RuntimeError::NotOurs {
+                    class: "volume",
+                    name,
+                });
+            }
+            Ok(name)
+        }
+        Err(e) if super::client::is_not_found(&e) => {
+            docker
+                .create_volume(VolumeCreateRequest {
+                    name: Some(name.clone()),
+                    labels: Some(names.labels(kind::JOURNAL, "sidecar", "")),
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| RuntimeError::engine(format!("create volume {name}"), e))?;
+            Ok(name)
+        }
+        Err(e) => Err(RuntimeError::engine(format!("inspect volume {name}"), e)),
+    }
+}
+
+/// The journal volume's name if it exists and is not ours.
+pub async fn foreign_volume(docker: &Docker, names: &Names) -> Option<String> {
+    let name = names.journal();
+    let v = docker.inspect_volume(&name).await.ok()?;
+    (super::labels::owner(Some(&v.labels), names.env()) != super::labels::Owner::This)
+        .then_some(name)
 }
 
 /// An endpoint with a fixed address and aliases.

@@ -3,14 +3,34 @@
 //! collected and teardown goes on; the caller reports what is left (AF-RUN-030).
 
 use bollard::Docker;
-use bollard::query_parameters::{ListImagesOptionsBuilder, RemoveImageOptionsBuilder};
+use bollard::query_parameters::{
+    ListImagesOptionsBuilder, ListVolumesOptionsBuilder, RemoveImageOptionsBuilder,
+    RemoveVolumeOptions,
+};
 
 use super::client::is_not_found;
 use super::labels::Names;
 use super::{containers, networks};
 use crate::runtime::{DownReport, RuntimeError};
 
-/// Remove the environment's containers, networks and images.
+/// Names of the volumes carrying the environment's labels.
+pub async fn owned_volumes(docker: &Docker, names: &Names) -> Result<Vec<String>, RuntimeError> {
+    let options = ListVolumesOptionsBuilder::default()
+        .filters(&names.filter())
+        .build();
+    let list = docker
+        .list_volumes(Some(options))
+        .await
+        .map_err(|e| RuntimeError::engine("list volumes", e))?;
+    Ok(list
+        .volumes
+        .unwrap_or_default()
+        .into_iter()
+        .map(|v| v.name)
+        .collect())
+}
+
+/// Remove the environment's containers, networks, volumes and images.
 pub async fn down(docker: &Docker, names: &Names) -> Result<DownReport, RuntimeError> {
     let mut report = DownReport::default();
     for c in containers::owned(docker, names).await? {
@@ -28,6 +48,18 @@ pub async fn down(docker: &Docker, names: &Names) -> Result<DownReport, RuntimeE
             Err(e) => report
                 .failed
                 .push((format!("network {name}"), e.to_string())),
+        }
+    }
+    for name in owned_volumes(docker, names).await? {
+        match docker
+            .remove_volume(&name, None::<RemoveVolumeOptions>)
+            .await
+        {
+            Ok(()) => report.removed.push(format!("volume {name}")),
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => report
+                .failed
+                .push((format!("volume {name}"), e.to_string())),
         }
     }
     let options = ListImagesOptionsBuilder::default()
