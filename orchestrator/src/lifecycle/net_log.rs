@@ -71,10 +71,12 @@ pub fn line(r: &Value) -> String {
     let at = s("at").get(11..19).unwrap_or(s("at"));
     if s("kind") == "dns_sighting" {
         return format!(
-            "{seq:>5} {at} · dns    {} {} ({})",
+            "{seq:>5} {at} · dns    {} {} → {} ({} {})",
             s("host"),
             s("qtype"),
-            s("scope")
+            s("answer"),
+            s("mode"),
+            s("rule"),
         );
     }
     let mark = if r["allowed"].as_bool().unwrap_or(false) {
