@@ -114,3 +114,23 @@ async fn logs_return_what_a_service_wrote() {
     let h = harness("logs").await;
     conformance::logs_return_what_a_service_wrote(&h).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_service_that_never_listens_is_not_ready() {
+    let h = harness("notready").await;
+    conformance::a_service_that_never_listens_is_not_ready(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_image_that_does_not_build_is_refused() {
+    let h = harness("badimage").await;
+    let dir = std::env::temp_dir().join(format!("af-broken-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::write(
+        dir.join("Dockerfile"),
+        "FROM scratch\nCOPY no-such-file /x\n",
+    )
+    .expect("Dockerfile");
+    conformance::an_image_that_does_not_build_is_refused(&h, dir.clone()).await;
+    let _ = std::fs::remove_dir_all(dir);
+}

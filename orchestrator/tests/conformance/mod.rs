@@ -498,3 +498,55 @@ pub async fn logs_return_what_a_service_wrote(h: &dyn Harness) {
         "{seen:?}"
     );
 }
+
+/// A service that never listens on its port is reported not ready (AF-RUN-020) with its last
+/// log lines, after its own health timeout.
+pub async fn a_service_that_never_listens_is_not_ready(h: &dyn Harness) {
+    let env = h.env("notready");
+    let mut plan = probe_plan(h, &env, &["probe"]);
+    // It serves, but on another port than the one it declares.
+    plan.services[0]
+        .env
+        .insert("PORT".to_owned(), "9000".to_owned());
+    plan.services[0].health_timeout = std::time::Duration::from_secs(3);
+    let err = h
+        .runtime()
+        .up(&plan, &Quiet)
+        .await
+        .err()
+        .unwrap_or_else(|| panic!("up accepted a service that never listens"));
+    let report = err.report();
+    assert_eq!(report.code.code, "AF-RUN-020", "{report}");
+    assert!(
+        report.statement.contains("af-probe serving on 9000"),
+        "its last log lines are shown: {report}"
+    );
+}
+
+/// An image that does not build is refused (AF-RUN-010) with the last lines of the build.
+pub async fn an_image_that_does_not_build_is_refused(
+    h: &dyn Harness,
+    broken_context: std::path::PathBuf,
+) {
+    let env = h.env("badimage");
+    let mut plan = probe_plan(h, &env, &["probe"]);
+    plan.services[0].context = broken_context;
+    let err = h
+        .runtime()
+        .up(&plan, &Quiet)
+        .await
+        .err()
+        .unwrap_or_else(|| panic!("up accepted a broken image"));
+    let report = err.report();
+    assert_eq!(report.code.code, "AF-RUN-010", "{report}");
+    assert!(
+        report.statement.contains("no-such-file"),
+        "the build's own words are shown: {report}"
+    );
+    let status = h
+        .runtime()
+        .status(&env)
+        .await
+        .unwrap_or_else(|e| panic!("{}", e.report()));
+    assert!(status.services.is_empty(), "{status:?}");
+}
