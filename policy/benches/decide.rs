@@ -10,16 +10,8 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 
 fn rule(host: String, mode: Mode, paths: Vec<String>) -> RuleSpec {
     RuleSpec {
-        host,
-        mode,
         paths,
-        methods: vec![],
-        rate_limit: None,
-        credential: None,
-        fixtures: None,
-        openapi: None,
-        webhook_path: None,
-        note: None,
+        ..RuleSpec::new(host, mode)
     }
 }
 

@@ -4,36 +4,30 @@ use af_policy::egress::{Catalogue, EgressSpec, Mode, RuleSpec, Target};
 
 fn catalogue_of(n: usize) -> Catalogue {
     let mut rules: Vec<RuleSpec> = (0..n)
-        .map(|i| RuleSpec {
-            host: match i % 3 {
+        .map(|i| {
+            let host = match i % 3 {
                 0 => format!("api{i}.example.com"),
                 1 => format!("*.svc{i}.example.net"),
                 _ => format!("host{i}.example.org:8443"),
-            },
-            mode: Mode::Allow,
-            paths: if i % 7 == 0 {
+            };
+            let paths = if i % 7 == 0 {
                 vec!["/v1".into()]
             } else {
                 vec![]
-            },
-            methods: if i % 11 == 0 {
+            };
+            let methods = if i % 11 == 0 {
                 vec!["POST".into()]
             } else {
                 vec![]
-            },
-            rate_limit: None,
-            credential: None,
-            fixtures: None,
-            openapi: None,
-            webhook_path: None,
-            note: None,
+            };
+            RuleSpec {
+                paths,
+                methods,
+                ..RuleSpec::new(host, Mode::Allow)
+            }
         })
         .collect();
-    rules.push(RuleSpec {
-        host: "*".into(),
-        mode: Mode::Block,
-        ..rules[0].clone()
-    });
+    rules.push(RuleSpec::new("*", Mode::Block));
     Catalogue::compile(&EgressSpec {
         default: Some(Mode::Block),
         allow_ipv6: false,

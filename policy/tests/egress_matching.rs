@@ -3,18 +3,7 @@
 use af_policy::egress::{Catalogue, EgressSpec, Mode, Reason, RuleSpec, Target};
 
 fn rule(host: &str, mode: Mode) -> RuleSpec {
-    RuleSpec {
-        host: host.into(),
-        mode,
-        paths: vec![],
-        methods: vec![],
-        rate_limit: None,
-        credential: None,
-        fixtures: None,
-        openapi: None,
-        webhook_path: None,
-        note: None,
-    }
+    RuleSpec::new(host, mode)
 }
 
 fn with_paths(mut rule: RuleSpec, paths: &[&str]) -> RuleSpec {

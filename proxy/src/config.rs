@@ -578,7 +578,7 @@ listeners:
         let json = dir.join("sidecar.json");
         std::fs::write(
             &json,
-            r#"{"env":"e","resolver":"127.0.0.1:53","egress":{"default":"allow"},"admin":{"token":"0123456789abcdef"}}"#,
+            r#"{"env":"e","resolver":"127.0.0.1:53","egress":{"default":"allow"},"admin":{"token":"0123456789abcdef"},"listeners":{"dns":{"listen":null}}}"#,
         )
         .expect("write");
         let s = Config::load(&json).expect("loads");

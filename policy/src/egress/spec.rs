@@ -61,3 +61,21 @@ pub struct RuleSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
+
+impl RuleSpec {
+    /// A rule deciding every request to `host` with `mode`, with no other limits.
+    pub fn new(host: impl Into<String>, mode: Mode) -> Self {
+        RuleSpec {
+            host: host.into(),
+            mode,
+            paths: Vec::new(),
+            methods: Vec::new(),
+            rate_limit: None,
+            credential: None,
+            fixtures: None,
+            openapi: None,
+            webhook_path: None,
+            note: None,
+        }
+    }
+}
