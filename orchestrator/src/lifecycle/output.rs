@@ -3,7 +3,6 @@
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 
-use af_policy::error::Report;
 use serde::Serialize;
 
 use crate::runtime::{Progress, ServiceUp};
@@ -16,27 +15,6 @@ pub enum Format {
     Human,
     /// One JSON document.
     Json,
-}
-
-/// A refusal as JSON.
-#[derive(Serialize)]
-pub struct ErrorDoc<'a> {
-    /// The code, e.g. `AF-RUN-045`.
-    pub code: &'a str,
-    /// What happened.
-    pub statement: &'a str,
-    /// What to do.
-    pub next: &'a str,
-}
-
-impl<'a> From<&'a Report> for ErrorDoc<'a> {
-    fn from(r: &'a Report) -> Self {
-        ErrorDoc {
-            code: r.code.code,
-            statement: &r.statement,
-            next: &r.next,
-        }
-    }
 }
 
 /// Print a document as pretty JSON with a newline.

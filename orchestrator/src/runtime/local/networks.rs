@@ -18,7 +18,7 @@ use bollard::query_parameters::ListNetworksOptionsBuilder;
 use ipnet::Ipv4Net;
 
 use super::client::is_not_found;
-use super::labels::{Names, Owner, kind, owner};
+use super::labels::{Names, Owner, owner};
 use crate::plan::short_digest;
 use crate::runtime::RuntimeError;
 
@@ -226,9 +226,6 @@ pub async fn foreign(docker: &Docker, names: &Names) -> Result<Vec<String>, Runt
     }
     Ok(found)
 }
-
-/// The kinds of network, for `up`'s checks.
-pub const KINDS: [&str; 3] = [kind::INTERNAL, kind::EDGE, kind::PUBLISH];
 
 #[cfg(test)]
 mod tests {
