@@ -37,6 +37,35 @@ pub enum Command {
     /// The egress catalogue and the sidecar's decisions.
     #[command(subcommand)]
     Net(NetCommand),
+    /// Start the environment (or bring it up to date); one line per service, then its id.
+    Up(EnvArg),
+    /// Remove everything the environment's runtime made (exit 5 if anything is left).
+    Down(EnvArg),
+    /// Show the environment's sidecar and services.
+    Status(EnvArg),
+    /// Show what the services wrote.
+    Logs {
+        #[command(flatten)]
+        env: EnvArg,
+        /// Only this service.
+        service: Option<String>,
+        /// Keep streaming.
+        #[arg(long)]
+        follow: bool,
+        /// Only the last N lines of each service.
+        #[arg(long, value_name = "N")]
+        tail: Option<usize>,
+    },
+    /// Check that this machine can run environments, with a remedy for each problem.
+    Doctor,
+}
+
+/// Which environment: derived from the repository and branch unless given.
+#[derive(Debug, Args)]
+pub struct EnvArg {
+    /// The environment id (default: derived from the project, repository and branch).
+    #[arg(long = "env", value_name = "ID")]
+    pub env: Option<String>,
 }
 
 /// `af net ...`
@@ -50,5 +79,22 @@ pub enum NetCommand {
         method: String,
         /// The absolute URL, e.g. https://api.example.com/v1/users.
         url: String,
+    },
+    /// Show the sidecar's decisions, read through its admin API.
+    Log {
+        #[command(flatten)]
+        env: EnvArg,
+        /// Only refused requests.
+        #[arg(long)]
+        blocked: bool,
+        /// Keep streaming new decisions.
+        #[arg(long)]
+        follow: bool,
+        /// At most N records.
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        /// Only this host.
+        #[arg(long)]
+        host: Option<String>,
     },
 }

@@ -1,5 +1,6 @@
 //! One module per command; each returns what it prints or a [`Refusal`].
 
+mod lifecycle;
 mod net_policy;
 mod schema;
 mod validate;
@@ -23,6 +24,7 @@ pub fn run(cli: &Cli) -> Result<(), Refusal> {
         Command::Net(NetCommand::Explain { method, url }) => {
             net_policy::explain(global, method, url)
         }
+        command => lifecycle::run(global, command),
     }
 }
 

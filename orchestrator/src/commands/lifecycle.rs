@@ -1,0 +1,137 @@
+//! Dispatch of the lifecycle commands (`up`, `down`, `status`, `logs`, `doctor`, `net log`) to
+//! the library's runtime and `lifecycle` modules.
+
+use std::path::Path;
+
+use af_orchestrator::admin::Query;
+use af_orchestrator::env_id::EnvId;
+use af_orchestrator::lifecycle::{self, output::Format as Out};
+use af_orchestrator::plan::EnvPlan;
+use af_orchestrator::runtime::Runtime;
+use af_orchestrator::runtime::local::{LocalOptions, LocalRuntime};
+use af_policy::error::{Report, codes};
+use af_policy::placement::Provider;
+
+use super::load_manifest;
+use crate::cli::{Command, EnvArg, Global, NetCommand};
+use crate::output::Format;
+use crate::refusal::Refusal;
+
+/// Run one lifecycle command.
+pub fn run(global: &Global, command: &Command) -> Result<(), Refusal> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            Report::new(
+                &codes::RUN_UNSUPPORTED,
+                format!("af could not start its runtime: {e}."),
+            )
+        })?;
+    rt.block_on(dispatch(global, command))
+}
+
+async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
+    let out = match global.output {
+        Format::Text => Out::Human,
+        Format::Json => Out::Json,
+    };
+    let stdout = &mut std::io::stdout();
+    let options = LocalOptions::from_env().map_err(|e| e.report())?;
+    if let Command::Doctor = command {
+        lifecycle::doctor::run(&options, out, stdout).await?;
+        return Ok(());
+    }
+    let (arg, plan) = match command {
+        Command::Up(arg) => (arg, true),
+        Command::Down(arg) | Command::Status(arg) => (arg, false),
+        Command::Logs { env, .. } => (env, false),
+        Command::Net(NetCommand::Log { env, .. }) => (env, false),
+        _ => return Ok(()),
+    };
+    let (env, plan) = environment(global, arg, plan)?;
+    let runtime = LocalRuntime::connect(options)
+        .await
+        .map_err(|e| e.report())?;
+    let runtime: &dyn Runtime = &runtime;
+    match command {
+        Command::Up(_) => {
+            let plan =
+                plan.ok_or_else(|| Report::new(&codes::MAN_NOT_FOUND, "No manifest to start."))?;
+            lifecycle::up::run(runtime, &plan, out, stdout).await?;
+        }
+        Command::Down(_) => lifecycle::down::run(runtime, &env, out, stdout).await?,
+        Command::Status(_) => {
+            lifecycle::status::run(runtime, &env, out, stdout).await?;
+        }
+        Command::Logs {
+            service,
+            follow,
+            tail,
+            ..
+        } => {
+            lifecycle::logs::run(runtime, &env, service.as_deref(), *follow, *tail, stdout).await?
+        }
+        Command::Net(NetCommand::Log {
+            blocked,
+            follow,
+            limit,
+            host,
+            ..
+        }) => {
+            let query = Query {
+                since: None,
+                limit: *limit,
+                blocked: *blocked,
+                host: host.clone(),
+            };
+            lifecycle::net_log::run(runtime, &env, query, *follow, out, stdout).await?
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The environment id (`--env`, or derived from the manifest's project, repository and
+/// branch) and, for `up`, the plan. Only the local runtime is built: a manifest placed on a
+/// cluster is refused (AF-RUN-044) rather than run here.
+fn environment(
+    global: &Global,
+    arg: &EnvArg,
+    want_plan: bool,
+) -> Result<(EnvId, Option<EnvPlan>), Refusal> {
+    let loaded = load_manifest(global);
+    let (path, manifest) = match (loaded, &arg.env) {
+        (Ok(found), _) => found,
+        // `down`, `status`, `logs` and `net log` work by id alone.
+        (Err(_), Some(id)) if !want_plan => return Ok((parse_env(id)?, None)),
+        (Err(refusal), _) => return Err(refusal),
+    };
+    let placement = manifest.placement()?;
+    if placement.provider != Provider::Local {
+        return Err(Report::new(
+            &codes::RUN_UNSUPPORTED,
+            format!("This manifest runs on {}, and this build's af runs environments only on local Docker.", placement.provider),
+        )
+        .with_next("Set runtime.provider: local, or use an af build with the kubernetes runtime.")
+        .into());
+    }
+    let env = match &arg.env {
+        Some(id) => parse_env(id)?,
+        None => EnvId::derive(&manifest.name, path.parent().unwrap_or(Path::new("."))),
+    };
+    let plan = if want_plan {
+        Some(EnvPlan::from_manifest(&manifest, &path, env.clone())?)
+    } else {
+        None
+    };
+    Ok((env, plan))
+}
+
+fn parse_env(id: &str) -> Result<EnvId, Refusal> {
+    EnvId::parse(id).map_err(|e| {
+        Report::new(&codes::MAN_BAD_NAME, format!("--env {e}."))
+            .with_next("Pass an id such as pr-42.")
+            .into()
+    })
+}

@@ -1,0 +1,11 @@
+//! The af control plane: environments, their runtimes and the lifecycle commands.
+//!
+//! A command reads the manifest, turns it into an [`plan::EnvPlan`] and hands it to a
+//! [`runtime::Runtime`]. The runtime is the only thing that knows how an environment is made;
+//! everything it promises is checked by one conformance suite (`tests/conformance`).
+
+pub mod admin;
+pub mod env_id;
+pub mod lifecycle;
+pub mod plan;
+pub mod runtime;

@@ -1,0 +1,58 @@
+//! `af down`: remove everything the environment's runtime made, by label, going on past
+//! failures; anything left is named and the exit status is 5 (AF-RUN-030).
+
+use std::io::Write;
+
+use af_policy::error::Report;
+use serde::Serialize;
+
+use super::output::{Format, print_json};
+use crate::env_id::EnvId;
+use crate::runtime::{Runtime, RuntimeError};
+
+#[derive(Serialize)]
+struct Doc<'a> {
+    env: &'a str,
+    removed: &'a [String],
+    failed: Vec<serde_json::Value>,
+}
+
+/// Run `af down`.
+pub async fn run(
+    runtime: &dyn Runtime,
+    env: &EnvId,
+    format: Format,
+    out: &mut dyn Write,
+) -> Result<(), Report> {
+    let report = runtime.down(env).await.map_err(|e| e.report())?;
+    match format {
+        Format::Human => {
+            if report.removed.is_empty() && report.failed.is_empty() {
+                let _ = writeln!(out, "env {env}: nothing to remove");
+            }
+            for r in &report.removed {
+                let _ = writeln!(out, "removed {r}");
+            }
+            for (name, why) in &report.failed {
+                let _ = writeln!(out, "✗ could not remove {name}: {why}");
+            }
+        }
+        Format::Json => print_json(
+            out,
+            &Doc {
+                env: env.as_str(),
+                removed: &report.removed,
+                failed: report
+                    .failed
+                    .iter()
+                    .map(|(n, w)| serde_json::json!({ "object": n, "error": w }))
+                    .collect(),
+            },
+        ),
+    }
+    if report.failed.is_empty() {
+        Ok(())
+    } else {
+        Err(RuntimeError::TeardownIncomplete(report.failed).report())
+    }
+}

@@ -1,0 +1,111 @@
+//! `af net log [--blocked] [--follow] [--limit N] [-o json]`: the sidecar's decisions, read
+//! through its admin API (never from container logs, so nothing is lost on a restart).
+
+use std::io::Write;
+
+use af_policy::error::Report;
+use futures_util::StreamExt;
+use serde_json::Value;
+
+use super::output::{Format, print_json};
+use crate::admin::{self, Query};
+use crate::env_id::EnvId;
+use crate::runtime::Runtime;
+
+/// Run `af net log`.
+pub async fn run(
+    runtime: &dyn Runtime,
+    env: &EnvId,
+    query: Query,
+    follow: bool,
+    format: Format,
+    out: &mut dyn Write,
+) -> Result<(), Report> {
+    let endpoint = runtime.admin(env).await.map_err(|e| e.report())?;
+    if follow {
+        let mut stream = admin::follow(endpoint.addr, &endpoint.token, &query)
+            .await
+            .map_err(|e| e.report())?;
+        while let Some(record) = stream.next().await {
+            let record = record.map_err(|e| e.report())?;
+            let written = match format {
+                Format::Json => writeln!(out, "{record}"),
+                Format::Human => writeln!(out, "{}", line(&record)),
+            };
+            if written.is_err() {
+                break;
+            }
+            let _ = out.flush();
+        }
+        return Ok(());
+    }
+    let records = match query.limit {
+        Some(_) => {
+            admin::decisions(endpoint.addr, &endpoint.token, &query)
+                .await
+                .map_err(|e| e.report())?
+                .records
+        }
+        None => admin::all_decisions(endpoint.addr, &endpoint.token, &query)
+            .await
+            .map_err(|e| e.report())?,
+    };
+    match format {
+        Format::Json => print_json(
+            out,
+            &serde_json::json!({ "env": env.as_str(), "records": records }),
+        ),
+        Format::Human => {
+            for r in &records {
+                let _ = writeln!(out, "{}", line(r));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One record as a line: `12 14:03:01 ✗ block  GET api.x.test:443/ (no rule) [proxy]`.
+pub fn line(r: &Value) -> String {
+    let s = |k: &str| r[k].as_str().unwrap_or("");
+    let seq = r["seq"].as_u64().unwrap_or(0);
+    let at = s("at").get(11..19).unwrap_or(s("at"));
+    if s("kind") == "dns_sighting" {
+        return format!(
+            "{seq:>5} {at} · dns    {} {} → {} ({} {})",
+            s("host"),
+            s("qtype"),
+            s("answer"),
+            s("mode"),
+            s("rule"),
+        );
+    }
+    let mark = if r["allowed"].as_bool().unwrap_or(false) {
+        "✓"
+    } else {
+        "✗"
+    };
+    let mode = r["mode"]
+        .as_str()
+        .unwrap_or(if r["allowed"].as_bool().unwrap_or(false) {
+            "allow"
+        } else {
+            "block"
+        });
+    let status = r["status"]
+        .as_u64()
+        .map(|c| format!(" {c}"))
+        .unwrap_or_default();
+    let rule = match s("rule") {
+        "" => "default".to_owned(),
+        rule => rule.to_owned(),
+    };
+    format!(
+        "{seq:>5} {at} {mark} {mode:<6} {} {}:{}{}{status} ({rule}: {}) [{}]",
+        s("method"),
+        s("host"),
+        r["port"].as_u64().unwrap_or(0),
+        s("path"),
+        s("reason"),
+        s("via"),
+    )
+}

@@ -1,0 +1,47 @@
+//! `af status`: the environment's sidecar and services; an unknown environment is empty.
+
+use std::io::Write;
+
+use af_policy::error::Report;
+
+use super::output::{Format, print_json};
+use crate::env_id::EnvId;
+use crate::runtime::{EnvStatus, Runtime};
+
+/// Run `af status`.
+pub async fn run(
+    runtime: &dyn Runtime,
+    env: &EnvId,
+    format: Format,
+    out: &mut dyn Write,
+) -> Result<EnvStatus, Report> {
+    let status = runtime.status(env).await.map_err(|e| e.report())?;
+    match format {
+        Format::Json => print_json(out, &status),
+        Format::Human => {
+            if !status.exists {
+                let _ = writeln!(out, "env {env}: not running (run `af up`)");
+                return Ok(status);
+            }
+            if let Some(s) = &status.sidecar {
+                let _ = writeln!(out, "{} {:<16} {}", mark(s.running), "sidecar", s.state);
+            }
+            for s in &status.services {
+                let url = s.url.as_deref().unwrap_or("");
+                let _ = writeln!(
+                    out,
+                    "{} {:<16} {:<12} {url}",
+                    mark(s.running),
+                    s.name,
+                    s.state
+                );
+            }
+            let _ = writeln!(out, "env {env}");
+        }
+    }
+    Ok(status)
+}
+
+fn mark(running: bool) -> &'static str {
+    if running { "✓" } else { "✗" }
+}

@@ -1,0 +1,51 @@
+//! `af up`: make the environment (or bring it up to date) and say where each service is.
+
+use std::io::Write;
+
+use super::output::{Format, HumanProgress, print_json};
+use crate::plan::EnvPlan;
+use crate::runtime::{Quiet, Runtime, RuntimeError, UpReport};
+use af_policy::error::Report;
+
+/// Run `af up`: the report on success, the coded refusal otherwise.
+pub async fn run(
+    runtime: &dyn Runtime,
+    plan: &EnvPlan,
+    format: Format,
+    out: &mut dyn Write,
+) -> Result<UpReport, Report> {
+    let result = match format {
+        Format::Human => runtime.up(plan, &HumanProgress::new()).await,
+        Format::Json => runtime.up(plan, &Quiet).await,
+    };
+    match result {
+        Ok(report) => {
+            match format {
+                Format::Human => {
+                    let _ = writeln!(out, "env {}", report.env);
+                }
+                Format::Json => print_json(out, &report),
+            }
+            Ok(report)
+        }
+        Err(e) => {
+            // The refusal itself is printed by the caller (text on stderr, or JSON).
+            if format == Format::Human
+                && let Some(s) = failed_service(&e)
+            {
+                let _ = writeln!(out, "✗ {s}");
+            }
+            Err(e.report())
+        }
+    }
+}
+
+fn failed_service(e: &RuntimeError) -> Option<&str> {
+    match e {
+        RuntimeError::ImageBuild { service, .. }
+        | RuntimeError::NotReady { service, .. }
+        | RuntimeError::Exited { service, .. }
+        | RuntimeError::Migration { service, .. } => Some(service),
+        _ => None,
+    }
+}

@@ -1,0 +1,247 @@
+//! What a runtime is asked to run: the manifest resolved against its directory, with the
+//! services in the order they start. Runtime-neutral: the local and cluster runtimes read the
+//! same plan.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use af_policy::egress::EgressSpec;
+use af_policy::error::{Report, codes};
+use af_policy::manifest::{Manifest, ServiceKind};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::env_id::EnvId;
+
+/// The readiness timeout of a service that does not set `health_timeout`.
+pub const DEFAULT_HEALTH_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One environment to run.
+#[derive(Debug, Clone, Serialize)]
+pub struct EnvPlan {
+    /// The environment id.
+    pub env: EnvId,
+    /// The project's name (`name:` in the manifest).
+    pub project: String,
+    /// The services, in start order (dependencies first).
+    pub services: Vec<ServicePlan>,
+    /// The egress catalogue the sidecar enforces.
+    pub egress: EgressSpec,
+}
+
+/// What kind of process a service is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Serves HTTP on its port; published on the host.
+    Web,
+    /// Runs continuously; not published.
+    Worker,
+    /// Runs on a schedule (placed as a long-running process by the local runtime).
+    Cron,
+}
+
+/// One service to run.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServicePlan {
+    /// The service name: its host name inside the environment.
+    pub name: String,
+    /// What kind of process it is.
+    pub kind: Kind,
+    /// The build context, absolute.
+    pub context: PathBuf,
+    /// The Dockerfile, relative to the context; `None` means `Dockerfile`.
+    pub dockerfile: Option<String>,
+    /// The command; empty means the image's own.
+    pub command: Vec<String>,
+    /// The port it listens on.
+    pub port: Option<u16>,
+    /// The readiness path; `None` means "the port accepts".
+    pub health_path: Option<String>,
+    /// How long it has to become ready.
+    pub health_timeout: Duration,
+    /// The manifest's own environment variables.
+    pub env: BTreeMap<String, String>,
+    /// Services that must be ready first.
+    pub depends_on: Vec<String>,
+    /// Run once, before the service starts, never retried.
+    pub migrate: Vec<String>,
+}
+
+impl ServicePlan {
+    /// A service with everything but its name, kind and context left unset.
+    pub fn new(name: impl Into<String>, kind: Kind, context: impl Into<PathBuf>) -> Self {
+        Self {
+            name: name.into(),
+            kind,
+            context: context.into(),
+            dockerfile: None,
+            command: Vec::new(),
+            port: None,
+            health_path: None,
+            health_timeout: DEFAULT_HEALTH_TIMEOUT,
+            env: BTreeMap::new(),
+            depends_on: Vec::new(),
+            migrate: Vec::new(),
+        }
+    }
+
+    /// A digest of everything about the service that its container is made from (the image is
+    /// hashed separately by its id).
+    pub fn config_digest(&self) -> String {
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        short_digest(&json)
+    }
+}
+
+impl EnvPlan {
+    /// A plan whose services are put in start order. Refuses a dependency on a service that
+    /// does not exist (AF-MAN-010) and a cycle (AF-MAN-009).
+    pub fn new(
+        env: EnvId,
+        project: impl Into<String>,
+        services: Vec<ServicePlan>,
+        egress: EgressSpec,
+    ) -> Result<Self, Report> {
+        let services = start_order(services)?;
+        Ok(Self {
+            env,
+            project: project.into(),
+            services,
+            egress,
+        })
+    }
+
+    /// The plan of a manifest read from `manifest_path`: build contexts resolved against the
+    /// manifest's directory.
+    pub fn from_manifest(
+        manifest: &Manifest,
+        manifest_path: &std::path::Path,
+        env: EnvId,
+    ) -> Result<Self, Report> {
+        let dir = manifest_path
+            .parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default();
+        let dir = std::path::absolute(&dir).unwrap_or(dir);
+        let services = manifest
+            .services
+            .iter()
+            .map(|s| ServicePlan {
+                name: s.name.clone(),
+                kind: match s.kind {
+                    ServiceKind::Web => Kind::Web,
+                    ServiceKind::Worker => Kind::Worker,
+                    ServiceKind::Cron => Kind::Cron,
+                },
+                context: dir.join(&s.path),
+                dockerfile: s.dockerfile.clone(),
+                command: s.command.clone(),
+                port: s.port,
+                health_path: s.health_path.clone(),
+                health_timeout: s.health_timeout.map_or(DEFAULT_HEALTH_TIMEOUT, |t| {
+                    Duration::from_secs(u64::from(t))
+                }),
+                env: s.env.clone(),
+                depends_on: s.depends_on.clone(),
+                migrate: s.migrate.clone(),
+            })
+            .collect();
+        Self::new(
+            env,
+            manifest.name.clone(),
+            services,
+            manifest.egress.clone(),
+        )
+    }
+
+    /// The service of that name.
+    pub fn service(&self, name: &str) -> Option<&ServicePlan> {
+        self.services.iter().find(|s| s.name == name)
+    }
+}
+
+/// Dependencies first; otherwise the manifest's order.
+fn start_order(mut services: Vec<ServicePlan>) -> Result<Vec<ServicePlan>, Report> {
+    let names: BTreeSet<&str> = services.iter().map(|s| s.name.as_str()).collect();
+    for s in &services {
+        if let Some(missing) = s.depends_on.iter().find(|d| !names.contains(d.as_str())) {
+            return Err(Report::new(
+                &codes::MAN_MISSING_DEPENDENCY,
+                format!(
+                    "Service {} depends on {missing}, which is not a service.",
+                    s.name
+                ),
+            ));
+        }
+    }
+    let mut ordered: Vec<ServicePlan> = Vec::with_capacity(services.len());
+    while !services.is_empty() {
+        let started: BTreeSet<String> = ordered.iter().map(|s| s.name.clone()).collect();
+        let Some(next) = services
+            .iter()
+            .position(|s| s.depends_on.iter().all(|d| started.contains(d)))
+        else {
+            let stuck: Vec<&str> = services.iter().map(|s| s.name.as_str()).collect();
+            return Err(Report::new(
+                &codes::MAN_CYCLE,
+                format!(
+                    "The services {} depend on each other in a cycle.",
+                    stuck.join(", ")
+                ),
+            ));
+        };
+        ordered.push(services.remove(next));
+    }
+    Ok(ordered)
+}
+
+/// The first 12 hex digits of the SHA-256 of `bytes`.
+pub fn short_digest(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)[..6]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn svc(name: &str, deps: &[&str]) -> ServicePlan {
+        let mut s = ServicePlan::new(name, Kind::Web, "/x");
+        s.depends_on = deps.iter().map(|d| d.to_string()).collect();
+        s
+    }
+
+    fn env() -> EnvId {
+        EnvId::parse("t").expect("id")
+    }
+
+    #[test]
+    fn dependencies_start_first() {
+        let plan = EnvPlan::new(
+            env(),
+            "p",
+            vec![svc("web", &["api"]), svc("api", &["db"]), svc("db", &[])],
+            EgressSpec::default(),
+        )
+        .expect("plan");
+        let order: Vec<&str> = plan.services.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(order, ["db", "api", "web"]);
+    }
+
+    #[test]
+    fn cycles_and_missing_dependencies_are_refused() {
+        let cycle = EnvPlan::new(
+            env(),
+            "p",
+            vec![svc("a", &["b"]), svc("b", &["a"])],
+            EgressSpec::default(),
+        );
+        assert_eq!(cycle.err().map(|r| r.code.code), Some("AF-MAN-009"));
+        let missing = EnvPlan::new(env(), "p", vec![svc("a", &["zz"])], EgressSpec::default());
+        assert_eq!(missing.err().map(|r| r.code.code), Some("AF-MAN-010"));
+    }
+}

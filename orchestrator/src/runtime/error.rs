@@ -1,0 +1,172 @@
+//! What can go wrong in a runtime, each mapped to the product's error catalogue.
+
+use af_policy::error::{Report, codes};
+
+/// A runtime failure. [`RuntimeError::report`] turns it into the coded refusal the user sees.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The container engine could not be reached.
+    #[error("the Docker daemon could not be reached: {0}")]
+    Unreachable(String),
+    /// An image did not build.
+    #[error("image for {service} did not build: {message}")]
+    ImageBuild {
+        /// The service (or `sidecar`).
+        service: String,
+        /// What the build said.
+        message: String,
+        /// The last lines of the build log.
+        tail: Vec<String>,
+    },
+    /// A service did not become ready in time.
+    #[error("{service} was not ready after {seconds} s")]
+    NotReady {
+        /// The service.
+        service: String,
+        /// How long it was given.
+        seconds: u64,
+        /// Its last log lines.
+        tail: Vec<String>,
+    },
+    /// A service stopped while starting.
+    #[error("{service} exited with status {status}")]
+    Exited {
+        /// The service.
+        service: String,
+        /// Its exit status.
+        status: i64,
+        /// Its last log lines.
+        tail: Vec<String>,
+    },
+    /// A migration failed.
+    #[error("the migration of {service} exited with status {status}")]
+    Migration {
+        /// The service.
+        service: String,
+        /// Its exit status.
+        status: i64,
+        /// Its last log lines.
+        tail: Vec<String>,
+    },
+    /// Something with our name is not ours.
+    #[error("{class} {name} exists but was not made by af")]
+    NotOurs {
+        /// `container`, `network`, ...
+        class: &'static str,
+        /// Its name.
+        name: String,
+    },
+    /// The environment does not exist.
+    #[error("environment {0} does not exist")]
+    NoEnvironment(String),
+    /// A service that is not in the environment.
+    #[error("environment {env} has no running service {service}")]
+    NoService {
+        /// The environment.
+        env: String,
+        /// The service.
+        service: String,
+    },
+    /// The sidecar's admin API could not be reached.
+    #[error("the sidecar's admin API could not be reached: {0}")]
+    AdminUnreachable(String),
+    /// The runtime cannot do that.
+    #[error("{0}")]
+    Unsupported(String),
+    /// Teardown left objects behind.
+    #[error("teardown left {} object(s) behind", .0.len())]
+    TeardownIncomplete(Vec<(String, String)>),
+    /// Any other engine failure.
+    #[error("{context}: {message}")]
+    Engine {
+        /// What was being done.
+        context: String,
+        /// What the engine said.
+        message: String,
+    },
+}
+
+impl RuntimeError {
+    /// An engine failure while doing `context`.
+    pub fn engine(context: impl Into<String>, err: impl std::fmt::Display) -> Self {
+        RuntimeError::Engine {
+            context: context.into(),
+            message: err.to_string(),
+        }
+    }
+
+    /// The coded refusal the user reads.
+    pub fn report(&self) -> Report {
+        match self {
+            RuntimeError::Unreachable(m) => Report::new(
+                &codes::RUN_DOCKER_UNREACHABLE,
+                format!("The Docker daemon could not be reached: {m}."),
+            ),
+            RuntimeError::ImageBuild { service, message, tail } => Report::new(
+                &codes::RUN_IMAGE_BUILD,
+                format!("The image of {service} did not build: {message}.{}", lines(tail)),
+            ),
+            RuntimeError::NotReady { service, seconds, tail } => Report::new(
+                &codes::RUN_NOT_READY,
+                format!("{service} was not ready after {seconds} s.{}", lines(tail)),
+            )
+            .with_next(format!(
+                "Check that {service} listens on its port (and answers its health_path); raise health_timeout if it needs longer."
+            )),
+            RuntimeError::Exited { service, status, tail } => Report::new(
+                &codes::RUN_EXITED,
+                format!("{service} exited with status {status} while starting.{}", lines(tail)),
+            ),
+            RuntimeError::Migration { service, status, tail } => Report::new(
+                &codes::RUN_MIGRATION,
+                format!(
+                    "The migration of {service} exited with status {status}; {service} was not started.{}",
+                    lines(tail)
+                ),
+            ),
+            RuntimeError::NotOurs { class, name } => Report::new(
+                &codes::RUN_NOT_OURS,
+                format!("The {class} {name} has af's name but not its label dev.antifailure.managed=true, so it is somebody else's; nothing was touched."),
+            )
+            .with_next(format!("Remove or rename the {class} {name} yourself, or use another environment id with --env.")),
+            RuntimeError::NoEnvironment(env) => Report::new(
+                &codes::RUN_NO_ENVIRONMENT,
+                format!("Environment {env} does not exist on this runtime."),
+            ),
+            RuntimeError::NoService { env, service } => Report::new(
+                &codes::RUN_NO_ENVIRONMENT,
+                format!("Environment {env} has no running service {service}."),
+            )
+            .with_next("Run `af status` to see the services, or `af up` to start them."),
+            RuntimeError::AdminUnreachable(m) => Report::new(
+                &codes::NET_ADMIN_UNREACHABLE,
+                format!("The sidecar's admin API could not be reached: {m}."),
+            ),
+            RuntimeError::Unsupported(m) => Report::new(&codes::RUN_UNSUPPORTED, m.clone()),
+            RuntimeError::TeardownIncomplete(left) => {
+                let names: Vec<String> = left.iter().map(|(n, why)| format!("{n} ({why})")).collect();
+                Report::new(
+                    &codes::RUN_TEARDOWN_INCOMPLETE,
+                    format!("Teardown left {} object(s) behind: {}.", left.len(), names.join("; ")),
+                )
+            }
+            RuntimeError::Engine { context, message } => Report::new(
+                &codes::RUN_DOCKER_UNREACHABLE,
+                format!("The Docker daemon refused to {context}: {message}."),
+            )
+            .with_next("Run `af doctor` to check the Docker daemon, then try again."),
+        }
+    }
+}
+
+fn lines(tail: &[String]) -> String {
+    if tail.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(" Last lines:");
+    for l in tail {
+        out.push_str("\n    ");
+        out.push_str(l);
+    }
+    out
+}

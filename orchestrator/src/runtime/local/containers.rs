@@ -1,0 +1,253 @@
+//! Container helpers: find ours (refusing somebody else's), remove, exec, last log lines.
+
+use bollard::Docker;
+use bollard::exec::{CreateExecOptions, StartExecResults};
+use bollard::models::ContainerInspectResponse;
+use bollard::query_parameters::{
+    ListContainersOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder,
+};
+use futures_util::StreamExt;
+
+use super::client::is_not_found;
+use super::labels::{Names, Owner, owner};
+use crate::runtime::labels::{KIND, SERVICE};
+use crate::runtime::{ExecOutput, RuntimeError};
+
+/// One of our containers as found.
+#[derive(Debug, Clone)]
+pub struct Found {
+    /// Its full inspection.
+    pub inspect: ContainerInspectResponse,
+}
+
+impl Found {
+    /// The config digest it was made from.
+    pub fn config(&self) -> Option<&str> {
+        super::labels::config_of(self.inspect.config.as_ref().and_then(|c| c.labels.as_ref()))
+    }
+
+    /// Whether it is running.
+    pub fn running(&self) -> bool {
+        self.inspect
+            .state
+            .as_ref()
+            .and_then(|s| s.running)
+            .unwrap_or(false)
+    }
+
+    /// Its exit code, when it has stopped.
+    pub fn exit_code(&self) -> Option<i64> {
+        let state = self.inspect.state.as_ref()?;
+        if state.running.unwrap_or(false) {
+            return None;
+        }
+        state.exit_code
+    }
+
+    /// Its address on `network`.
+    pub fn addr_on(&self, network: &str) -> Option<String> {
+        self.inspect
+            .network_settings
+            .as_ref()?
+            .networks
+            .as_ref()?
+            .get(network)?
+            .ip_address
+            .clone()
+            .filter(|a| !a.is_empty())
+    }
+
+    /// The host port published for `port/tcp`.
+    pub fn host_port(&self, port: u16) -> Option<u16> {
+        let ports = self.inspect.network_settings.as_ref()?.ports.as_ref()?;
+        ports
+            .get(&format!("{port}/tcp"))?
+            .as_ref()?
+            .iter()
+            .find_map(|b| b.host_port.as_deref()?.parse().ok())
+    }
+
+    /// `running`, `exited (1)`, ...
+    pub fn state(&self) -> String {
+        let Some(state) = self.inspect.state.as_ref() else {
+            return "unknown".to_owned();
+        };
+        let status = state
+            .status
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| "unknown".to_owned());
+        match (state.running, state.exit_code) {
+            (Some(false), Some(code)) if status == "exited" => format!("exited ({code})"),
+            _ => status,
+        }
+    }
+}
+
+/// Our container of that name; `None` if absent; `NotOurs` if somebody else's.
+pub async fn find(
+    docker: &Docker,
+    names: &Names,
+    name: &str,
+) -> Result<Option<Found>, RuntimeError> {
+    match docker.inspect_container(name, None).await {
+        Ok(inspect) => {
+            let labels = inspect.config.as_ref().and_then(|c| c.labels.as_ref());
+            if owner(labels, names.env()) != Owner::This {
+                return Err(RuntimeError::NotOurs {
+                    class: "container",
+                    name: name.to_owned(),
+                });
+            }
+            Ok(Some(Found { inspect }))
+        }
+        Err(e) if is_not_found(&e) => Ok(None),
+        Err(e) => Err(RuntimeError::engine(format!("inspect container {name}"), e)),
+    }
+}
+
+/// Remove a container (running or not) and its anonymous volumes; absent is fine.
+pub async fn remove(docker: &Docker, name: &str) -> Result<(), RuntimeError> {
+    let options = RemoveContainerOptionsBuilder::default()
+        .force(true)
+        .v(true)
+        .build();
+    match docker.remove_container(name, Some(options)).await {
+        Ok(()) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(RuntimeError::engine(format!("remove container {name}"), e)),
+    }
+}
+
+/// A container of the environment, as listed: name, kind label, service label.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    /// Its name, without the leading `/`.
+    pub name: String,
+    /// `dev.antifailure.kind`.
+    pub kind: String,
+    /// `dev.antifailure.service`.
+    pub service: String,
+}
+
+/// Every container (running or not) carrying the environment's labels.
+pub async fn owned(docker: &Docker, names: &Names) -> Result<Vec<Listed>, RuntimeError> {
+    let options = ListContainersOptionsBuilder::default()
+        .all(true)
+        .filters(&names.filter())
+        .build();
+    let list = docker
+        .list_containers(Some(options))
+        .await
+        .map_err(|e| RuntimeError::engine("list containers", e))?;
+    Ok(list
+        .into_iter()
+        .filter_map(|c| {
+            let name = c.names?.first()?.trim_start_matches('/').to_owned();
+            let label = |k: &str| {
+                c.labels
+                    .as_ref()
+                    .and_then(|l| l.get(k))
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            Some(Listed {
+                name,
+                kind: label(KIND),
+                service: label(SERVICE),
+            })
+        })
+        .collect())
+}
+
+/// Containers named like this environment's but without its label.
+pub async fn foreign(docker: &Docker, names: &Names) -> Result<Vec<String>, RuntimeError> {
+    let filters = std::collections::HashMap::from([(
+        "name".to_owned(),
+        vec![format!("af-{}-", names.env())],
+    )]);
+    let options = ListContainersOptionsBuilder::default()
+        .all(true)
+        .filters(&filters)
+        .build();
+    let list = docker
+        .list_containers(Some(options))
+        .await
+        .map_err(|e| RuntimeError::engine("list containers", e))?;
+    Ok(list
+        .into_iter()
+        .filter_map(|c| {
+            let name = c.names?.first()?.trim_start_matches('/').to_owned();
+            (names.could_be_ours(&name) && owner(c.labels.as_ref(), names.env()) != Owner::This)
+                .then_some(name)
+        })
+        .collect())
+}
+
+/// Run `argv` in a running container and collect its output.
+pub async fn exec(
+    docker: &Docker,
+    container: &str,
+    argv: &[String],
+) -> Result<ExecOutput, RuntimeError> {
+    let created = docker
+        .create_exec(
+            container,
+            CreateExecOptions {
+                cmd: Some(argv.to_vec()),
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(|e| RuntimeError::engine(format!("exec in {container}"), e))?;
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    match docker
+        .start_exec(&created.id, None)
+        .await
+        .map_err(|e| RuntimeError::engine(format!("exec in {container}"), e))?
+    {
+        StartExecResults::Attached { mut output, .. } => {
+            while let Some(chunk) = output.next().await {
+                match chunk.map_err(|e| RuntimeError::engine(format!("exec in {container}"), e))? {
+                    bollard::container::LogOutput::StdOut { message } => {
+                        stdout.extend_from_slice(&message)
+                    }
+                    bollard::container::LogOutput::StdErr { message } => {
+                        stderr.extend_from_slice(&message)
+                    }
+                    _ => {}
+                }
+            }
+        }
+        StartExecResults::Detached => {}
+    }
+    let exit = docker
+        .inspect_exec(&created.id)
+        .await
+        .ok()
+        .and_then(|i| i.exit_code);
+    Ok(ExecOutput {
+        exit,
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+    })
+}
+
+/// The last `n` lines a container wrote (stdout and stderr).
+pub async fn tail(docker: &Docker, container: &str, n: usize) -> Vec<String> {
+    let options = LogsOptionsBuilder::default()
+        .stdout(true)
+        .stderr(true)
+        .tail(&n.to_string())
+        .build();
+    let mut stream = docker.logs(container, Some(options));
+    let mut lines = Vec::new();
+    while let Some(Ok(chunk)) = stream.next().await {
+        let text = chunk.to_string();
+        lines.extend(text.lines().map(str::to_owned));
+    }
+    let skip = lines.len().saturating_sub(n);
+    lines.split_off(skip)
+}

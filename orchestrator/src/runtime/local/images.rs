@@ -1,0 +1,346 @@
+//! Images: the sidecar image made from the project's own static binaries `FROM scratch`, and
+//! service images built from each service's context. No registry is assumed: nothing is pulled.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+
+use bollard::Docker;
+use bollard::query_parameters::BuildImageOptionsBuilder;
+use futures_util::StreamExt;
+
+use super::client::is_not_found;
+use super::labels::{Names, kind};
+use crate::plan::{ServicePlan, short_digest};
+use crate::runtime::labels::{KIND, MANAGED};
+use crate::runtime::{Progress, RuntimeError};
+
+/// The static target triple the project's image binaries are built for.
+pub const STATIC_TARGET: &str = "x86_64-unknown-linux-gnu";
+
+/// The sidecar binary's file name.
+pub const PROXY_BINARY: &str = "af-proxy";
+/// The forwarder's file name (built with the sidecar, shipped in the same image).
+pub const FORWARD_BINARY: &str = "af-forward";
+
+/// Lines of build output kept for an error.
+const TAIL_LINES: usize = 20;
+
+/// Where the sidecar image comes from.
+#[derive(Debug, Clone)]
+pub enum SidecarSource {
+    /// A prebuilt image (`AF_PROXY_IMAGE`); it must hold `/af-proxy` and `/af-forward`.
+    Image(String),
+    /// Build from this static `af-proxy` (its `af-forward` sits next to it).
+    Binary(PathBuf),
+    /// Look the binary up: next to the `af` executable, then the static target directory.
+    Lookup,
+}
+
+/// Find the static `af-proxy`: `AF_PROXY_BINARY` (given as `explicit`), next to the running
+/// `af`, then `$CARGO_TARGET_DIR` or the workspace's `target/`, under the static target.
+pub fn find_proxy_binary(explicit: Option<&Path>) -> Result<PathBuf, RuntimeError> {
+    let mut tried = Vec::new();
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(p) = explicit {
+        candidates.push(p.to_owned());
+    } else {
+        if let Ok(exe) = std::env::current_exe()
+            && let Some(dir) = exe.parent()
+        {
+            candidates.push(dir.join(PROXY_BINARY));
+        }
+        if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+            candidates.push(
+                Path::new(&dir)
+                    .join(STATIC_TARGET)
+                    .join("release")
+                    .join(PROXY_BINARY),
+            );
+        }
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        candidates.push(
+            workspace
+                .join("target")
+                .join(STATIC_TARGET)
+                .join("release")
+                .join(PROXY_BINARY),
+        );
+    }
+    for c in candidates {
+        match is_static_elf(&c) {
+            Ok(true) => return Ok(c),
+            Ok(false) => tried.push(format!("{} (not statically linked)", c.display())),
+            Err(_) => tried.push(format!("{} (missing)", c.display())),
+        }
+    }
+    Err(RuntimeError::ImageBuild {
+        service: "sidecar".to_owned(),
+        message: format!(
+            "no static af-proxy binary was found; tried {}",
+            tried.join(", ")
+        ),
+        tail: vec![format!(
+            "build it with: RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target {STATIC_TARGET} -p af-proxy"
+        )],
+    })
+}
+
+/// Whether `path` is an ELF executable with no program interpreter (so it runs `FROM scratch`).
+pub fn is_static_elf(path: &Path) -> std::io::Result<bool> {
+    let bytes = std::fs::read(path)?;
+    Ok(elf_is_static(&bytes))
+}
+
+fn elf_is_static(b: &[u8]) -> bool {
+    // 64-bit little-endian ELF only (the static target is x86_64).
+    if b.len() < 64 || &b[..4] != b"\x7fELF" || b[4] != 2 || b[5] != 1 {
+        return false;
+    }
+    let u16_at = |o: usize| b.get(o..o + 2).map(|s| u16::from_le_bytes([s[0], s[1]]));
+    let u64_at = |o: usize| {
+        b.get(o..o + 8)
+            .and_then(|s| <[u8; 8]>::try_from(s).ok())
+            .map(u64::from_le_bytes)
+    };
+    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38))
+    else {
+        return false;
+    };
+    const PT_INTERP: u32 = 3;
+    for i in 0..usize::from(phnum) {
+        let Some(off) = usize::try_from(phoff)
+            .ok()
+            .and_then(|p| p.checked_add(i * usize::from(phentsize)))
+        else {
+            return false;
+        };
+        let Some(kind) = b.get(off..off + 4) else {
+            return false;
+        };
+        if u32::from_le_bytes([kind[0], kind[1], kind[2], kind[3]]) == PT_INTERP {
+            return false;
+        }
+    }
+    true
+}
+
+/// Make sure the sidecar image exists; returns its reference.
+pub async fn ensure_sidecar_image(
+    docker: &Docker,
+    source: &SidecarSource,
+    progress: &dyn Progress,
+) -> Result<String, RuntimeError> {
+    let binary = match source {
+        SidecarSource::Image(image) => {
+            return match docker.inspect_image(image).await {
+                Ok(_) => Ok(image.clone()),
+                Err(e) if is_not_found(&e) => Err(RuntimeError::ImageBuild {
+                    service: "sidecar".to_owned(),
+                    message: format!(
+                        "AF_PROXY_IMAGE names {image}, which is not on this Docker host (nothing is pulled)"
+                    ),
+                    tail: Vec::new(),
+                }),
+                Err(e) => Err(RuntimeError::engine("inspect the sidecar image", e)),
+            };
+        }
+        SidecarSource::Binary(p) => {
+            if !is_static_elf(p).unwrap_or(false) {
+                return Err(RuntimeError::ImageBuild {
+                    service: "sidecar".to_owned(),
+                    message: format!(
+                        "AF_PROXY_BINARY {} is missing or not statically linked",
+                        p.display()
+                    ),
+                    tail: Vec::new(),
+                });
+            }
+            p.clone()
+        }
+        SidecarSource::Lookup => find_proxy_binary(None)?,
+    };
+    let forward = binary.with_file_name(FORWARD_BINARY);
+    let read = |p: &Path| {
+        std::fs::read(p).map_err(|e| RuntimeError::ImageBuild {
+            service: "sidecar".to_owned(),
+            message: format!("{} could not be read: {e}", p.display()),
+            tail: Vec::new(),
+        })
+    };
+    let proxy_bytes = read(&binary)?;
+    let forward_bytes = read(&forward)?;
+    let mut both = proxy_bytes.clone();
+    both.extend_from_slice(&forward_bytes);
+    let tag = format!("af-proxy:{}", short_digest(&both));
+    match docker.inspect_image(&tag).await {
+        Ok(_) => return Ok(tag),
+        Err(e) if is_not_found(&e) => {}
+        Err(e) => return Err(RuntimeError::engine("inspect the sidecar image", e)),
+    }
+    progress.step(&format!("building sidecar image {tag}"));
+    let dockerfile = format!(
+        "FROM scratch\nCOPY {PROXY_BINARY} /{PROXY_BINARY}\nCOPY {FORWARD_BINARY} /{FORWARD_BINARY}\nENTRYPOINT [\"/{PROXY_BINARY}\"]\n"
+    );
+    let context = tar_of(&[
+        ("Dockerfile", dockerfile.as_bytes(), 0o644),
+        (PROXY_BINARY, &proxy_bytes, 0o755),
+        (FORWARD_BINARY, &forward_bytes, 0o755),
+    ])
+    .map_err(|e| RuntimeError::engine("pack the sidecar image", e))?;
+    let labels = HashMap::from([
+        (MANAGED.to_owned(), "true".to_owned()),
+        (KIND.to_owned(), kind::SIDECAR_IMAGE.to_owned()),
+    ]);
+    build(docker, "sidecar", &tag, None, &labels, context, progress).await?;
+    Ok(tag)
+}
+
+/// Build a service's image from its context; returns the image id.
+pub async fn build_service_image(
+    docker: &Docker,
+    names: &Names,
+    service: &ServicePlan,
+    progress: &dyn Progress,
+) -> Result<String, RuntimeError> {
+    let context = tar_dir(&service.context).map_err(|e| RuntimeError::ImageBuild {
+        service: service.name.clone(),
+        message: format!(
+            "the build context {} could not be read: {e}",
+            service.context.display()
+        ),
+        tail: Vec::new(),
+    })?;
+    let tag = names.image(&service.name);
+    let labels = names.labels(kind::IMAGE, &service.name, "");
+    progress.step(&format!("building {}", service.name));
+    build(
+        docker,
+        &service.name,
+        &tag,
+        service.dockerfile.as_deref(),
+        &labels,
+        context,
+        progress,
+    )
+    .await?;
+    let image = docker
+        .inspect_image(&tag)
+        .await
+        .map_err(|e| RuntimeError::engine(format!("inspect the image of {}", service.name), e))?;
+    Ok(image.id.unwrap_or(tag))
+}
+
+async fn build(
+    docker: &Docker,
+    service: &str,
+    tag: &str,
+    dockerfile: Option<&str>,
+    labels: &HashMap<String, String>,
+    context: Vec<u8>,
+    progress: &dyn Progress,
+) -> Result<(), RuntimeError> {
+    let options = BuildImageOptionsBuilder::default()
+        .dockerfile(dockerfile.unwrap_or("Dockerfile"))
+        .t(tag)
+        .rm(true)
+        .forcerm(true)
+        .labels(labels)
+        .build();
+    let mut stream = docker.build_image(options, None, Some(bollard::body_full(context.into())));
+    let mut tail: VecDeque<String> = VecDeque::with_capacity(TAIL_LINES);
+    let keep = |line: &str, tail: &mut VecDeque<String>| {
+        for l in line.lines().map(str::trim_end).filter(|l| !l.is_empty()) {
+            if tail.len() == TAIL_LINES {
+                tail.pop_front();
+            }
+            tail.push_back(l.to_owned());
+            progress.build_output(service, l);
+        }
+    };
+    while let Some(item) = stream.next().await {
+        let info = match item {
+            Ok(info) => info,
+            Err(bollard::errors::Error::DockerStreamError { error }) => {
+                keep(&error, &mut tail);
+                return Err(build_failed(service, error, tail));
+            }
+            Err(e) => {
+                let message = e.to_string();
+                keep(&message, &mut tail);
+                return Err(build_failed(service, message, tail));
+            }
+        };
+        if let Some(line) = info.stream.as_deref() {
+            keep(line, &mut tail);
+        }
+        if let Some(detail) = info.error_detail {
+            let message = detail
+                .message
+                .unwrap_or_else(|| "the build failed".to_owned());
+            keep(&message, &mut tail);
+            return Err(build_failed(service, message, tail));
+        }
+    }
+    Ok(())
+}
+
+fn build_failed(service: &str, message: String, tail: VecDeque<String>) -> RuntimeError {
+    RuntimeError::ImageBuild {
+        service: service.to_owned(),
+        message: message.trim().to_owned(),
+        tail: tail.into_iter().collect(),
+    }
+}
+
+/// A tar archive of in-memory files.
+pub fn tar_of(files: &[(&str, &[u8], u32)]) -> std::io::Result<Vec<u8>> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for (path, bytes, mode) in files {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(bytes.len() as u64);
+        header.set_mode(*mode);
+        header.set_mtime(0);
+        header.set_cksum();
+        builder.append_data(&mut header, path, *bytes)?;
+    }
+    builder.into_inner()
+}
+
+/// A tar archive of a build context directory (symlinks kept as links).
+fn tar_dir(dir: &Path) -> std::io::Result<Vec<u8>> {
+    let mut builder = tar::Builder::new(Vec::new());
+    builder.follow_symlinks(false);
+    builder.append_dir_all(".", dir)?;
+    builder.into_inner()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_test_binary_is_dynamic_or_static_and_garbage_is_neither() {
+        assert!(!elf_is_static(
+            b"not an elf at all, long enough to look at the header fields ok"
+        ));
+        assert!(!elf_is_static(&[]));
+        // /bin/sh on the build machine is dynamically linked.
+        if let Ok(false) = is_static_elf(Path::new("/bin/sh")) {
+        } else {
+            panic!("/bin/sh should read as dynamic");
+        }
+    }
+
+    #[test]
+    fn in_memory_tar_holds_its_files() {
+        let bytes = tar_of(&[("a", b"hello", 0o600)]).expect("tar");
+        let mut archive = tar::Archive::new(bytes.as_slice());
+        let entry = archive
+            .entries()
+            .expect("entries")
+            .next()
+            .expect("one")
+            .expect("ok");
+        assert_eq!(entry.header().mode().expect("mode"), 0o600);
+    }
+}

@@ -1,0 +1,73 @@
+//! Readiness: a service with no `health_path` is ready when its port accepts; with one, when
+//! the path gives any HTTP answer (Kubernetes would also want a 2xx/3xx: the one documented
+//! difference). The check runs inside the sidecar, which is on the internal network, with the
+//! forwarder binary's `check` mode, so it needs nothing in the service's image.
+
+use std::time::{Duration, Instant};
+
+use bollard::Docker;
+
+use super::containers;
+use super::images::FORWARD_BINARY;
+use super::labels::Names;
+use crate::plan::ServicePlan;
+use crate::runtime::RuntimeError;
+
+/// Time between checks.
+const INTERVAL: Duration = Duration::from_millis(250);
+/// Log lines shown when a service does not come up.
+const TAIL: usize = 20;
+
+/// Wait until `service` (at `addr` on the internal network) is ready, or say why not.
+pub async fn wait(
+    docker: &Docker,
+    names: &Names,
+    service: &ServicePlan,
+    addr: &str,
+) -> Result<(), RuntimeError> {
+    let container = names.service(&service.name);
+    let deadline = Instant::now() + service.health_timeout;
+    let mut argv = vec![format!("/{FORWARD_BINARY}"), "check".to_owned()];
+    match service.port {
+        Some(port) => argv.push(format!("{addr}:{port}")),
+        None => argv.push(String::new()),
+    }
+    if let Some(path) = &service.health_path {
+        argv.push(path.clone());
+    }
+    loop {
+        let Some(found) = containers::find(docker, names, &container).await? else {
+            return Err(RuntimeError::Exited {
+                service: service.name.clone(),
+                status: -1,
+                tail: Vec::new(),
+            });
+        };
+        if let Some(status) = found.exit_code() {
+            return Err(RuntimeError::Exited {
+                service: service.name.clone(),
+                status,
+                tail: containers::tail(docker, &container, TAIL).await,
+            });
+        }
+        let ready = match service.port {
+            // No port: running is all that can be asked.
+            None => found.running(),
+            Some(_) => containers::exec(docker, &names.sidecar(), &argv)
+                .await
+                .map(|out| out.exit == Some(0))
+                .unwrap_or(false),
+        };
+        if ready {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(RuntimeError::NotReady {
+                service: service.name.clone(),
+                seconds: service.health_timeout.as_secs(),
+                tail: containers::tail(docker, &container, TAIL).await,
+            });
+        }
+        tokio::time::sleep(INTERVAL).await;
+    }
+}

@@ -1,0 +1,214 @@
+//! Service containers, their migrations and their forwarders.
+//!
+//! A service sits on the internal network only, under its name as alias, with the sidecar as
+//! its only DNS server and its proxy in the proxy variables. A web service is published on
+//! 127.0.0.1 by a forwarder: a container on the internal and publish networks that relays one
+//! port to that one service and dials nothing else, so it is not a route out.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+
+use bollard::Docker;
+use bollard::models::{
+    ContainerCreateBody, EndpointSettings, HostConfig, NetworkingConfig, PortBinding,
+};
+use bollard::query_parameters::CreateContainerOptionsBuilder;
+use futures_util::StreamExt;
+
+use super::containers;
+use super::images::FORWARD_BINARY;
+use super::labels::{Names, kind};
+use super::sidecar::{PROXY_PORT, connect};
+use crate::plan::{EnvPlan, ServicePlan};
+use crate::runtime::RuntimeError;
+
+/// The environment variables of a service, in order: proxy, identity, then the manifest's.
+pub fn environment(plan: &EnvPlan, service: &ServicePlan, sidecar: Ipv4Addr) -> Vec<String> {
+    let proxy = format!("http://{sidecar}:{PROXY_PORT}");
+    let mut no_proxy = vec![
+        "localhost".to_owned(),
+        "127.0.0.1".to_owned(),
+        "::1".to_owned(),
+    ];
+    no_proxy.extend(plan.services.iter().map(|s| s.name.clone()));
+    let no_proxy = no_proxy.join(",");
+    let mut env = vec![
+        format!("HTTP_PROXY={proxy}"),
+        format!("HTTPS_PROXY={proxy}"),
+        format!("http_proxy={proxy}"),
+        format!("https_proxy={proxy}"),
+        format!("NO_PROXY={no_proxy}"),
+        format!("no_proxy={no_proxy}"),
+        format!("AF_ENV_ID={}", plan.env),
+        format!("AF_SERVICE={}", service.name),
+    ];
+    if let Some(port) = service.port {
+        env.push(format!("PORT={port}"));
+    }
+    env.extend(service.env.iter().map(|(k, v)| format!("{k}={v}")));
+    env
+}
+
+/// How a service container (or its migration) is made.
+pub struct Spec<'a> {
+    /// The plan.
+    pub plan: &'a EnvPlan,
+    /// The service.
+    pub service: &'a ServicePlan,
+    /// The service's image id.
+    pub image: &'a str,
+    /// The internal network.
+    pub internal: &'a str,
+    /// The sidecar's inside address.
+    pub sidecar: Ipv4Addr,
+    /// The config digest label.
+    pub digest: &'a str,
+}
+
+fn body(
+    spec: &Spec<'_>,
+    object_kind: &str,
+    command: &[String],
+    alias: bool,
+) -> ContainerCreateBody {
+    let s = spec.service;
+    let host_config = HostConfig {
+        network_mode: Some(spec.internal.to_owned()),
+        dns: Some(vec![spec.sidecar.to_string()]),
+        dns_search: Some(Vec::new()),
+        security_opt: Some(vec!["no-new-privileges".to_owned()]),
+        ..Default::default()
+    };
+    let endpoint = EndpointSettings {
+        aliases: alias.then(|| vec![s.name.clone()]),
+        ..Default::default()
+    };
+    ContainerCreateBody {
+        hostname: Some(s.name.clone()),
+        image: Some(spec.image.to_owned()),
+        cmd: (!command.is_empty()).then(|| command.to_vec()),
+        env: Some(environment(spec.plan, s, spec.sidecar)),
+        labels: Some(Names::new(&spec.plan.env).labels(object_kind, &s.name, spec.digest)),
+        host_config: Some(host_config),
+        networking_config: Some(NetworkingConfig {
+            endpoints_config: Some(HashMap::from([(spec.internal.to_owned(), endpoint)])),
+        }),
+        ..Default::default()
+    }
+}
+
+/// Create and start the service container.
+pub async fn create(docker: &Docker, spec: &Spec<'_>) -> Result<(), RuntimeError> {
+    let name = Names::new(&spec.plan.env).service(&spec.service.name);
+    let body = body(spec, kind::SERVICE, &spec.service.command, true);
+    create_and_start(docker, &name, body).await
+}
+
+/// Run the service's migration once, in its image and environment; never retried. A failed
+/// migration's container is kept so its output can be read; a finished one is removed.
+pub async fn migrate(docker: &Docker, spec: &Spec<'_>) -> Result<(), RuntimeError> {
+    let names = Names::new(&spec.plan.env);
+    let name = names.migrate(&spec.service.name);
+    containers::remove(docker, &name).await?;
+    let body = body(spec, kind::MIGRATE, &spec.service.migrate, false);
+    create_and_start(docker, &name, body).await?;
+    let mut wait = docker.wait_container(&name, None);
+    let status = match wait.next().await {
+        Some(Ok(r)) => r.status_code,
+        // A non-zero exit arrives as an error carrying the code.
+        Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => code,
+        Some(Err(e)) => return Err(RuntimeError::engine(format!("wait for {name}"), e)),
+        None => -1,
+    };
+    if status != 0 {
+        let tail = containers::tail(docker, &name, 20).await;
+        return Err(RuntimeError::Migration {
+            service: spec.service.name.clone(),
+            status,
+            tail,
+        });
+    }
+    containers::remove(docker, &name).await
+}
+
+async fn create_and_start(
+    docker: &Docker,
+    name: &str,
+    body: ContainerCreateBody,
+) -> Result<(), RuntimeError> {
+    let options = CreateContainerOptionsBuilder::default().name(name).build();
+    docker
+        .create_container(Some(options), body)
+        .await
+        .map_err(|e| RuntimeError::engine(format!("create container {name}"), e))?;
+    docker
+        .start_container(name, None)
+        .await
+        .map_err(|e| RuntimeError::engine(format!("start container {name}"), e))
+}
+
+/// How a forwarder is made.
+pub struct Forwarder<'a> {
+    /// The sidecar image (it carries the forwarder binary).
+    pub image: &'a str,
+    /// The service.
+    pub service: &'a str,
+    /// The service's port.
+    pub port: u16,
+    /// The service's inside address.
+    pub target: &'a str,
+    /// The internal network.
+    pub internal: &'a str,
+    /// The publish network.
+    pub publish: &'a str,
+    /// The config digest label.
+    pub digest: &'a str,
+}
+
+/// Create and start a forwarder publishing `service` on 127.0.0.1 (random port).
+pub async fn forwarder(
+    docker: &Docker,
+    names: &Names,
+    f: &Forwarder<'_>,
+) -> Result<(), RuntimeError> {
+    let name = names.forwarder(f.service);
+    let port_key = format!("{}/tcp", f.port);
+    let host_config = HostConfig {
+        network_mode: Some(f.publish.to_owned()),
+        port_bindings: Some(HashMap::from([(
+            port_key.clone(),
+            Some(vec![PortBinding {
+                host_ip: Some("127.0.0.1".to_owned()),
+                host_port: Some(String::new()),
+            }]),
+        )])),
+        cap_drop: Some(vec!["ALL".to_owned()]),
+        cap_add: Some(vec!["NET_BIND_SERVICE".to_owned()]),
+        security_opt: Some(vec!["no-new-privileges".to_owned()]),
+        ..Default::default()
+    };
+    let body = ContainerCreateBody {
+        image: Some(f.image.to_owned()),
+        entrypoint: Some(vec![format!("/{FORWARD_BINARY}")]),
+        cmd: Some(vec![
+            "--listen".to_owned(),
+            format!("0.0.0.0:{}", f.port),
+            "--to".to_owned(),
+            format!("{}:{}", f.target, f.port),
+        ]),
+        labels: Some(names.labels(kind::FORWARDER, f.service, f.digest)),
+        exposed_ports: Some(vec![port_key]),
+        host_config: Some(host_config),
+        ..Default::default()
+    };
+    let options = CreateContainerOptionsBuilder::default().name(&name).build();
+    docker
+        .create_container(Some(options), body)
+        .await
+        .map_err(|e| RuntimeError::engine(format!("create container {name}"), e))?;
+    connect(docker, f.internal, &name, None).await?;
+    docker
+        .start_container(&name, None)
+        .await
+        .map_err(|e| RuntimeError::engine(format!("start container {name}"), e))
+}

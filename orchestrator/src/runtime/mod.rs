@@ -1,0 +1,238 @@
+//! The one contract every runtime keeps.
+//!
+//! A runtime makes an environment from an [`EnvPlan`], reports on it, shows its logs, gives a
+//! way to the sidecar's admin API, and removes everything it made and nothing else. The local
+//! runtime (Docker) is in [`local`]; a cluster runtime implements the same trait and is held to
+//! the same conformance suite (`orchestrator/tests/conformance`). What a runtime cannot do it
+//! says in [`Capabilities`]; nothing about containment can be declared away.
+
+pub mod error;
+pub mod local;
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+
+use futures_util::Stream;
+use futures_util::future::BoxFuture;
+use serde::Serialize;
+
+pub use error::RuntimeError;
+
+use crate::env_id::EnvId;
+use crate::plan::{EnvPlan, Kind};
+
+/// The labels every object a runtime makes carries, set in the call that creates it.
+pub mod labels {
+    /// `true` on everything af made.
+    pub const MANAGED: &str = "dev.antifailure.managed";
+    /// The environment id.
+    pub const ENV: &str = "dev.antifailure.env";
+    /// The service the object belongs to (`sidecar` for the sidecar).
+    pub const SERVICE: &str = "dev.antifailure.service";
+    /// What the object is: `network`, `sidecar`, `service`, `forwarder`, `migrate`, `image`.
+    pub const KIND: &str = "dev.antifailure.kind";
+    /// A digest of what the object was made from; a different digest means replace it.
+    pub const CONFIG: &str = "dev.antifailure.config";
+}
+
+/// A stream of output lines, ended when the source ends (or never, when following).
+pub type LineStream<'a> = Pin<Box<dyn Stream<Item = Result<LogLine, RuntimeError>> + Send + 'a>>;
+
+/// What a runtime can and cannot do. Egress behaviours are not listed: every runtime must
+/// contain, and the conformance suite never skips them.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Capabilities {
+    /// Web services get a URL the developer can open.
+    pub published_urls: bool,
+    /// The sidecar's admin API can be reached from this machine.
+    pub admin_api: bool,
+    /// The sidecar can be restarted in place (journal durability check).
+    pub restart_sidecar: bool,
+}
+
+/// Where to send what `af up` is doing, one line per event.
+pub trait Progress: Send + Sync {
+    /// A step started or finished (`building web`, `starting sidecar`, ...).
+    fn step(&self, line: &str);
+    /// One line of build output; a display may show only the latest.
+    fn build_output(&self, service: &str, line: &str);
+    /// A service is up (ready, with its URL).
+    fn service(&self, up: &ServiceUp);
+}
+
+/// Progress that goes nowhere (tests, `-o json`).
+pub struct Quiet;
+
+impl Progress for Quiet {
+    fn step(&self, _: &str) {}
+    fn build_output(&self, _: &str, _: &str) {}
+    fn service(&self, _: &ServiceUp) {}
+}
+
+/// What `up` did for one service.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// Made for the first time.
+    Created,
+    /// Already there and unchanged.
+    Reused,
+    /// Already there but different: removed and made again.
+    Replaced,
+}
+
+/// One service after `up`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServiceUp {
+    /// The service name.
+    pub name: String,
+    /// Its kind.
+    pub kind: Kind,
+    /// Whether it is ready.
+    pub ready: bool,
+    /// Where a developer reaches it, for web services.
+    pub url: Option<String>,
+    /// What `up` did.
+    pub action: Action,
+}
+
+/// What `up` made.
+#[derive(Debug, Clone, Serialize)]
+pub struct UpReport {
+    /// The environment id.
+    pub env: EnvId,
+    /// One entry per service, in start order.
+    pub services: Vec<ServiceUp>,
+    /// The sidecar's admin API on this machine, if the runtime publishes it.
+    pub admin: Option<String>,
+}
+
+/// The state of one service.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServiceStatus {
+    /// The service name.
+    pub name: String,
+    /// `running`, `exited (1)`, `created`, ...
+    pub state: String,
+    /// Whether it is running.
+    pub running: bool,
+    /// Where a developer reaches it.
+    pub url: Option<String>,
+}
+
+/// The state of an environment; empty when it does not exist.
+#[derive(Debug, Clone, Serialize)]
+pub struct EnvStatus {
+    /// The environment id.
+    pub env: EnvId,
+    /// Whether anything of it exists.
+    pub exists: bool,
+    /// The sidecar's state, if it exists.
+    pub sidecar: Option<ServiceStatus>,
+    /// The services that exist, by name.
+    pub services: Vec<ServiceStatus>,
+}
+
+/// One object a runtime made, as found by its labels.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OwnedObject {
+    /// `container`, `network`, `image`, `volume`, `namespace`, ...
+    pub class: &'static str,
+    /// Its name.
+    pub name: String,
+    /// The `dev.antifailure.kind` label.
+    pub kind: String,
+    /// The `dev.antifailure.service` label.
+    pub service: String,
+}
+
+/// What `down` did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DownReport {
+    /// Objects removed.
+    pub removed: Vec<String>,
+    /// Objects that could not be removed, with why.
+    pub failed: Vec<(String, String)>,
+}
+
+/// How to reach an environment's sidecar admin API from this machine.
+#[derive(Debug, Clone)]
+pub struct AdminEndpoint {
+    /// Address of the admin API.
+    pub addr: SocketAddr,
+    /// The bearer token.
+    pub token: String,
+}
+
+/// The output of a command run inside a service.
+#[derive(Debug, Clone)]
+pub struct ExecOutput {
+    /// Exit status; `None` if the runtime could not tell.
+    pub exit: Option<i64>,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+/// One line a service wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LogLine {
+    /// The service.
+    pub service: String,
+    /// The line, without its newline.
+    pub line: String,
+}
+
+/// The lifecycle of environments on one kind of runtime.
+pub trait Runtime: Send + Sync {
+    /// The runtime's name, as `runtime.provider` spells it.
+    fn name(&self) -> &'static str;
+
+    /// What it can do.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Make (or bring up to date) the environment: sidecar first, then the services in the
+    /// plan's order, each ready before the next. Idempotent.
+    fn up<'a>(
+        &'a self,
+        plan: &'a EnvPlan,
+        progress: &'a dyn Progress,
+    ) -> BoxFuture<'a, Result<UpReport, RuntimeError>>;
+
+    /// The state of an environment; an unknown one is empty, not an error.
+    fn status<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<EnvStatus, RuntimeError>>;
+
+    /// What one service (or every service) wrote; with `follow`, keeps streaming.
+    fn logs<'a>(
+        &'a self,
+        env: &'a EnvId,
+        service: Option<&'a str>,
+        follow: bool,
+        tail: Option<usize>,
+    ) -> BoxFuture<'a, Result<LineStream<'a>, RuntimeError>>;
+
+    /// Remove everything this runtime made for the environment, by label, going on past
+    /// failures. Removing an environment that does not exist is not an error.
+    fn down<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<DownReport, RuntimeError>>;
+
+    /// Everything this runtime made for the environment, found by label.
+    fn inventory<'a>(
+        &'a self,
+        env: &'a EnvId,
+    ) -> BoxFuture<'a, Result<Vec<OwnedObject>, RuntimeError>>;
+
+    /// How to reach the sidecar's admin API.
+    fn admin<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<AdminEndpoint, RuntimeError>>;
+
+    /// Run a command inside a service (tests, diagnostics). The service must be running.
+    fn exec<'a>(
+        &'a self,
+        env: &'a EnvId,
+        service: &'a str,
+        argv: &'a [String],
+    ) -> BoxFuture<'a, Result<ExecOutput, RuntimeError>>;
+
+    /// Restart the sidecar in place (same configuration, same journal).
+    fn restart_sidecar<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<(), RuntimeError>>;
+}

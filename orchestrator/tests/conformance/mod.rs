@@ -1,0 +1,552 @@
+//! The conformance suite: what every runtime promises, one function per behaviour, each taking
+//! a [`Harness`]. A runtime's test file calls every function here with its own harness.
+//!
+//! Egress behaviours never consult [`af_orchestrator::runtime::Capabilities`] and have no skip:
+//! a runtime that cannot contain does not pass. Each of them checks a positive control in the
+//! same run (the allowed host is reached, through the same sidecar), because "blocked" and
+//! "never governed" look the same from inside a service.
+
+use std::net::{IpAddr, SocketAddr};
+
+use af_orchestrator::admin;
+use af_orchestrator::env_id::EnvId;
+use af_orchestrator::runtime::{Action, Quiet};
+use futures_util::StreamExt;
+use serde_json::Value;
+
+use crate::support::{Harness, field, probe, probe_plan};
+
+/// Start an environment of probe services, panicking with the coded report if it fails.
+pub async fn up(
+    h: &dyn Harness,
+    env: &EnvId,
+    services: &[&str],
+) -> af_orchestrator::runtime::UpReport {
+    let plan = probe_plan(h, env, services);
+    match h.runtime().up(&plan, &Quiet).await {
+        Ok(r) => r,
+        Err(e) => panic!("up {env}: {}", e.report()),
+    }
+}
+
+/// The positive control: the allowed host is reached through the sidecar, from `service`.
+pub async fn allowed_is_reached(h: &dyn Harness, env: &EnvId, service: &str) {
+    let url = format!("http://{}/control", h.internet().allowed.0);
+    let v = probe(h, env, service, &["proxy-get", &url]).await;
+    assert_eq!(
+        field(&v, "status"),
+        "200",
+        "positive control: {url} through the proxy: {v}"
+    );
+    assert!(
+        field(&v, "body").contains("upstream api.allowed.test"),
+        "positive control reached the simulated host: {v}"
+    );
+}
+
+async fn journal(h: &dyn Harness, env: &EnvId) -> Vec<Value> {
+    let a = h
+        .runtime()
+        .admin(env)
+        .await
+        .unwrap_or_else(|e| panic!("admin: {}", e.report()));
+    admin::all_decisions(a.addr, &a.token, &admin::Query::default())
+        .await
+        .unwrap_or_else(|e| panic!("journal: {}", e.report()))
+}
+
+fn decisions_for<'a>(records: &'a [Value], host: &str) -> Vec<&'a Value> {
+    records
+        .iter()
+        .filter(|r| r["kind"] == "decision" && r["host"].as_str() == Some(host))
+        .collect()
+}
+
+/// An allowed host is reached through the proxy, and the decision is journaled.
+pub async fn allowed_host_is_reached_through_the_proxy(h: &dyn Harness) {
+    let env = h.env("allow");
+    up(h, &env, &["probe"]).await;
+    allowed_is_reached(h, &env, "probe").await;
+    let records = journal(h, &env).await;
+    let allowed = decisions_for(&records, &h.internet().allowed.0);
+    assert!(
+        allowed.iter().any(|r| r["allowed"] == true),
+        "journal has the allowed decision: {records:?}"
+    );
+}
+
+/// A host with no rule is refused with 403 and the refusal is journaled.
+pub async fn host_without_rule_is_refused_and_journaled(h: &dyn Harness) {
+    let env = h.env("block");
+    up(h, &env, &["probe"]).await;
+    allowed_is_reached(h, &env, "probe").await;
+    let url = format!("http://{}/secret", h.internet().unlisted.0);
+    let v = probe(h, &env, "probe", &["proxy-get", &url]).await;
+    assert_eq!(field(&v, "status"), "403", "{url}: {v}");
+    assert!(
+        !field(&v, "body").contains("upstream other.test"),
+        "the unlisted host was not reached: {v}"
+    );
+    let records = journal(h, &env).await;
+    let refused = decisions_for(&records, &h.internet().unlisted.0);
+    assert!(
+        refused.iter().any(|r| r["allowed"] == false),
+        "journal has the refusal: {records:?}"
+    );
+}
+
+/// A client that ignores the proxy variables and resolves the name itself gets the sidecar's
+/// address and is decided by the transparent listener: allowed reaches, unlisted is refused.
+pub async fn client_ignoring_proxy_variables_is_still_decided(h: &dyn Harness) {
+    let env = h.env("direct");
+    up(h, &env, &["probe"]).await;
+    allowed_is_reached(h, &env, "probe").await;
+    let allowed = format!("http://{}/direct", h.internet().allowed.0);
+    let v = probe(h, &env, "probe", &["direct-get", &allowed]).await;
+    assert_eq!(
+        field(&v, "status"),
+        "200",
+        "direct client to the allowed name: {v}"
+    );
+    assert!(
+        field(&v, "body").contains("upstream api.allowed.test"),
+        "{v}"
+    );
+    let resolved: IpAddr = field(&v, "resolved")
+        .parse()
+        .unwrap_or_else(|_| panic!("resolved: {v}"));
+    assert_ne!(
+        resolved,
+        h.internet().allowed.1,
+        "the name resolved to the sidecar, not the host: {v}"
+    );
+    let unlisted = format!("http://{}/direct", h.internet().unlisted.0);
+    let v = probe(h, &env, "probe", &["direct-get", &unlisted]).await;
+    assert_eq!(
+        field(&v, "status"),
+        "403",
+        "direct client to the unlisted name is refused: {v}"
+    );
+    let records = journal(h, &env).await;
+    assert!(
+        decisions_for(&records, &h.internet().unlisted.0)
+            .iter()
+            .any(|r| r["allowed"] == false),
+        "the transparent refusal is journaled: {records:?}"
+    );
+}
+
+/// A direct connection to an outside address, bypassing DNS, fails.
+pub async fn direct_connection_to_an_address_fails(h: &dyn Harness) {
+    let env = h.env("addr");
+    up(h, &env, &["probe"]).await;
+    allowed_is_reached(h, &env, "probe").await;
+    for port in [80, 443] {
+        let target = SocketAddr::new(h.internet().allowed.1, port).to_string();
+        let v = probe(h, &env, "probe", &["tcp", &target]).await;
+        assert_eq!(
+            field(&v, "connected"),
+            "false",
+            "direct TCP to {target}: {v}"
+        );
+    }
+}
+
+/// UDP DNS straight to the outside resolver fails (no tunnel around the sidecar's DNS).
+pub async fn udp_dns_to_an_outside_resolver_fails(h: &dyn Harness) {
+    let env = h.env("udp");
+    up(h, &env, &["probe"]).await;
+    // Positive control: the sidecar resolved the allowed name through this same resolver.
+    allowed_is_reached(h, &env, "probe").await;
+    let server = SocketAddr::new(h.internet().resolver, 53).to_string();
+    let v = probe(h, &env, "probe", &["dns", &server, &h.internet().allowed.0]).await;
+    assert_eq!(field(&v, "answered"), "false", "UDP DNS to {server}: {v}");
+}
+
+/// The metadata address is unreachable, directly and through the proxy.
+pub async fn metadata_address_is_unreachable(h: &dyn Harness) {
+    let env = h.env("meta");
+    up(h, &env, &["probe"]).await;
+    allowed_is_reached(h, &env, "probe").await;
+    let meta = h.internet().metadata;
+    let v = probe(
+        h,
+        &env,
+        "probe",
+        &["tcp", &SocketAddr::new(meta, 80).to_string()],
+    )
+    .await;
+    assert_eq!(
+        field(&v, "connected"),
+        "false",
+        "direct TCP to the metadata address: {v}"
+    );
+    let url = format!("http://{meta}/latest/meta-data/");
+    let v = probe(h, &env, "probe", &["proxy-get", &url]).await;
+    assert_ne!(
+        field(&v, "status"),
+        "200",
+        "the proxy refuses the metadata address: {v}"
+    );
+    assert!(!field(&v, "body").contains("upstream metadata"), "{v}");
+    let v = probe(h, &env, "probe", &["direct-get", &url]).await;
+    assert!(
+        !field(&v, "body").contains("upstream metadata"),
+        "direct HTTP to the metadata address: {v}"
+    );
+}
+
+/// The host cannot be reached from a service: not through the internal network's gateway
+/// address, nor the engine's default bridge. `host_port` is a port the test listens on, on
+/// every host address.
+pub async fn host_is_unreachable_through_the_gateway(h: &dyn Harness, host_port: u16) {
+    let env = h.env("gw");
+    up(h, &env, &["probe"]).await;
+    allowed_is_reached(h, &env, "probe").await;
+    let addrs = h.host_side_addrs(&env).await;
+    for addr in addrs {
+        let target = SocketAddr::new(addr, host_port).to_string();
+        let v = probe(h, &env, "probe", &["tcp", &target]).await;
+        assert_eq!(
+            field(&v, "connected"),
+            "false",
+            "a service reached the host at {target}: {v}"
+        );
+    }
+}
+
+/// Two environments cannot reach each other, by address or by name.
+pub async fn environments_cannot_reach_each_other(h: &dyn Harness) {
+    let a = h.env("enva");
+    let b = h.env("envb");
+    up(h, &a, &["probe"]).await;
+    up(h, &b, &["peer"]).await;
+    allowed_is_reached(h, &a, "probe").await;
+    let peer = h
+        .service_addr(&b, "peer")
+        .await
+        .unwrap_or_else(|| panic!("peer has an address"));
+    let target = SocketAddr::new(peer, 8080).to_string();
+    // Positive control: the peer is up and reachable from its own environment.
+    let v = probe(h, &b, "peer", &["tcp", &target]).await;
+    assert_eq!(
+        field(&v, "connected"),
+        "true",
+        "peer reachable inside its environment: {v}"
+    );
+    let v = probe(h, &a, "probe", &["tcp", &target]).await;
+    assert_eq!(
+        field(&v, "connected"),
+        "false",
+        "environment a reached b's service by address: {v}"
+    );
+    let v = probe(h, &a, "probe", &["proxy-get", "http://peer:8080/"]).await;
+    assert!(
+        !field(&v, "body").contains("probe peer ok"),
+        "a reached b's service by name through the proxy: {v}"
+    );
+    let v = probe(h, &a, "probe", &["direct-get", "http://peer:8080/"]).await;
+    assert!(
+        !field(&v, "body").contains("probe peer ok"),
+        "a reached b's service by name directly: {v}"
+    );
+}
+
+/// `up` starts the services, reports each with a URL that answers, and a second `up` reuses
+/// everything.
+pub async fn up_reports_services_and_is_idempotent(h: &dyn Harness) {
+    let env = h.env("idem");
+    let first = up(h, &env, &["probe", "second"]).await;
+    assert_eq!(first.services.len(), 2);
+    assert!(
+        first
+            .services
+            .iter()
+            .all(|s| s.ready && s.action == Action::Created),
+        "{first:?}"
+    );
+    if h.runtime().capabilities().published_urls {
+        let url = first.services[0]
+            .url
+            .clone()
+            .unwrap_or_else(|| panic!("a web service has a URL: {first:?}"));
+        let (host, port, _) = af_fixtures::sim::split_url(&url).unwrap_or_else(|| panic!("{url}"));
+        let addr: SocketAddr = format!("{host}:{port}")
+            .parse()
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert!(
+            addr.ip().is_loopback(),
+            "published on 127.0.0.1 only: {url}"
+        );
+        let answer = af_fixtures::sim::get_direct(addr, &host, "/")
+            .await
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert!(answer.body.contains("probe probe ok"), "{url}: {answer:?}");
+    }
+    let second = up(h, &env, &["probe", "second"]).await;
+    assert!(
+        second.services.iter().all(|s| s.action == Action::Reused),
+        "second up reuses: {second:?}"
+    );
+    assert_eq!(first.services[0].url, second.services[0].url);
+    let status = h
+        .runtime()
+        .status(&env)
+        .await
+        .unwrap_or_else(|e| panic!("{}", e.report()));
+    assert!(
+        status.exists && status.services.iter().all(|s| s.running),
+        "{status:?}"
+    );
+    assert!(
+        status.sidecar.as_ref().is_some_and(|s| s.running),
+        "{status:?}"
+    );
+    // A changed service is replaced; the unchanged one is reused.
+    let mut plan = probe_plan(h, &env, &["probe", "second"]);
+    plan.services[1]
+        .env
+        .insert("CHANGED".to_owned(), "1".to_owned());
+    let changed = h
+        .runtime()
+        .up(&plan, &Quiet)
+        .await
+        .unwrap_or_else(|e| panic!("{}", e.report()));
+    let actions: Vec<&Action> = changed.services.iter().map(|s| &s.action).collect();
+    assert_eq!(actions, [&Action::Reused, &Action::Replaced], "{changed:?}");
+    // A service dropped from the plan is removed by the next up.
+    let third = up(h, &env, &["probe"]).await;
+    assert_eq!(third.services.len(), 1);
+    let status = h
+        .runtime()
+        .status(&env)
+        .await
+        .unwrap_or_else(|e| panic!("{}", e.report()));
+    assert_eq!(status.services.len(), 1, "{status:?}");
+}
+
+/// `down` removes everything the environment had, and a second `down` is fine.
+pub async fn down_removes_everything(h: &dyn Harness) {
+    let env = h.env("down");
+    let other = h.env("keep");
+    up(h, &env, &["probe"]).await;
+    up(h, &other, &["probe"]).await;
+    assert!(
+        !h.runtime()
+            .inventory(&env)
+            .await
+            .unwrap_or_default()
+            .is_empty()
+    );
+    let report = h
+        .runtime()
+        .down(&env)
+        .await
+        .unwrap_or_else(|e| panic!("{}", e.report()));
+    assert!(report.failed.is_empty(), "{report:?}");
+    let left = h
+        .runtime()
+        .inventory(&env)
+        .await
+        .unwrap_or_else(|e| panic!("{}", e.report()));
+    assert!(left.is_empty(), "down left {left:?}");
+    let again = h
+        .runtime()
+        .down(&env)
+        .await
+        .unwrap_or_else(|e| panic!("second down: {}", e.report()));
+    assert!(
+        again.removed.is_empty() && again.failed.is_empty(),
+        "{again:?}"
+    );
+    let status = h
+        .runtime()
+        .status(&env)
+        .await
+        .unwrap_or_else(|e| panic!("{}", e.report()));
+    assert!(!status.exists, "{status:?}");
+    // The other environment is untouched.
+    allowed_is_reached(h, &other, "probe").await;
+}
+
+/// The journal survives a restart of the sidecar with nothing lost.
+pub async fn journal_survives_a_sidecar_restart(h: &dyn Harness) {
+    let env = h.env("journal");
+    up(h, &env, &["probe"]).await;
+    for _ in 0..3 {
+        allowed_is_reached(h, &env, "probe").await;
+    }
+    let url = format!("http://{}/x", h.internet().unlisted.0);
+    probe(h, &env, "probe", &["proxy-get", &url]).await;
+    let before = journal(h, &env).await;
+    assert!(before.len() >= 4, "{before:?}");
+    h.runtime()
+        .restart_sidecar(&env)
+        .await
+        .unwrap_or_else(|e| panic!("restart: {}", e.report()));
+    let after = journal(h, &env).await;
+    let seqs = |r: &[Value]| {
+        r.iter()
+            .map(|v| v["seq"].as_u64().unwrap_or(0))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        seqs(&after)[..before.len()],
+        seqs(&before)[..],
+        "every record survived the restart"
+    );
+    allowed_is_reached(h, &env, "probe").await;
+    let later = journal(h, &env).await;
+    let max_before = seqs(&before).into_iter().max().unwrap_or(0);
+    assert!(
+        seqs(&later).into_iter().max().unwrap_or(0) > max_before,
+        "new records continue the sequence"
+    );
+}
+
+/// Something with the environment's names but without the ownership label is refused by `up`
+/// and `down` (AF-RUN-045), and neither touches anything.
+pub async fn objects_of_somebody_else_are_refused(h: &dyn Harness) {
+    let env = h.env("owner");
+    let planted = h.plant_foreign_object(&env).await;
+    let plan = probe_plan(h, &env, &["probe"]);
+    let err = h
+        .runtime()
+        .up(&plan, &Quiet)
+        .await
+        .err()
+        .unwrap_or_else(|| panic!("up accepted {planted}"));
+    assert_eq!(err.report().code.code, "AF-RUN-045", "{}", err.report());
+    assert!(
+        h.runtime()
+            .inventory(&env)
+            .await
+            .unwrap_or_default()
+            .is_empty(),
+        "up created nothing"
+    );
+    let err = h
+        .runtime()
+        .down(&env)
+        .await
+        .err()
+        .unwrap_or_else(|| panic!("down accepted {planted}"));
+    assert_eq!(err.report().code.code, "AF-RUN-045", "{}", err.report());
+    assert!(
+        h.foreign_object_exists(&env).await,
+        "{planted} was left alone"
+    );
+}
+
+/// A failed migration stops its service (AF-RUN-022) and is not retried.
+pub async fn failed_migration_stops_its_service(h: &dyn Harness) {
+    let env = h.env("migrate");
+    let mut plan = probe_plan(h, &env, &["probe"]);
+    plan.services[0].migrate = vec!["/af-probe".to_owned(), "fail".to_owned(), "3".to_owned()];
+    let err = h
+        .runtime()
+        .up(&plan, &Quiet)
+        .await
+        .err()
+        .unwrap_or_else(|| panic!("up accepted a failed migration"));
+    let report = err.report();
+    assert_eq!(report.code.code, "AF-RUN-022", "{report}");
+    assert!(
+        report.statement.contains("failing on purpose"),
+        "the migration's output is shown: {report}"
+    );
+    let status = h
+        .runtime()
+        .status(&env)
+        .await
+        .unwrap_or_else(|e| panic!("{}", e.report()));
+    assert!(
+        status.services.is_empty(),
+        "the service did not start: {status:?}"
+    );
+}
+
+/// The status of an environment that does not exist is empty, not an error.
+pub async fn status_of_an_unknown_environment_is_empty(h: &dyn Harness) {
+    let env = h.env("none");
+    let status = h
+        .runtime()
+        .status(&env)
+        .await
+        .unwrap_or_else(|e| panic!("{}", e.report()));
+    assert!(
+        !status.exists && status.services.is_empty() && status.sidecar.is_none(),
+        "{status:?}"
+    );
+}
+
+/// `logs` returns what a service wrote.
+pub async fn logs_return_what_a_service_wrote(h: &dyn Harness) {
+    let env = h.env("logs");
+    up(h, &env, &["probe"]).await;
+    let mut lines = h
+        .runtime()
+        .logs(&env, Some("probe"), false, None)
+        .await
+        .unwrap_or_else(|e| panic!("{}", e.report()));
+    let mut seen = Vec::new();
+    while let Some(line) = lines.next().await {
+        seen.push(line.unwrap_or_else(|e| panic!("{}", e.report())).line);
+    }
+    assert!(
+        seen.iter().any(|l| l.contains("af-probe serving on 8080")),
+        "{seen:?}"
+    );
+}
+
+/// A service that never listens on its port is reported not ready (AF-RUN-020) with its last
+/// log lines, after its own health timeout.
+pub async fn a_service_that_never_listens_is_not_ready(h: &dyn Harness) {
+    let env = h.env("notready");
+    let mut plan = probe_plan(h, &env, &["probe"]);
+    // It serves, but on another port than the one it declares.
+    plan.services[0]
+        .env
+        .insert("PORT".to_owned(), "9000".to_owned());
+    plan.services[0].health_timeout = std::time::Duration::from_secs(3);
+    let err = h
+        .runtime()
+        .up(&plan, &Quiet)
+        .await
+        .err()
+        .unwrap_or_else(|| panic!("up accepted a service that never listens"));
+    let report = err.report();
+    assert_eq!(report.code.code, "AF-RUN-020", "{report}");
+    assert!(
+        report.statement.contains("af-probe serving on 9000"),
+        "its last log lines are shown: {report}"
+    );
+}
+
+/// An image that does not build is refused (AF-RUN-010) with the last lines of the build.
+pub async fn an_image_that_does_not_build_is_refused(
+    h: &dyn Harness,
+    broken_context: std::path::PathBuf,
+) {
+    let env = h.env("badimage");
+    let mut plan = probe_plan(h, &env, &["probe"]);
+    plan.services[0].context = broken_context;
+    let err = h
+        .runtime()
+        .up(&plan, &Quiet)
+        .await
+        .err()
+        .unwrap_or_else(|| panic!("up accepted a broken image"));
+    let report = err.report();
+    assert_eq!(report.code.code, "AF-RUN-010", "{report}");
+    assert!(
+        report.statement.contains("no-such-file"),
+        "the build's own words are shown: {report}"
+    );
+    let status = h
+        .runtime()
+        .status(&env)
+        .await
+        .unwrap_or_else(|e| panic!("{}", e.report()));
+    assert!(status.services.is_empty(), "{status:?}");
+}

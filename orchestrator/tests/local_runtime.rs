@@ -1,0 +1,136 @@
+//! The conformance suite against the local runtime, on the real Docker daemon, with a
+//! simulated internet the harness builds itself. These tests do not skip: without Docker they
+//! fail. Run them with `cargo nextest run -p af-orchestrator` (one at a time; see
+//! `.config/nextest.toml`).
+
+mod conformance;
+mod support;
+
+use support::docker::DockerHarness;
+
+async fn harness(test: &str) -> DockerHarness {
+    DockerHarness::start(test, false).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn allowed_host_is_reached_through_the_proxy() {
+    let h = harness("allowed").await;
+    conformance::allowed_host_is_reached_through_the_proxy(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn host_without_rule_is_refused_and_journaled() {
+    let h = harness("norule").await;
+    conformance::host_without_rule_is_refused_and_journaled(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn client_ignoring_proxy_variables_is_still_decided() {
+    let h = harness("noproxy").await;
+    conformance::client_ignoring_proxy_variables_is_still_decided(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn direct_connection_to_an_address_fails() {
+    let h = harness("direct").await;
+    conformance::direct_connection_to_an_address_fails(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn udp_dns_to_an_outside_resolver_fails() {
+    let h = harness("udp").await;
+    conformance::udp_dns_to_an_outside_resolver_fails(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn metadata_address_is_unreachable() {
+    let h = DockerHarness::start("metadata", true).await;
+    conformance::metadata_address_is_unreachable(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn host_is_unreachable_through_the_gateway() {
+    let h = harness("gateway").await;
+    // A service listening on every host address; reachable from the host itself (control).
+    let listener = tokio::net::TcpListener::bind("0.0.0.0:0")
+        .await
+        .expect("listen on the host");
+    let port = listener.local_addr().expect("address").port();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            drop(s);
+        }
+    });
+    tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("control: the host listener accepts");
+    conformance::host_is_unreachable_through_the_gateway(&h, port).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn environments_cannot_reach_each_other() {
+    let h = harness("twoenvs").await;
+    conformance::environments_cannot_reach_each_other(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn up_reports_services_and_is_idempotent() {
+    let h = harness("idempotent").await;
+    conformance::up_reports_services_and_is_idempotent(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn down_removes_everything() {
+    let h = harness("down").await;
+    conformance::down_removes_everything(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn journal_survives_a_sidecar_restart() {
+    let h = harness("journal").await;
+    conformance::journal_survives_a_sidecar_restart(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn objects_of_somebody_else_are_refused() {
+    let h = harness("owner").await;
+    conformance::objects_of_somebody_else_are_refused(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn failed_migration_stops_its_service() {
+    let h = harness("migrate").await;
+    conformance::failed_migration_stops_its_service(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn status_of_an_unknown_environment_is_empty() {
+    let h = harness("status").await;
+    conformance::status_of_an_unknown_environment_is_empty(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn logs_return_what_a_service_wrote() {
+    let h = harness("logs").await;
+    conformance::logs_return_what_a_service_wrote(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_service_that_never_listens_is_not_ready() {
+    let h = harness("notready").await;
+    conformance::a_service_that_never_listens_is_not_ready(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_image_that_does_not_build_is_refused() {
+    let h = harness("badimage").await;
+    let dir = std::env::temp_dir().join(format!("af-broken-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::write(
+        dir.join("Dockerfile"),
+        "FROM scratch\nCOPY no-such-file /x\n",
+    )
+    .expect("Dockerfile");
+    conformance::an_image_that_does_not_build_is_refused(&h, dir.clone()).await;
+    let _ = std::fs::remove_dir_all(dir);
+}

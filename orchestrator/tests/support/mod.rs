@@ -1,0 +1,113 @@
+//! What the conformance suite needs from a runtime under test: the runtime, a simulated
+//! internet it can be pointed at, the probe image's build context, and a few facts only the
+//! runtime's own harness can find (a service's address, the host side of a network).
+//!
+//! [`docker`] is the harness for the local runtime.
+
+pub mod docker;
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use af_orchestrator::env_id::EnvId;
+use af_orchestrator::plan::{EnvPlan, Kind, ServicePlan};
+use af_orchestrator::runtime::Runtime;
+use af_policy::egress::EgressSpec;
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+
+/// The simulated internet: made-up names on documentation-range addresses, and the metadata
+/// address, served by the test's own hosts. Nothing here is a real address.
+#[derive(Debug, Clone)]
+pub struct Internet {
+    /// A name with an allow rule, and its address.
+    pub allowed: (String, IpAddr),
+    /// A name with no rule (default block), and its address.
+    pub unlisted: (String, IpAddr),
+    /// The simulated internet's resolver (UDP 53); the sidecar uses it.
+    pub resolver: IpAddr,
+    /// The metadata address, served by a test host.
+    pub metadata: IpAddr,
+}
+
+/// What a runtime's test harness provides.
+pub trait Harness: Send + Sync {
+    /// The runtime under test.
+    fn runtime(&self) -> &dyn Runtime;
+    /// The simulated internet the runtime's sidecars resolve and reach.
+    fn internet(&self) -> &Internet;
+    /// A build context whose image runs `af-probe` (default command `serve`).
+    fn probe_context(&self) -> PathBuf;
+    /// A fresh environment id for this test (cleaned up with the harness).
+    fn env(&self, tag: &str) -> EnvId;
+    /// A service's address inside its environment.
+    fn service_addr<'a>(
+        &'a self,
+        env: &'a EnvId,
+        service: &'a str,
+    ) -> BoxFuture<'a, Option<IpAddr>>;
+    /// The addresses the host has that a service might try to reach it by (the internal
+    /// network's gateway address, the engine's default bridge, ...).
+    fn host_side_addrs<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Vec<IpAddr>>;
+    /// Make something the runtime would call its own object with this name but without the
+    /// ownership label (for AF-RUN-045); returns a description of it.
+    fn plant_foreign_object<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, String>;
+    /// Whether the planted foreign object still exists.
+    fn foreign_object_exists<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, bool>;
+}
+
+/// The egress catalogue every conformance environment runs with: the allowed name may go
+/// out, everything else is refused.
+pub fn egress(internet: &Internet) -> EgressSpec {
+    let yaml = format!(
+        "default: block\nrules:\n  - host: {}\n    mode: allow\n",
+        internet.allowed.0
+    );
+    serde_json::from_value(serde_json::json!({
+        "default": "block",
+        "rules": [{ "host": internet.allowed.0, "mode": "allow" }],
+    }))
+    .unwrap_or_else(|e| panic!("test egress {yaml} does not parse: {e}"))
+}
+
+/// A probe service: the probe image serving HTTP on 8080.
+pub fn probe_service(h: &dyn Harness, name: &str) -> ServicePlan {
+    let mut s = ServicePlan::new(name, Kind::Web, h.probe_context());
+    s.port = Some(8080);
+    s.health_path = Some("/".to_owned());
+    s.health_timeout = Duration::from_secs(30);
+    s.env = BTreeMap::from([("PROBE_NAME".to_owned(), name.to_owned())]);
+    s
+}
+
+/// A plan of probe services named `names`.
+pub fn probe_plan(h: &dyn Harness, env: &EnvId, names: &[&str]) -> EnvPlan {
+    let services = names.iter().map(|n| probe_service(h, n)).collect();
+    EnvPlan::new(env.clone(), "conformance", services, egress(h.internet()))
+        .unwrap_or_else(|r| panic!("plan: {r}"))
+}
+
+/// Run the probe in `service` with `args`; its one JSON line.
+pub async fn probe(h: &dyn Harness, env: &EnvId, service: &str, args: &[&str]) -> Value {
+    let mut argv = vec!["/af-probe".to_owned()];
+    argv.extend(args.iter().map(|a| (*a).to_owned()));
+    let out = h
+        .runtime()
+        .exec(env, service, &argv)
+        .await
+        .unwrap_or_else(|e| panic!("exec {argv:?} in {service}: {e}"));
+    let line = out.stdout.lines().last().unwrap_or("").to_owned();
+    serde_json::from_str(&line).unwrap_or_else(|e| {
+        panic!(
+            "probe {args:?} printed {:?} / {:?}: {e}",
+            out.stdout, out.stderr
+        )
+    })
+}
+
+/// A field of a probe answer as text.
+pub fn field<'a>(v: &'a Value, k: &str) -> &'a str {
+    v[k].as_str().unwrap_or("")
+}
