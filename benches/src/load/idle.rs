@@ -1,0 +1,85 @@
+//! Idle keep-alive connections held open through a proxy.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::Semaphore;
+
+use super::tunnel::find_head_end;
+use crate::error::{BenchError, Result};
+
+/// Opens `count` client connections to `proxy`, each completing one
+/// keep-alive request for `url` (absolute form), and returns them open.
+/// At most `parallel` are being set up at once, so the proxy's upstream pool
+/// stays small and the measurement is about client connections.
+pub async fn open(
+    proxy: SocketAddr,
+    url: &str,
+    host: &str,
+    count: usize,
+    parallel: usize,
+) -> Result<Vec<TcpStream>> {
+    let request = Arc::new(format!("GET {url} HTTP/1.1\r\nHost: {host}\r\n\r\n").into_bytes());
+    let gate = Arc::new(Semaphore::new(parallel));
+    let mut tasks = Vec::with_capacity(count);
+    for _ in 0..count {
+        let (request, gate) = (request.clone(), gate.clone());
+        tasks.push(tokio::spawn(async move {
+            let _permit = gate.acquire_owned().await;
+            one(proxy, &request).await
+        }));
+    }
+    let mut conns = Vec::with_capacity(count);
+    for t in tasks {
+        conns.push(
+            t.await
+                .map_err(|e| BenchError::Protocol(format!("idle task: {e}")))??,
+        );
+    }
+    Ok(conns)
+}
+
+/// One connection, one request, the whole response read, connection kept.
+async fn one(proxy: SocketAddr, request: &[u8]) -> Result<TcpStream> {
+    let mut s = TcpStream::connect(proxy)
+        .await
+        .map_err(|e| BenchError::io(format!("connect {proxy}"), e))?;
+    s.write_all(request)
+        .await
+        .map_err(|e| BenchError::io("send request", e))?;
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = s
+            .read(&mut chunk)
+            .await
+            .map_err(|e| BenchError::io("read response", e))?;
+        if n == 0 {
+            return Err(BenchError::Protocol(
+                "proxy closed an idle-test connection".into(),
+            ));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(end) = find_head_end(&buf) {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            if !head.starts_with("http/1.1 200") {
+                let line = head.lines().next().unwrap_or("").to_string();
+                return Err(BenchError::Protocol(format!(
+                    "idle-test request answered {line}"
+                )));
+            }
+            let len = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .ok_or_else(|| {
+                    BenchError::Protocol("idle-test response has no content-length".into())
+                })?;
+            if buf.len() - end >= len {
+                return Ok(s);
+            }
+        }
+    }
+}
