@@ -55,7 +55,7 @@ pub async fn run(
             client(proxy, upstream, tls, deadline).await
         }));
     }
-    let mut hist = new_histogram()?;
+    let mut hist = super::oneshot::histogram()?;
     let mut result = LoadResult::default();
     for t in tasks {
         match t
@@ -82,11 +82,6 @@ pub async fn run(
     Ok(result)
 }
 
-fn new_histogram() -> Result<Histogram<u64>> {
-    // 1 µs to 60 s, 3 significant digits.
-    Histogram::new_with_bounds(1, 60_000_000, 3).map_err(|e| BenchError::Protocol(e.to_string()))
-}
-
 async fn client(
     proxy: Option<SocketAddr>,
     upstream: SocketAddr,
@@ -109,7 +104,7 @@ async fn client(
         .map_err(|e| BenchError::Protocol(format!("http handshake: {e}")))?;
     tokio::spawn(conn);
     let uri = format!("https://{upstream}{}", crate::upstream::SMALL_PATH);
-    let mut hist = new_histogram()?;
+    let mut hist = super::oneshot::histogram()?;
     let mut bytes = 0u64;
     while Instant::now() < deadline {
         let req = hyper::Request::get(uri.as_str())

@@ -83,3 +83,19 @@ async fn one(proxy: SocketAddr, request: &[u8]) -> Result<TcpStream> {
         }
     }
 }
+
+/// How many of `conns` the far side has closed (EOF or error within 100 ms).
+pub async fn closed(conns: &[TcpStream]) -> usize {
+    let checks = conns.iter().map(|s| async move {
+        let mut byte = [0u8; 1];
+        matches!(
+            tokio::time::timeout(std::time::Duration::from_millis(100), s.peek(&mut byte)).await,
+            Ok(Ok(0)) | Ok(Err(_))
+        )
+    });
+    futures_util::future::join_all(checks)
+        .await
+        .into_iter()
+        .filter(|c| *c)
+        .count()
+}

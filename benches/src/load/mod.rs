@@ -5,6 +5,7 @@
 pub mod dnsperf;
 pub mod https;
 pub mod idle;
+pub mod oneshot;
 pub mod tunnel;
 pub mod wrk;
 

@@ -26,8 +26,6 @@ pub struct WrkRun<'a> {
     pub upstream: SocketAddr,
     /// Request path on the upstream.
     pub path: &'a str,
-    /// Send `Connection: close`: a new connection per request.
-    pub close: bool,
     /// wrk threads.
     pub threads: u32,
     /// Open connections.
@@ -43,16 +41,10 @@ pub fn script(run: &WrkRun<'_>) -> String {
     } else {
         run.path.to_string()
     };
-    let close = if run.close {
-        "wrk.headers[\"Connection\"] = \"close\"\n"
-    } else {
-        ""
-    };
     format!(
         r#"wrk.method = "GET"
 wrk.path = "{target}"
 wrk.headers["Host"] = "{host}"
-{close}
 done = function(summary, latency, requests)
   local e = summary.errors
   io.write(string.format("{MARKER} requests=%d duration_us=%d bytes=%d errors=%d p50=%d p99=%d p999=%d mean=%.1f\n",
@@ -152,26 +144,22 @@ mod tests {
     }
 
     #[test]
-    fn a_proxied_run_uses_the_absolute_form_and_close_when_asked() {
+    fn a_proxied_run_uses_the_absolute_form_and_a_direct_one_the_origin_form() {
         let run = WrkRun {
             connect: "127.0.0.1:3128".parse().expect("addr"),
             via_proxy: true,
             upstream: "127.0.0.1:8080".parse().expect("addr"),
             path: "/small",
-            close: true,
             threads: 1,
             connections: 1,
             duration: Duration::from_secs(1),
         };
         let s = script(&run);
         assert!(s.contains("wrk.path = \"http://127.0.0.1:8080/small\""));
-        assert!(s.contains("\"Connection\"] = \"close\""));
         let direct = WrkRun {
             via_proxy: false,
-            close: false,
             ..run
         };
-        let s = script(&direct);
-        assert!(s.contains("wrk.path = \"/small\"") && !s.contains("close"));
+        assert!(script(&direct).contains("wrk.path = \"/small\""));
     }
 }

@@ -1,4 +1,4 @@
-//! tinyproxy: forward proxy, logging to /dev/null.
+//! tinyproxy: forward proxy, logging only critical messages (to its captured stderr).
 
 use std::process::Command;
 
@@ -34,7 +34,6 @@ impl System for Tinyproxy {
              Listen 127.0.0.1\n\
              Timeout 600\n\
              MaxClients 20000\n\
-             LogFile \"/dev/null\"\n\
              LogLevel Critical\n\
              DisableViaHeader Yes\n"
         );
