@@ -7,3 +7,5 @@
 
 pub mod egress;
 pub mod error;
+pub mod manifest;
+pub mod placement;

@@ -1,1 +1,19 @@
-//! Placeholder until the crate lands.
+//! af-proxy: the egress sidecar. Every request leaving an environment arrives on one of its
+//! listeners, is decided by the egress catalogue, answered or forwarded, and journaled.
+//!
+//! The data path reads top to bottom: [`listener`] → [`decide`] → [`answer`] or [`forward`]
+//! (every dial through [`guard`]) → [`journal`]. [`admin`] serves the journal and [`metrics`];
+//! [`sidecar`] wires it together from [`config`].
+
+pub mod admin;
+pub mod answer;
+pub mod config;
+pub mod decide;
+pub mod forward;
+pub mod guard;
+pub mod journal;
+pub mod limits;
+pub mod listener;
+pub mod metrics;
+pub mod sidecar;
+pub mod state;

@@ -1,1 +1,67 @@
-fn main() {}
+//! `af-proxy --config FILE`: check the configuration, then start every listener.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use af_proxy::config::Config;
+
+/// The af egress sidecar.
+#[derive(Parser)]
+#[command(version, about)]
+struct Args {
+    /// The sidecar configuration (JSON when it ends in .json, YAML otherwise).
+    #[arg(long, env = "AF_PROXY_CONFIG")]
+    config: PathBuf,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .json()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("AF_PROXY_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    // Checked before anything is bound.
+    let settings = match Config::load(&args.config) {
+        Ok(s) => s,
+        Err(report) => {
+            eprintln!("{report}");
+            return ExitCode::from(report.exit_status().code());
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("AF-NET-001 The sidecar could not start its runtime: {e}.");
+            return ExitCode::from(6);
+        }
+    };
+    runtime.block_on(async {
+        let running = match af_proxy::sidecar::start(settings).await {
+            Ok(r) => r,
+            Err(report) => {
+                eprintln!("{report}");
+                return ExitCode::from(report.exit_status().code());
+            }
+        };
+        // DNS wiring goes next to the other listeners in `sidecar::start` (see the note there).
+        tokio::select! {
+            () = running.wait() => {}
+            _ = shutdown_signal() => tracing::info!("af-proxy stopping"),
+        }
+        ExitCode::SUCCESS
+    })
+}
+
+async fn shutdown_signal() -> std::io::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r,
+        _ = term.recv() => Ok(()),
+    }
+}

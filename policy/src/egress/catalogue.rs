@@ -146,20 +146,13 @@ pub(crate) struct CompiledRule {
     pub(crate) rate_limit: Option<RateLimit>,
     /// The specificity of the rule's host and port part.
     host_specificity: Specificity,
+    /// The most specific this rule can be for any request.
+    max_specificity: Specificity,
 }
 
 impl CompiledRule {
     fn is_host_level(&self) -> bool {
         self.paths.is_empty() && self.methods.is_empty()
-    }
-
-    /// The most specific this rule can be for any request.
-    pub(crate) fn max_specificity(&self) -> Specificity {
-        Specificity {
-            path_len: self.paths.iter().map(|p| path_weight(p)).max().unwrap_or(0),
-            methods: !self.methods.is_empty(),
-            ..self.host_specificity
-        }
     }
 
     /// The specificity of a match on `path` and `method`, or `None` when they do not match.
@@ -201,6 +194,9 @@ pub struct Catalogue {
     exact: Index<Box<str>>,
     ips: Index<IpAddr>,
     suffixes: Index<Box<str>>,
+    /// Bit `n` is set when some wildcard suffix has `n` labels (63 stands for 63 or more), so a
+    /// host is looked up only under suffix lengths that exist.
+    suffix_label_counts: u64,
     /// `*` rules and middle-star patterns: checked against every host. Keep them few.
     scanned: Vec<u32>,
 }
@@ -246,6 +242,7 @@ impl Catalogue {
             exact: Index::default(),
             ips: Index::default(),
             suffixes: Index::default(),
+            suffix_label_counts: 0,
             scanned: Vec::new(),
         };
         for (index, rule) in catalogue.rules.iter().enumerate() {
@@ -255,11 +252,14 @@ impl Catalogue {
                     catalogue.exact.entry(host.clone()).or_default().push(index)
                 }
                 HostPattern::Ip(ip) => catalogue.ips.entry(*ip).or_default().push(index),
-                HostPattern::Suffix(suffix) => catalogue
-                    .suffixes
-                    .entry(suffix.clone())
-                    .or_default()
-                    .push(index),
+                HostPattern::Suffix(suffix) => {
+                    catalogue.suffix_label_counts |= 1 << label_count(suffix).min(63);
+                    catalogue
+                        .suffixes
+                        .entry(suffix.clone())
+                        .or_default()
+                        .push(index)
+                }
                 HostPattern::Any | HostPattern::Labels { .. } => catalogue.scanned.push(index),
             }
         }
@@ -348,10 +348,14 @@ impl Catalogue {
             .flatten()
             .copied()
             .for_each(&mut visit);
-        if !self.suffixes.is_empty() {
+        if self.suffix_label_counts != 0 {
+            let mut labels = label_count(host);
             let mut rest = host;
             while let Some((_, suffix)) = rest.split_once('.') {
-                if let Some(rules) = self.suffixes.get(suffix) {
+                labels -= 1;
+                if self.suffix_label_counts & (1 << labels.min(63)) != 0
+                    && let Some(rules) = self.suffixes.get(suffix)
+                {
                     rules.iter().copied().for_each(&mut visit);
                 }
                 rest = suffix;
@@ -377,7 +381,7 @@ impl Catalogue {
             }
         } else {
             best.host_has_path_rules = true;
-            let candidate = (rule.max_specificity(), index);
+            let candidate = (rule.max_specificity, index);
             if better(candidate, best.narrowing) {
                 best.narrowing = Some(candidate);
             }
@@ -443,7 +447,7 @@ impl Catalogue {
             .enumerate()
             .map(|(i, rule)| {
                 let id = RuleId(u32::try_from(i).unwrap_or(u32::MAX));
-                (id, &rule.spec, rule.max_specificity())
+                (id, &rule.spec, rule.max_specificity)
             })
             .collect();
         ordered.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
@@ -473,6 +477,10 @@ impl Catalogue {
         }
         rule.request_specificity(method, path_only(path))
     }
+}
+
+fn label_count(name: &str) -> usize {
+    name.bytes().filter(|&b| b == b'.').count() + 1
 }
 
 fn compile_rule(index: usize, spec: &RuleSpec) -> Result<CompiledRule, Vec<RuleProblem>> {
@@ -535,7 +543,13 @@ fn compile_rule(index: usize, spec: &RuleSpec) -> Result<CompiledRule, Vec<RuleP
                 port: host.port.is_some(),
                 ..Specificity::default()
             };
+            let max_specificity = Specificity {
+                path_len: paths.iter().map(|p| path_weight(p)).max().unwrap_or(0),
+                methods: !methods.is_empty(),
+                ..host_specificity
+            };
             Ok(CompiledRule {
+                max_specificity,
                 label: format!("rules[{index}] {}", spec.host.trim()).into(),
                 spec: spec.clone(),
                 pattern,

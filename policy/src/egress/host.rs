@@ -24,29 +24,39 @@ pub enum HostError {
 
 /// A host in the catalogue's canonical form, borrowed when the input already was canonical.
 ///
-/// ASCII input is lower-cased into a stack buffer, so the proxy's hot path (HTTP `Host` and TLS
-/// SNI are ASCII on the wire) never allocates; only a Unicode host goes through IDNA.
+/// ASCII input with upper case is lower-cased into a stack buffer, so the proxy's hot path (HTTP
+/// `Host` and TLS SNI are ASCII on the wire) never allocates; only a Unicode host goes through
+/// IDNA.
 pub(crate) enum CanonicalHost<'a> {
-    /// The host as given or lower-cased in place on the stack.
-    Ascii(AsciiHost<'a>),
+    /// The input was already canonical.
+    Borrowed(&'a str),
+    /// ASCII input lower-cased on the stack.
+    Lowered(LoweredHost),
     /// A Unicode host converted to punycode.
     Converted(String),
 }
 
-/// An ASCII host, either borrowed unchanged or lower-cased into a fixed buffer.
-pub(crate) struct AsciiHost<'a> {
-    borrowed: Option<&'a str>,
+/// An ASCII host lower-cased into a fixed buffer.
+pub(crate) struct LoweredHost {
     buf: [u8; MAX_HOST_LEN],
     len: usize,
 }
 
-impl AsciiHost<'_> {
-    fn as_str(&self) -> &str {
-        match self.borrowed {
-            Some(s) => s,
-            // Only ASCII bytes are ever copied into `buf`.
-            None => std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default(),
+impl LoweredHost {
+    fn new(host: &[u8]) -> Self {
+        let mut lowered = LoweredHost {
+            buf: [0; MAX_HOST_LEN],
+            len: host.len(),
+        };
+        for (dst, src) in lowered.buf.iter_mut().zip(host) {
+            *dst = src.to_ascii_lowercase();
         }
+        lowered
+    }
+
+    fn as_str(&self) -> &str {
+        // Only ASCII bytes are ever copied into `buf`.
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default()
     }
 }
 
@@ -54,7 +64,8 @@ impl CanonicalHost<'_> {
     /// The canonical text.
     pub(crate) fn as_str(&self) -> &str {
         match self {
-            CanonicalHost::Ascii(host) => host.as_str(),
+            CanonicalHost::Borrowed(s) => s,
+            CanonicalHost::Lowered(host) => host.as_str(),
             CanonicalHost::Converted(s) => s,
         }
     }
@@ -74,23 +85,11 @@ pub(crate) fn canonicalize(host: &str) -> Result<CanonicalHost<'_>, HostError> {
     if host.len() > MAX_HOST_LEN {
         return Err(HostError::TooLong);
     }
-    let bytes = host.as_bytes();
-    if !bytes.iter().any(u8::is_ascii_uppercase) {
-        return Ok(CanonicalHost::Ascii(AsciiHost {
-            borrowed: Some(host),
-            buf: [0; MAX_HOST_LEN],
-            len: 0,
-        }));
+    if host.bytes().any(|b| b.is_ascii_uppercase()) {
+        Ok(CanonicalHost::Lowered(LoweredHost::new(host.as_bytes())))
+    } else {
+        Ok(CanonicalHost::Borrowed(host))
     }
-    let mut ascii = AsciiHost {
-        borrowed: None,
-        buf: [0; MAX_HOST_LEN],
-        len: bytes.len(),
-    };
-    for (dst, src) in ascii.buf.iter_mut().zip(bytes) {
-        *dst = src.to_ascii_lowercase();
-    }
-    Ok(CanonicalHost::Ascii(ascii))
 }
 
 /// The canonical form of a host: lower case, no trailing dot, IDN as punycode.
@@ -102,16 +101,19 @@ pub(crate) fn canonicalize(host: &str) -> Result<CanonicalHost<'_>, HostError> {
 /// ```
 pub fn normalize_host(host: &str) -> Result<Cow<'_, str>, HostError> {
     Ok(match canonicalize(host)? {
-        CanonicalHost::Ascii(ascii) => match ascii.borrowed {
-            Some(s) => Cow::Borrowed(s),
-            None => Cow::Owned(ascii.as_str().to_owned()),
-        },
+        CanonicalHost::Borrowed(s) => Cow::Borrowed(s),
+        CanonicalHost::Lowered(lowered) => Cow::Owned(lowered.as_str().to_owned()),
         CanonicalHost::Converted(s) => Cow::Owned(s),
     })
 }
 
 /// The address a host names when it is an IP literal (`203.0.113.7`, `::1` or `[::1]`).
 pub(crate) fn ip_literal(host: &str) -> Option<IpAddr> {
+    // Names are the common case: only text that can start an address is parsed.
+    let first = *host.as_bytes().first()?;
+    if !(first.is_ascii_hexdigit() || first == b'[' || first == b':') {
+        return None;
+    }
     let inner = host
         .strip_prefix('[')
         .and_then(|h| h.strip_suffix(']'))

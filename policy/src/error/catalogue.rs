@@ -1,5 +1,7 @@
-//! Every code af can end with. Add a code here and run `cargo run -p af-orchestrator --
-//! docs errors > docs/errors.md`; a test fails while the two differ.
+//! Every code af can end with. `docs/errors.md` is rendered from this table by
+//! [`super::render_markdown`]: after adding or changing a code, run
+//! `AF_BLESS=1 cargo test -p af-policy --test generated_docs` to rewrite it; without `AF_BLESS`
+//! that test fails while the two differ. Codes are stable: never renumber or reuse one.
 
 use super::{ErrorCode, ExitStatus};
 

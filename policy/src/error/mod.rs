@@ -5,9 +5,11 @@
 //! status. `docs/errors.md` is generated from this table and a test keeps the two in step.
 
 mod catalogue;
+mod markdown;
 mod report;
 
 pub use catalogue::{CATALOGUE, codes};
+pub use markdown::render_markdown;
 pub use report::Report;
 
 use std::fmt;

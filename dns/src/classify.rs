@@ -1,0 +1,89 @@
+//! Where a name belongs: the environment (inside), the machine itself (localhost) or the world
+//! (outside). Pure: no I/O, no allocation per query.
+
+use std::collections::HashSet;
+
+use hickory_proto::rr::{LowerName, Name};
+
+/// The three places a queried name can belong to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameClass {
+    /// `localhost` or a name below it: answered locally, never forwarded.
+    Localhost,
+    /// May be one of the environment's names: ask the runtime's resolver, then check the answer.
+    Inside,
+    /// Everything else: answered with the sidecar's own address.
+    Outside,
+}
+
+/// Decides [`NameClass`] from the configured inside names and zones.
+#[derive(Debug, Clone)]
+pub struct Classifier {
+    names: HashSet<LowerName>,
+    zones: Vec<LowerName>,
+}
+
+impl Classifier {
+    /// Builds a classifier from normalised names (see [`crate::DnsConfig::validate`]).
+    ///
+    /// Entries that are not DNS names are skipped; validation has already refused them.
+    pub fn new(inside_names: &[String], inside_zones: &[String]) -> Self {
+        Self {
+            names: inside_names.iter().filter_map(|n| fqdn(n)).collect(),
+            zones: inside_zones.iter().filter_map(|n| fqdn(n)).collect(),
+        }
+    }
+
+    /// Classifies one queried name (case-insensitive).
+    pub fn classify(&self, name: &LowerName) -> NameClass {
+        if name.is_localhost() {
+            NameClass::Localhost
+        } else if name.num_labels() == 1
+            || self.names.contains(name)
+            || self.zones.iter().any(|zone| zone.zone_of(name))
+        {
+            NameClass::Inside
+        } else {
+            NameClass::Outside
+        }
+    }
+}
+
+fn fqdn(name: &str) -> Option<LowerName> {
+    let mut parsed = Name::from_ascii(name).ok()?;
+    parsed.set_fqdn(true);
+    Some(LowerName::new(&parsed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn class(name: &str) -> NameClass {
+        let classifier = Classifier::new(&["api-db.test".into()], &["svc.cluster.local".into()]);
+        classifier.classify(&name.parse().expect("name"))
+    }
+
+    #[test]
+    fn localhost_and_names_below_it_are_local() {
+        assert_eq!(class("localhost."), NameClass::Localhost);
+        assert_eq!(class("Foo.LOCALHOST."), NameClass::Localhost);
+        assert_eq!(class("localhost.example.com."), NameClass::Outside);
+    }
+
+    #[test]
+    fn single_labels_configured_names_and_zones_are_inside() {
+        assert_eq!(class("db."), NameClass::Inside);
+        assert_eq!(class("API-DB.test."), NameClass::Inside);
+        assert_eq!(class("svc.cluster.local."), NameClass::Inside);
+        assert_eq!(class("web.ns.svc.cluster.local."), NameClass::Inside);
+    }
+
+    #[test]
+    fn everything_else_is_outside() {
+        assert_eq!(class("example.com."), NameClass::Outside);
+        assert_eq!(class("other.api-db.test."), NameClass::Outside);
+        assert_eq!(class("evilsvc.cluster.local."), NameClass::Outside);
+        assert_eq!(class("."), NameClass::Outside);
+    }
+}

@@ -1,0 +1,286 @@
+//! What the embedding program tells the DNS server: where to listen, what is inside, where the
+//! runtime's resolver is. Parsed once; [`DnsConfig::validate`] turns it into the checked form the
+//! query path reads.
+
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use hickory_proto::rr::Name;
+use ipnet::IpNet;
+use serde::Deserialize;
+
+use crate::{error::DnsError, sightings::SHARDS};
+
+/// Configuration of the environment's DNS server (embeddable in the sidecar's config file).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DnsConfig {
+    /// Address for both UDP and TCP (default `0.0.0.0:53`; port 0 picks a free port).
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// Number of UDP sockets bound with `SO_REUSEPORT`; 0 means one per core (the default).
+    #[serde(default)]
+    pub udp_sockets: usize,
+    /// The sidecar's inside IPv4 address: the answer to `A` for every outside name.
+    pub sidecar_v4: Ipv4Addr,
+    /// The sidecar's inside IPv6 address, answered for `AAAA` when `allow_ipv6` is set.
+    #[serde(default)]
+    pub sidecar_v6: Option<Ipv6Addr>,
+    /// Whether outside names get an `AAAA` answer (otherwise empty `NOERROR`).
+    #[serde(default)]
+    pub allow_ipv6: bool,
+    /// The environment's service names (exact match, case-insensitive).
+    #[serde(default)]
+    pub inside_names: Vec<String>,
+    /// The runtime's own zones, e.g. `svc.cluster.local`: the zone and every name below it.
+    #[serde(default)]
+    pub inside_zones: Vec<String>,
+    /// The environment's networks: an inside name must resolve only into these to be inside.
+    pub inside_subnets: Vec<IpNet>,
+    /// The runtime's resolver (Docker's `127.0.0.11:53`, the cluster DNS service).
+    pub upstream: SocketAddr,
+    /// TTL of every answer, and the longest time a forwarded answer is cached (default 5 s).
+    #[serde(default = "default_ttl_secs")]
+    pub ttl_secs: u32,
+    /// How long one forwarded lookup may take before the client gets `SERVFAIL` (default 2000).
+    #[serde(default = "default_upstream_timeout_ms")]
+    pub upstream_timeout_ms: u64,
+    /// How many (name, type) pairs are remembered as already reported (default 65 536).
+    #[serde(default = "default_seen_capacity")]
+    pub seen_capacity: usize,
+    /// How many sightings may wait for the observer before new ones are dropped (default 4096).
+    #[serde(default = "default_sighting_queue")]
+    pub sighting_queue: usize,
+    /// Idle time after which a DNS-over-TCP connection is closed (default 10 s).
+    #[serde(default = "default_tcp_idle_secs")]
+    pub tcp_idle_secs: u64,
+}
+
+fn default_listen() -> SocketAddr {
+    SocketAddr::from((Ipv4Addr::UNSPECIFIED, 53))
+}
+fn default_ttl_secs() -> u32 {
+    5
+}
+fn default_upstream_timeout_ms() -> u64 {
+    2000
+}
+fn default_seen_capacity() -> usize {
+    65_536
+}
+fn default_sighting_queue() -> usize {
+    4096
+}
+fn default_tcp_idle_secs() -> u64 {
+    10
+}
+
+/// Upper bound on `udp_sockets`: more sockets than this only wastes file descriptors.
+const MAX_UDP_SOCKETS: usize = 256;
+/// Upper bound on `ttl_secs`: answers point at the sidecar and must not outlive an environment.
+const MAX_TTL_SECS: u32 = 3600;
+
+impl DnsConfig {
+    /// A configuration with every default, for the given sidecar address, networks and resolver.
+    pub fn new(sidecar_v4: Ipv4Addr, inside_subnets: Vec<IpNet>, upstream: SocketAddr) -> Self {
+        Self {
+            listen: default_listen(),
+            udp_sockets: 0,
+            sidecar_v4,
+            sidecar_v6: None,
+            allow_ipv6: false,
+            inside_names: Vec::new(),
+            inside_zones: Vec::new(),
+            inside_subnets,
+            upstream,
+            ttl_secs: default_ttl_secs(),
+            upstream_timeout_ms: default_upstream_timeout_ms(),
+            seen_capacity: default_seen_capacity(),
+            sighting_queue: default_sighting_queue(),
+            tcp_idle_secs: default_tcp_idle_secs(),
+        }
+    }
+
+    /// Checks the configuration and normalises names; errors carry `AF-NET-030`.
+    pub fn validate(&self) -> Result<Checked, DnsError> {
+        if self.udp_sockets > MAX_UDP_SOCKETS {
+            return Err(invalid(
+                format!(
+                    "udp_sockets is {}, at most {MAX_UDP_SOCKETS} are allowed",
+                    self.udp_sockets
+                ),
+                "set udp_sockets to 0 (one per core) or a small number",
+            ));
+        }
+        if self.sidecar_v4.is_unspecified() || self.sidecar_v4.is_broadcast() {
+            return Err(invalid(
+                format!(
+                    "sidecar_v4 {} is not an address a service can reach",
+                    self.sidecar_v4
+                ),
+                "set sidecar_v4 to the sidecar's address on the environment's inside network",
+            ));
+        }
+        if self.allow_ipv6 && self.sidecar_v6.is_none() {
+            return Err(invalid(
+                "allow_ipv6 is set but sidecar_v6 is missing".to_owned(),
+                "set sidecar_v6 to the sidecar's inside IPv6 address, or turn allow_ipv6 off",
+            ));
+        }
+        if self.inside_subnets.is_empty() {
+            return Err(invalid(
+                "inside_subnets is empty, so no name could ever be inside".to_owned(),
+                "list the environment's network(s), e.g. 172.18.0.0/16",
+            ));
+        }
+        if self.upstream == self.listen {
+            return Err(invalid(
+                format!(
+                    "upstream {} is this server's own listen address",
+                    self.upstream
+                ),
+                "set upstream to the runtime's resolver, e.g. 127.0.0.11:53 on Docker",
+            ));
+        }
+        if self.ttl_secs > MAX_TTL_SECS {
+            return Err(invalid(
+                format!(
+                    "ttl_secs is {}, at most {MAX_TTL_SECS} is allowed",
+                    self.ttl_secs
+                ),
+                "keep ttl_secs short (the default is 5)",
+            ));
+        }
+        if self.upstream_timeout_ms == 0 || self.tcp_idle_secs == 0 {
+            return Err(invalid(
+                "upstream_timeout_ms and tcp_idle_secs must be positive".to_owned(),
+                "remove them to use the defaults (2000 ms and 10 s)",
+            ));
+        }
+        if self.seen_capacity < SHARDS || self.sighting_queue == 0 {
+            return Err(invalid(
+                format!("seen_capacity must be at least {SHARDS} and sighting_queue positive"),
+                "remove them to use the defaults (65536 and 4096)",
+            ));
+        }
+        Ok(Checked {
+            inside_names: normalise_all(&self.inside_names, "inside_names")?,
+            inside_zones: normalise_all(&self.inside_zones, "inside_zones")?,
+            udp_sockets: match self.udp_sockets {
+                0 => std::thread::available_parallelism().map_or(1, usize::from),
+                n => n,
+            },
+        })
+    }
+}
+
+/// The parts of a configuration that [`DnsConfig::validate`] derives: normalised names and the
+/// actual socket count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checked {
+    /// Inside names, lower-case ASCII (IDN as punycode), no trailing dot.
+    pub inside_names: Vec<String>,
+    /// Inside zones, in the same form.
+    pub inside_zones: Vec<String>,
+    /// UDP sockets to bind (at least 1).
+    pub udp_sockets: usize,
+}
+
+fn normalise_all(names: &[String], field: &str) -> Result<Vec<String>, DnsError> {
+    names
+        .iter()
+        .map(|name| {
+            normalise(name).ok_or_else(|| {
+                invalid(
+                    format!("{field} entry {name:?} is not a valid DNS name"),
+                    "use plain names such as `db` or `svc.cluster.local`",
+                )
+            })
+        })
+        .collect()
+}
+
+/// Lower-case ASCII form without the trailing dot, as the query path compares names.
+fn normalise(name: &str) -> Option<String> {
+    let trimmed = name.trim().trim_end_matches('.');
+    if trimmed.is_empty() {
+        return None;
+    }
+    let parsed = Name::from_utf8(trimmed).ok()?;
+    Some(
+        parsed
+            .to_lowercase()
+            .to_ascii()
+            .trim_end_matches('.')
+            .to_owned(),
+    )
+}
+
+fn invalid(problem: String, next: &'static str) -> DnsError {
+    DnsError::Config { problem, next }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> DnsConfig {
+        DnsConfig::new(
+            Ipv4Addr::new(192, 0, 2, 1),
+            vec!["192.0.2.0/24".parse().expect("subnet")],
+            "127.0.0.1:5353".parse().expect("addr"),
+        )
+    }
+
+    #[test]
+    fn defaults_are_valid_and_use_every_core() {
+        let checked = base().validate().expect("valid");
+        assert!(checked.udp_sockets >= 1);
+    }
+
+    #[test]
+    fn names_are_lower_cased_without_trailing_dot() {
+        let mut config = base();
+        config.inside_names = vec!["DB.".into(), "Bücher".into()];
+        config.inside_zones = vec!["Svc.Cluster.Local.".into()];
+        let checked = config.validate().expect("valid");
+        assert_eq!(checked.inside_names, ["db", "xn--bcher-kva"]);
+        assert_eq!(checked.inside_zones, ["svc.cluster.local"]);
+    }
+
+    #[test]
+    fn allow_ipv6_without_an_address_is_af_net_030() {
+        let mut config = base();
+        config.allow_ipv6 = true;
+        let text = config.validate().expect_err("invalid").to_string();
+        assert!(text.starts_with("AF-NET-030"), "{text}");
+        assert!(text.contains("\nNext: "), "{text}");
+    }
+
+    #[test]
+    fn empty_subnets_empty_names_and_loops_are_refused() {
+        let mut config = base();
+        config.inside_subnets.clear();
+        assert!(config.validate().is_err());
+
+        let mut config = base();
+        config.inside_zones = vec![".".into()];
+        assert!(config.validate().is_err());
+
+        let mut config = base();
+        config.upstream = config.listen;
+        assert!(config.validate().is_err());
+    }
+
+    #[test]
+    fn config_deserialises_with_defaults() {
+        let config: DnsConfig = serde_json::from_str(
+            r#"{"sidecar_v4":"192.0.2.1","inside_subnets":["192.0.2.0/24"],"upstream":"127.0.0.11:53"}"#,
+        )
+        .expect("parses");
+        assert_eq!(config.listen, default_listen());
+        assert_eq!(config.ttl_secs, 5);
+        assert!(
+            serde_json::from_str::<DnsConfig>(r#"{"sidecar_v4":"192.0.2.1","bogus":1}"#).is_err()
+        );
+    }
+}

@@ -1,0 +1,255 @@
+//! What the shape check cannot see about services: names, dependencies and fields that only
+//! make sense together.
+
+use std::collections::HashMap;
+
+use super::model::{Service, ServiceKind};
+use super::names::dns_label_problem;
+use super::path::FieldPath;
+use crate::error::{Report, codes};
+
+/// Every problem with `services`, each at its path from the top of the manifest.
+pub(crate) fn check(services: &[Service]) -> Vec<(FieldPath, Report)> {
+    let list = FieldPath::root().key("services");
+    let mut problems = Vec::new();
+    let mut first_named: HashMap<&str, usize> = HashMap::new();
+    for (i, service) in services.iter().enumerate() {
+        let at = list.index(i);
+        if let Some(report) = dns_label_problem(&service.name, "service name") {
+            problems.push((at.key("name"), report));
+        }
+        if first_named.contains_key(service.name.as_str()) {
+            problems.push((
+                at.key("name"),
+                Report::new(
+                    &codes::MAN_DUPLICATE,
+                    format!("Two services are named {}.", service.name),
+                ),
+            ));
+        } else {
+            first_named.insert(&service.name, i);
+        }
+        problems.extend(check_fields(service, &at));
+    }
+    problems.extend(check_dependencies(services, &first_named, &list));
+    problems
+}
+
+/// Fields of one service that depend on each other or on a notation.
+fn check_fields(service: &Service, at: &FieldPath) -> Vec<(FieldPath, Report)> {
+    let name = &service.name;
+    let mut problems = Vec::new();
+    let mut refuse = |path: FieldPath, code, statement: String, next: &str| {
+        problems.push((path, Report::new(code, statement).with_next(next)));
+    };
+    if service.kind == ServiceKind::Web && service.port.is_none() {
+        refuse(
+            at.clone(),
+            &codes::MAN_MISSING_KEY,
+            format!("Service {name} is a web service but has no port."),
+            "Give it a port, or set kind: worker.",
+        );
+    }
+    match (&service.schedule, service.kind) {
+        (None, ServiceKind::Cron) => refuse(
+            at.clone(),
+            &codes::MAN_MISSING_KEY,
+            format!("Service {name} is a cron service but has no schedule."),
+            "Add schedule: with five cron fields, e.g. \"*/15 * * * *\".",
+        ),
+        (Some(_), ServiceKind::Web | ServiceKind::Worker) => refuse(
+            at.key("schedule"),
+            &codes::MAN_WRONG_TYPE,
+            format!("Service {name} has a schedule but is not a cron service."),
+            "Set kind: cron, or remove the schedule.",
+        ),
+        (Some(schedule), ServiceKind::Cron) if schedule.split_whitespace().count() != 5 => refuse(
+            at.key("schedule"),
+            &codes::MAN_WRONG_TYPE,
+            format!("The schedule {schedule:?} of service {name} is not five cron fields."),
+            "Write minute, hour, day of month, month and day of week, e.g. \"*/15 * * * *\".",
+        ),
+        _ => {}
+    }
+    if let Some(health_path) = &service.health_path {
+        if !health_path.starts_with('/') {
+            refuse(
+                at.key("health_path"),
+                &codes::MAN_WRONG_TYPE,
+                format!("The health_path {health_path:?} of service {name} does not start with /."),
+                "Write the path from its first slash, e.g. /healthz.",
+            );
+        }
+        if service.port.is_none() {
+            refuse(
+                at.key("health_path"),
+                &codes::MAN_WRONG_TYPE,
+                format!("Service {name} has a health_path but no port to ask it on."),
+                "Give the service a port, or remove health_path.",
+            );
+        }
+    }
+    for variable in service.env.keys().filter(|k| !is_env_name(k)) {
+        refuse(
+            at.key("env").key(variable.clone()),
+            &codes::MAN_WRONG_TYPE,
+            format!("The environment variable name {variable:?} of service {name} is not valid."),
+            "Use letters, digits and underscores, not starting with a digit.",
+        );
+    }
+    let resources = at.key("resources");
+    if let Some(cpu) = service.resources.cpu.as_deref().filter(|c| !is_cpu(c)) {
+        refuse(
+            resources.key("cpu"),
+            &codes::MAN_WRONG_TYPE,
+            format!("The cpu limit {cpu:?} of service {name} is not a CPU quantity."),
+            "Write cores (1, 0.5) or millicores (500m).",
+        );
+    }
+    if let Some(memory) = service
+        .resources
+        .memory
+        .as_deref()
+        .filter(|m| !is_memory(m))
+    {
+        refuse(
+            resources.key("memory"),
+            &codes::MAN_WRONG_TYPE,
+            format!("The memory limit {memory:?} of service {name} is not a memory quantity."),
+            "Write bytes with an optional unit: 512Mi, 1Gi, 256M.",
+        );
+    }
+    problems
+}
+
+/// Missing dependencies, and every dependency cycle (named, at the entry that closes it).
+fn check_dependencies(
+    services: &[Service],
+    index: &HashMap<&str, usize>,
+    list: &FieldPath,
+) -> Vec<(FieldPath, Report)> {
+    let mut problems = Vec::new();
+    // edges[v] = (position in depends_on, service it names)
+    let mut edges: Vec<Vec<(usize, usize)>> = vec![Vec::new(); services.len()];
+    for (i, service) in services.iter().enumerate() {
+        for (k, dependency) in service.depends_on.iter().enumerate() {
+            match index.get(dependency.as_str()) {
+                Some(&j) => edges[i].push((k, j)),
+                None => problems.push((
+                    list.index(i).key("depends_on").index(k),
+                    Report::new(
+                        &codes::MAN_MISSING_DEPENDENCY,
+                        format!(
+                            "Service {} depends on {dependency}, which the manifest does not declare.",
+                            service.name
+                        ),
+                    ),
+                )),
+            }
+        }
+    }
+
+    // Depth-first search without recursion, so a long chain cannot exhaust the stack.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        OnPath,
+        Done,
+    }
+    let mut mark = vec![Mark::New; services.len()];
+    for start in 0..services.len() {
+        if mark[start] != Mark::New {
+            continue;
+        }
+        mark[start] = Mark::OnPath;
+        let mut path: Vec<(usize, usize)> = vec![(start, 0)];
+        while let Some((v, next)) = path.last_mut() {
+            let v = *v;
+            let Some(&(k, w)) = edges[v].get(*next) else {
+                mark[v] = Mark::Done;
+                path.pop();
+                continue;
+            };
+            *next += 1;
+            match mark[w] {
+                Mark::New => {
+                    mark[w] = Mark::OnPath;
+                    path.push((w, 0));
+                }
+                Mark::OnPath => {
+                    let from = path.iter().position(|(u, _)| *u == w).unwrap_or_default();
+                    let mut cycle: Vec<&str> = path[from..]
+                        .iter()
+                        .map(|(u, _)| services[*u].name.as_str())
+                        .collect();
+                    cycle.push(&services[w].name);
+                    problems.push((
+                        list.index(v).key("depends_on").index(k),
+                        Report::new(
+                            &codes::MAN_CYCLE,
+                            format!(
+                                "The services' depends_on form a cycle: {}.",
+                                cycle.join(" → ")
+                            ),
+                        ),
+                    ));
+                }
+                Mark::Done => {}
+            }
+        }
+    }
+    problems
+}
+
+fn is_env_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// `1`, `0.5`, `500m`.
+fn is_cpu(text: &str) -> bool {
+    let number = text.strip_suffix('m').unwrap_or(text);
+    is_decimal(number)
+}
+
+/// `1073741824`, `512Mi`, `1Gi`, `256M`, `1.5G`.
+fn is_memory(text: &str) -> bool {
+    const UNITS: [&str; 12] = [
+        "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "K", "M", "G", "T", "P",
+    ];
+    let number = UNITS
+        .iter()
+        .find_map(|unit| text.strip_suffix(unit))
+        .unwrap_or(text);
+    is_decimal(number)
+}
+
+fn is_decimal(text: &str) -> bool {
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, "0"));
+    !whole.is_empty()
+        && !fraction.is_empty()
+        && whole.chars().all(|c| c.is_ascii_digit())
+        && fraction.chars().all(|c| c.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{is_cpu, is_memory};
+
+    #[test]
+    fn quantities_follow_the_orchestrators_notation() {
+        for good in ["1", "0.5", "500m", "2"] {
+            assert!(is_cpu(good), "{good}");
+        }
+        for bad in ["", "m", "1.", ".5", "1 core", "-1"] {
+            assert!(!is_cpu(bad), "{bad}");
+        }
+        for good in ["512Mi", "1Gi", "256M", "1073741824", "1.5G"] {
+            assert!(is_memory(good), "{good}");
+        }
+        for bad in ["", "Mi", "512MB", "lots"] {
+            assert!(!is_memory(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! From text to a [`Manifest`], or to every problem in it sorted by position.
+
+use serde::de::DeserializeOwned;
+
+use super::model::{MANIFEST_VERSION, Manifest};
+use super::names::dns_label_problem;
+use super::path::FieldPath;
+use super::problem::{Location, Problem};
+use super::schema::SCHEMA;
+use super::services;
+use super::structure::{self, Finding};
+use super::yaml::{self, Node, Value};
+use crate::error::{Report, codes};
+use crate::placement;
+
+/// Read `text` as a manifest.
+pub(crate) fn validate(text: &str) -> Result<Manifest, Vec<Problem>> {
+    let document = yaml::parse(text);
+    let mut problems = document.problems;
+    let Some(root) = document.root else {
+        if problems.is_empty() {
+            problems.push(Problem {
+                location: Location::START,
+                report: Report::new(&codes::MAN_MISSING_KEY, "The manifest is empty.").with_next(
+                    "Start it with version: 1 and name: followed by the project's name.",
+                ),
+            });
+        }
+        return Err(problems);
+    };
+    let findings = structure::check(&root, &SCHEMA);
+    // Aliases and repeated keys make the tree an unreliable picture of what was meant, and a
+    // document that is not a mapping has no sections: report the shape problems alone.
+    let readable = problems.is_empty() && matches!(root.value, Value::Map(_));
+    let manifest = readable
+        .then(|| Sections::new(&root, &findings).check())
+        .and_then(|(manifest, semantic)| {
+            problems.extend(semantic);
+            manifest
+        });
+    problems.extend(findings.into_iter().map(|f| f.problem));
+    problems.sort_by_key(|p| p.location);
+    problems.dedup();
+    match manifest {
+        Some(manifest) if problems.is_empty() => Ok(manifest),
+        _ => Err(problems),
+    }
+}
+
+/// The top-level sections of a well-shaped mapping, each deserialized only if its shape is
+/// sound, so one section's mistakes do not hide another's.
+struct Sections<'t, 'a> {
+    root: &'t Node<'a>,
+    findings: &'t [Finding],
+    problems: Vec<Problem>,
+}
+
+impl<'t, 'a> Sections<'t, 'a> {
+    fn new(root: &'t Node<'a>, findings: &'t [Finding]) -> Self {
+        Self {
+            root,
+            findings,
+            problems: Vec::new(),
+        }
+    }
+
+    /// Check every section; the manifest when every section could be read.
+    fn check(mut self) -> (Option<Manifest>, Vec<Problem>) {
+        let version = self.section::<Option<u32>>("version").flatten();
+        if let Some(version) = version.filter(|v| *v != MANIFEST_VERSION) {
+            self.refuse(
+                FieldPath::root().key("version"),
+                Report::new(
+                    &codes::MAN_VERSION,
+                    format!("The manifest says version: {version}; this build reads version {MANIFEST_VERSION}."),
+                ),
+            );
+        }
+        let name = self.section::<Option<String>>("name").flatten();
+        if let Some(report) = name
+            .as_deref()
+            .and_then(|n| dns_label_problem(n, "manifest name"))
+        {
+            self.refuse(FieldPath::root().key("name"), report);
+        }
+        let services = self.section::<Vec<_>>("services");
+        if let Some(services) = &services {
+            for (path, report) in services::check(services) {
+                self.refuse(path, report);
+            }
+        }
+        let egress = self.section("egress");
+        let runtime = self.section("runtime");
+        if let Some(runtime) = &runtime {
+            let under = FieldPath::root().key("runtime");
+            for (path, report) in placement::check(runtime) {
+                self.refuse(under.join(&path), report);
+            }
+        }
+        let manifest = match (version, name, services, egress, runtime) {
+            (Some(version), Some(name), Some(services), Some(egress), Some(runtime)) => {
+                Some(Manifest {
+                    version,
+                    name,
+                    services,
+                    egress,
+                    runtime,
+                })
+            }
+            _ => None,
+        };
+        (manifest, self.problems)
+    }
+
+    /// The section under `key` (its default when absent), or `None` when its shape is wrong.
+    fn section<T: DeserializeOwned + Default>(&mut self, key: &str) -> Option<T> {
+        let path = FieldPath::root().key(key);
+        if self.findings.iter().any(|f| f.path.starts_with(&path)) {
+            return None;
+        }
+        let Some(node) = self.root.get(key) else {
+            return Some(T::default());
+        };
+        match serde_json::from_value(node.to_json()) {
+            Ok(section) => Some(section),
+            Err(e) => {
+                // The schema and the types are one description, so this is a bug in af; say so
+                // rather than accept the section unread.
+                self.refuse(
+                    path,
+                    Report::new(
+                        &codes::MAN_WRONG_TYPE,
+                        format!("{key} could not be read: {e}."),
+                    )
+                    .with_next(
+                        "Correct the value; if it matches `af schema`, report this as a bug in af.",
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    fn refuse(&mut self, path: FieldPath, report: Report) {
+        self.problems.push(Problem {
+            location: self.root.locate(&path),
+            report,
+        });
+    }
+}

@@ -1,0 +1,293 @@
+//! The admin API, on its own listener and never mixed with the data path.
+//!
+//! `GET /healthz` (no token), and with `Authorization: Bearer <token>`: `GET /readyz`,
+//! `GET /v1/decisions`, `GET /v1/decisions/follow` (NDJSON stream), `GET /metrics`.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use af_policy::error::{Report, codes};
+use bytes::Bytes;
+use futures_util::stream;
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+use crate::journal::{Journal, Query};
+use crate::metrics::Metrics;
+
+type AdminBody = UnsyncBoxBody<Bytes, Infallible>;
+
+/// Most records one `GET /v1/decisions` returns.
+pub const MAX_LIMIT: usize = 1000;
+
+/// What the admin API serves from.
+pub struct Admin {
+    /// The journal.
+    pub journal: Journal,
+    /// Counters.
+    pub metrics: Arc<Metrics>,
+    /// `Bearer <token>`, precomputed.
+    pub expected_auth: Vec<u8>,
+}
+
+/// Accept admin connections forever.
+pub async fn accept_loop(listener: TcpListener, admin: Arc<Admin>) {
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(error = %e, "admin accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let admin = admin.clone();
+        tokio::spawn(async move {
+            let svc = service_fn(move |req| {
+                let admin = admin.clone();
+                async move { Ok::<_, Infallible>(route(&admin, req).await) }
+            });
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}
+
+async fn route(admin: &Admin, req: Request<Incoming>) -> Response<AdminBody> {
+    let path = req.uri().path();
+    if path == "/healthz" {
+        return text(StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into());
+    }
+    if !authorized(admin, &req) {
+        let report = Report::new(&codes::NET_UNAUTHORIZED, "The admin API needs the environment's admin token as a Bearer token.");
+        let mut resp = error(StatusCode::UNAUTHORIZED, &report);
+        resp.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return resp;
+    }
+    if req.method() != Method::GET {
+        let report = Report::new(&codes::NET_ADMIN_BAD_REQUEST, format!("{} {path} is not supported; the admin API is read-only.", req.method()))
+            .with_next("Use GET.");
+        return error(StatusCode::METHOD_NOT_ALLOWED, &report);
+    }
+    let query = req.uri().query().unwrap_or("");
+    match path {
+        "/readyz" => text(StatusCode::OK, "application/json", format!("{{\"ready\":true,\"committed\":{}}}\n", admin.journal.committed())),
+        "/metrics" => text(StatusCode::OK, "text/plain; version=0.0.4", admin.metrics.render()),
+        "/v1/decisions" => match parse_query(query, true) {
+            Ok(q) => decisions(admin, q).await,
+            Err(report) => error(StatusCode::BAD_REQUEST, &report),
+        },
+        "/v1/decisions/follow" => match parse_query(query, false) {
+            Ok(q) => follow(admin, q),
+            Err(report) => error(StatusCode::BAD_REQUEST, &report),
+        },
+        _ => {
+            let report = Report::new(&codes::NET_ADMIN_BAD_REQUEST, format!("{path} is not an admin API route."))
+                .with_next("Use /healthz, /readyz, /metrics, /v1/decisions or /v1/decisions/follow.");
+            error(StatusCode::NOT_FOUND, &report)
+        }
+    }
+}
+
+fn authorized(admin: &Admin, req: &Request<Incoming>) -> bool {
+    let Some(got) = req.headers().get(header::AUTHORIZATION) else {
+        return false;
+    };
+    let got = got.as_bytes();
+    // Constant time in the token's content.
+    got.len() == admin.expected_auth.len()
+        && got
+            .iter()
+            .zip(&admin.expected_auth)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+/// Parse `since`, `limit` (only when `with_limit`), `blocked`, `host`; anything else is refused.
+pub fn parse_query(query: &str, with_limit: bool) -> Result<Query, Report> {
+    let mut q = Query {
+        since: 0,
+        limit: 100,
+        blocked: None,
+        host: None,
+    };
+    let bad = |name: &str, value: &str, want: &str| {
+        Report::new(&codes::NET_ADMIN_BAD_REQUEST, format!("The query parameter {name}={value:?} is not valid: {want}."))
+            .with_next(format!("Correct {name}."))
+    };
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (name, raw) = pair.split_once('=').unwrap_or((pair, ""));
+        let value = percent_decode(raw).ok_or_else(|| bad(name, raw, "it is not valid percent-encoded UTF-8"))?;
+        match name {
+            "since" => q.since = value.parse().map_err(|_| bad(name, &value, "expected a sequence number"))?,
+            "limit" if with_limit => {
+                q.limit = value
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=MAX_LIMIT).contains(n))
+                    .ok_or_else(|| bad(name, &value, "expected 1 to 1000"))?;
+            }
+            "blocked" => {
+                q.blocked = Some(match value.as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(bad(name, &value, "expected true or false")),
+                });
+            }
+            "host" if !value.is_empty() => q.host = Some(value),
+            _ => {
+                let known = if with_limit { "since, limit, blocked, host" } else { "since, blocked, host" };
+                return Err(bad(name, &value, &format!("known parameters are {known}")));
+            }
+        }
+    }
+    Ok(q)
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' => {
+                let hex = s.get(i + 1..i + 3)?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+async fn decisions(admin: &Admin, q: Query) -> Response<AdminBody> {
+    let committed = admin.journal.committed();
+    match admin.journal.query(q).await {
+        Ok(lines) => {
+            let last = lines.last().map(|(seq, _)| *seq);
+            let mut body = Vec::with_capacity(lines.iter().map(|(_, l)| l.len() + 1).sum::<usize>() + 256);
+            body.extend_from_slice(b"{\"records\":[");
+            for (i, (_, line)) in lines.iter().enumerate() {
+                if i > 0 {
+                    body.push(b',');
+                }
+                body.extend_from_slice(line);
+            }
+            let losses = serde_json::to_string(&admin.metrics.journal_losses()).unwrap_or_default();
+            let tail = format!(
+                "],\"next_since\":{},\"committed\":{committed},\"losses\":{losses}}}\n",
+                last.unwrap_or(committed.min(u64::MAX))
+            );
+            body.extend_from_slice(tail.as_bytes());
+            let mut resp = Response::new(Full::new(Bytes::from(body)).boxed_unsync());
+            resp.headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            resp
+        }
+        Err(e) => {
+            let report = Report::new(&codes::NET_JOURNAL, format!("The journal could not be read: {e}."));
+            error(StatusCode::INTERNAL_SERVER_ERROR, &report)
+        }
+    }
+}
+
+fn follow(admin: &Admin, mut q: Query) -> Response<AdminBody> {
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    let journal = admin.journal.clone();
+    tokio::spawn(async move {
+        let mut changed = journal.subscribe();
+        q.limit = MAX_LIMIT;
+        loop {
+            let committed = journal.committed();
+            let lines = match journal.query(q.clone()).await {
+                Ok(lines) => lines,
+                Err(e) => {
+                    tracing::warn!(error = %e, "follow: journal read failed");
+                    return;
+                }
+            };
+            let full = lines.len() >= q.limit;
+            q.since = match (full, lines.last()) {
+                (true, Some((seq, _))) => *seq,
+                _ => committed.max(q.since),
+            };
+            for (_, line) in lines {
+                let mut chunk = Vec::with_capacity(line.len() + 1);
+                chunk.extend_from_slice(&line);
+                chunk.push(b'\n');
+                if tx.send(Bytes::from(chunk)).await.is_err() {
+                    return;
+                }
+            }
+            if !full {
+                tokio::select! {
+                    r = changed.changed() => if r.is_err() { return },
+                    () = tx.closed() => return,
+                }
+            }
+        }
+    });
+    let frames = stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+    });
+    let mut resp = Response::new(BodyExt::boxed_unsync(StreamBody::new(frames)));
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson"));
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}
+
+fn text(status: StatusCode, content_type: &'static str, body: String) -> Response<AdminBody> {
+    let mut resp = Response::new(Full::new(Bytes::from(body)).boxed_unsync());
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp
+}
+
+/// A coded JSON error: `{code, statement, next}`.
+fn error(status: StatusCode, report: &Report) -> Response<AdminBody> {
+    let body = serde_json::json!({
+        "code": report.code.code,
+        "statement": report.statement,
+        "next": report.next,
+    });
+    let mut resp = text(status, "application/json", format!("{body}\n"));
+    resp.headers_mut()
+        .insert("x-af-code", HeaderValue::from_static(report.code.code));
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_parse_and_bad_ones_are_coded() {
+        let q = parse_query("since=5&limit=10&blocked=true&host=api.x.test", true).expect("valid");
+        assert_eq!((q.since, q.limit, q.blocked, q.host.as_deref()), (5, 10, Some(true), Some("api.x.test")));
+        for bad in ["since=x", "limit=0", "limit=1001", "blocked=yes", "color=red", "host="] {
+            let err = parse_query(bad, true).err();
+            assert!(err.is_some_and(|e| e.code.code == "AF-NET-021"), "{bad}");
+        }
+        assert!(parse_query("limit=5", false).is_err());
+    }
+}

@@ -1,0 +1,427 @@
+//! The address guard: the one place every upstream dial goes through.
+//!
+//! A destination is resolved against the configured resolver, every address is classified, and
+//! the sidecar dials exactly an address that passed; it never re-resolves between checking and
+//! dialling, which closes DNS rebinding. Only three things let a refused address through:
+//! an IP literal the catalogue names exactly (when the request itself named that literal),
+//! the environment's own inside subnets, and the configured trusted upstream networks (meant
+//! for tests; they can never open unspecified, link-local, multicast or broadcast addresses,
+//! nor IPv6 forms that embed an IPv4 address).
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hickory_resolver::TokioResolver;
+use hickory_resolver::config::{
+    ConnectionConfig, LookupIpStrategy, NameServerConfig, ResolveHosts, ResolverConfig,
+};
+use hickory_resolver::net::runtime::TokioRuntimeProvider;
+use ipnet::IpNet;
+use tokio::net::TcpStream;
+
+use crate::metrics::Metrics;
+use af_policy::egress::Catalogue;
+
+/// Why an address is never dialled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// 127.0.0.0/8, ::1.
+    Loopback,
+    /// 0.0.0.0, ::, and 0.0.0.0/8 ("this network").
+    Unspecified,
+    /// 169.254.0.0/16 (the cloud metadata endpoint), fe80::/10.
+    LinkLocal,
+    /// RFC 1918: 10/8, 172.16/12, 192.168/16.
+    Private,
+    /// Carrier-grade NAT, 100.64.0.0/10.
+    SharedCgnat,
+    /// 224.0.0.0/4, ff00::/8.
+    Multicast,
+    /// 255.255.255.255.
+    Broadcast,
+    /// Reserved or special-purpose: 240/4, 192.0.0/24, 198.18/15, 100::/64, 64:ff9b:1::/48,
+    /// fec0::/10, IPv4-compatible `::a.b.c.d`.
+    Reserved,
+    /// fc00::/7.
+    UniqueLocal,
+    /// An IPv6 form (mapped, 6to4, Teredo, NAT64) embedding a refused IPv4 address.
+    EmbedsRefusedIpv4,
+    /// Any IPv6 address while the catalogue does not allow IPv6.
+    Ipv6NotAllowed,
+}
+
+impl Refusal {
+    /// Short name for the journal and metrics.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Refusal::Loopback => "loopback",
+            Refusal::Unspecified => "unspecified",
+            Refusal::LinkLocal => "link_local",
+            Refusal::Private => "private",
+            Refusal::SharedCgnat => "shared_cgnat",
+            Refusal::Multicast => "multicast",
+            Refusal::Broadcast => "broadcast",
+            Refusal::Reserved => "reserved",
+            Refusal::UniqueLocal => "unique_local",
+            Refusal::EmbedsRefusedIpv4 => "embeds_refused_ipv4",
+            Refusal::Ipv6NotAllowed => "ipv6_not_allowed",
+        }
+    }
+
+    /// Whether the trusted upstream networks may override this refusal. The dangerous classes
+    /// (metadata endpoint, unspecified, multicast, broadcast, embedded IPv4) never can.
+    const fn overridable(self) -> bool {
+        matches!(
+            self,
+            Refusal::Loopback | Refusal::Private | Refusal::SharedCgnat | Refusal::UniqueLocal
+        )
+    }
+}
+
+/// Classify one address on its own: `Ok(())` for an address on the public internet.
+pub fn classify(ip: IpAddr) -> Result<(), Refusal> {
+    match ip {
+        IpAddr::V4(v4) => classify_v4(v4),
+        IpAddr::V6(v6) => classify_v6(v6),
+    }
+}
+
+fn classify_v4(ip: Ipv4Addr) -> Result<(), Refusal> {
+    let [a, b, c, _] = ip.octets();
+    let refusal = if ip.is_broadcast() {
+        Refusal::Broadcast
+    } else if a == 0 {
+        Refusal::Unspecified
+    } else if a == 127 {
+        Refusal::Loopback
+    } else if a == 169 && b == 254 {
+        Refusal::LinkLocal
+    } else if a == 10 || (a == 172 && (16..=31).contains(&b)) || (a == 192 && b == 168) {
+        Refusal::Private
+    } else if a == 100 && (64..=127).contains(&b) {
+        Refusal::SharedCgnat
+    } else if (224..=239).contains(&a) {
+        Refusal::Multicast
+    } else if a >= 240 || (a == 192 && b == 0 && c == 0) || (a == 198 && (b == 18 || b == 19)) {
+        Refusal::Reserved
+    } else {
+        // Documentation ranges (192.0.2/24, 198.51.100/24, 203.0.113/24) stay dialable on
+        // purpose: tests simulate the internet with them.
+        return Ok(());
+    };
+    Err(refusal)
+}
+
+fn classify_v6(ip: Ipv6Addr) -> Result<(), Refusal> {
+    let seg = ip.segments();
+    let embedded = |v4: Ipv4Addr| classify_v4(v4).map_err(|_| Refusal::EmbedsRefusedIpv4);
+    if ip.is_unspecified() {
+        return Err(Refusal::Unspecified);
+    }
+    if ip.is_loopback() {
+        return Err(Refusal::Loopback);
+    }
+    if let Some(v4) = ip.to_ipv4_mapped() {
+        return embedded(v4);
+    }
+    // IPv4-compatible ::a.b.c.d (deprecated): never dialled.
+    if seg[..6] == [0; 6] {
+        return Err(Refusal::Reserved);
+    }
+    match seg[0] {
+        0x2002 => return embedded(v4_from(seg[1], seg[2])),
+        0x2001 if seg[1] == 0 => {
+            // Teredo: server in bits 32..64, client (inverted) in the last 32 bits.
+            embedded(v4_from(seg[2], seg[3]))?;
+            return embedded(v4_from(!seg[6], !seg[7]));
+        }
+        0x0064 if seg[1] == 0xff9b => {
+            if seg[2] == 1 {
+                return Err(Refusal::Reserved); // 64:ff9b:1::/48, local-use NAT64
+            }
+            if seg[2..6] == [0; 4] {
+                return embedded(v4_from(seg[6], seg[7]));
+            }
+        }
+        0x0100 if seg[1..4] == [0; 3] => return Err(Refusal::Reserved),
+        _ => {}
+    }
+    if seg[0] & 0xff00 == 0xff00 {
+        Err(Refusal::Multicast)
+    } else if seg[0] & 0xfe00 == 0xfc00 {
+        Err(Refusal::UniqueLocal)
+    } else if seg[0] & 0xffc0 == 0xfe80 {
+        Err(Refusal::LinkLocal)
+    } else if seg[0] & 0xffc0 == 0xfec0 {
+        Err(Refusal::Reserved)
+    } else {
+        Ok(())
+    }
+}
+
+fn v4_from(hi: u16, lo: u16) -> Ipv4Addr {
+    Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo))
+}
+
+/// Why the guard did not produce a connection.
+#[derive(Debug, thiserror::Error)]
+pub enum DialError {
+    /// Every address of the destination was refused.
+    #[error("{host} resolved only to addresses the sidecar never dials ({addr}: {})", refusal.as_str())]
+    Refused {
+        host: String,
+        addr: IpAddr,
+        refusal: Refusal,
+    },
+    /// The name did not resolve.
+    #[error("{host} could not be resolved: {reason}")]
+    Resolve { host: String, reason: String },
+    /// Every passed address refused the connection or timed out.
+    #[error("could not connect to {host} ({addr}): {reason}")]
+    Connect {
+        host: String,
+        addr: SocketAddr,
+        reason: String,
+    },
+}
+
+/// The guard: resolver, classifier and the overrides, shared by every dial.
+pub struct Guard {
+    catalogue: Arc<Catalogue>,
+    resolver: TokioResolver,
+    inside: Vec<IpNet>,
+    trusted: Vec<IpNet>,
+    connect_timeout: Duration,
+    resolve_timeout: Duration,
+    metrics: Arc<Metrics>,
+}
+
+/// How the guard is built.
+pub struct GuardSettings {
+    /// The one resolver every name is resolved against.
+    pub resolver: SocketAddr,
+    /// The environment's own subnets.
+    pub inside: Vec<IpNet>,
+    /// Trusted upstream networks (tests).
+    pub trusted: Vec<IpNet>,
+    /// Upstream connect timeout.
+    pub connect_timeout: Duration,
+    /// Name resolution timeout.
+    pub resolve_timeout: Duration,
+}
+
+impl Guard {
+    /// Build the guard; the resolver is configured with exactly one name server.
+    pub fn new(
+        catalogue: Arc<Catalogue>,
+        settings: GuardSettings,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self, String> {
+        let mut ns = NameServerConfig::new(
+            settings.resolver.ip(),
+            true,
+            vec![ConnectionConfig::udp(), ConnectionConfig::tcp()],
+        );
+        for c in &mut ns.connections {
+            c.port = settings.resolver.port();
+        }
+        let mut builder = TokioResolver::builder_with_config(
+            ResolverConfig::from_name_servers(vec![ns]),
+            TokioRuntimeProvider::default(),
+        );
+        let opts = builder.options_mut();
+        opts.use_hosts_file = ResolveHosts::Never;
+        // Ask for both families even without IPv6, so an AAAA-only name is refused by the
+        // guard with its reason rather than failing as "not found".
+        opts.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
+        opts.timeout = settings.resolve_timeout;
+        opts.attempts = 2;
+        opts.ndots = 0;
+        let resolver = builder.build().map_err(|e| e.to_string())?;
+        Ok(Self {
+            catalogue,
+            resolver,
+            inside: settings.inside,
+            trusted: settings.trusted,
+            connect_timeout: settings.connect_timeout,
+            resolve_timeout: settings.resolve_timeout,
+            metrics,
+        })
+    }
+
+    /// Check one address. `literal` is true when the request itself named this IP literal,
+    /// the only case in which a rule naming the exact address overrides a refusal.
+    pub fn check(&self, ip: IpAddr, literal: bool) -> Result<IpAddr, Refusal> {
+        // A mapped address is the IPv4 address itself; dial it as such.
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            IpAddr::V4(_) => ip,
+        };
+        let base = classify(ip);
+        if literal
+            && self.catalogue.names_ip(ip)
+            && !matches!(
+                base,
+                Err(Refusal::Unspecified | Refusal::Multicast | Refusal::Broadcast)
+            )
+        {
+            return Ok(ip);
+        }
+        if self.inside.iter().any(|n| n.contains(&ip)) {
+            return Ok(ip);
+        }
+        match base {
+            Err(r) if r.overridable() && self.trusted.iter().any(|n| n.contains(&ip)) => Ok(ip),
+            Err(r) => Err(r),
+            Ok(()) if ip.is_ipv6() && !self.catalogue.allow_ipv6() => {
+                Err(Refusal::Ipv6NotAllowed)
+            }
+            Ok(()) => Ok(ip),
+        }
+    }
+
+    /// Resolve `host` (a name or an IP literal) and return the addresses that passed, in the
+    /// resolver's order. Fails with the first refusal when none passed.
+    pub async fn resolve(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, DialError> {
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        if let Ok(ip) = bare.parse::<IpAddr>() {
+            return match self.check(ip, true) {
+                Ok(ip) => Ok(vec![SocketAddr::new(ip, port)]),
+                Err(refusal) => Err(self.refused(host, ip, refusal)),
+            };
+        }
+        let fqdn;
+        let name = if host.ends_with('.') {
+            host
+        } else {
+            fqdn = format!("{host}.");
+            &fqdn
+        };
+        let lookup = tokio::time::timeout(self.resolve_timeout, self.resolver.lookup_ip(name))
+            .await
+            .map_err(|_| DialError::Resolve {
+                host: host.to_owned(),
+                reason: "resolver timed out".into(),
+            })?
+            .map_err(|e| DialError::Resolve {
+                host: host.to_owned(),
+                reason: e.to_string(),
+            })?;
+        let mut passed = Vec::new();
+        let mut first_refusal = None;
+        for ip in lookup.iter() {
+            match self.check(ip, false) {
+                Ok(ip) => passed.push(SocketAddr::new(ip, port)),
+                Err(r) => {
+                    first_refusal.get_or_insert((ip, r));
+                }
+            }
+        }
+        match (passed.is_empty(), first_refusal) {
+            (false, _) => Ok(passed),
+            (true, Some((ip, r))) => Err(self.refused(host, ip, r)),
+            (true, None) => Err(DialError::Resolve {
+                host: host.to_owned(),
+                reason: "no addresses".into(),
+            }),
+        }
+    }
+
+    fn refused(&self, host: &str, addr: IpAddr, refusal: Refusal) -> DialError {
+        self.metrics.guard_refusal();
+        DialError::Refused {
+            host: host.to_owned(),
+            addr,
+            refusal,
+        }
+    }
+
+    /// Resolve, check and connect to the first address that passed and answers.
+    pub async fn dial(&self, host: &str, port: u16) -> Result<TcpStream, DialError> {
+        let addrs = self.resolve(host, port).await?;
+        let mut last = None;
+        for addr in addrs {
+            self.metrics.upstream_dial();
+            match tokio::time::timeout(self.connect_timeout, TcpStream::connect(addr)).await {
+                Ok(Ok(stream)) => {
+                    let _ = stream.set_nodelay(true);
+                    return Ok(stream);
+                }
+                Ok(Err(e)) => last = Some((addr, e.to_string())),
+                Err(_) => last = Some((addr, "connect timed out".into())),
+            }
+        }
+        let (addr, reason) = last.unwrap_or_else(|| (SocketAddr::from(([0, 0, 0, 0], port)), "no address".into()));
+        Err(DialError::Connect {
+            host: host.to_owned(),
+            addr,
+            reason,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("test address")
+    }
+
+    #[test]
+    fn refusal_table_classifies_every_special_range() {
+        let table: &[(&str, Result<(), Refusal>)] = &[
+            ("127.0.0.1", Err(Refusal::Loopback)),
+            ("127.255.0.9", Err(Refusal::Loopback)),
+            ("10.0.0.1", Err(Refusal::Private)),
+            ("172.16.0.1", Err(Refusal::Private)),
+            ("172.31.255.255", Err(Refusal::Private)),
+            ("192.168.1.1", Err(Refusal::Private)),
+            ("169.254.169.254", Err(Refusal::LinkLocal)),
+            ("100.64.0.1", Err(Refusal::SharedCgnat)),
+            ("100.127.255.254", Err(Refusal::SharedCgnat)),
+            ("0.0.0.0", Err(Refusal::Unspecified)),
+            ("0.1.2.3", Err(Refusal::Unspecified)),
+            ("224.0.0.1", Err(Refusal::Multicast)),
+            ("239.255.255.250", Err(Refusal::Multicast)),
+            ("255.255.255.255", Err(Refusal::Broadcast)),
+            ("240.0.0.1", Err(Refusal::Reserved)),
+            ("198.18.0.1", Err(Refusal::Reserved)),
+            ("::1", Err(Refusal::Loopback)),
+            ("::", Err(Refusal::Unspecified)),
+            ("fe80::1", Err(Refusal::LinkLocal)),
+            ("fc00::1", Err(Refusal::UniqueLocal)),
+            ("fd12:3456::1", Err(Refusal::UniqueLocal)),
+            ("ff02::1", Err(Refusal::Multicast)),
+            ("fec0::1", Err(Refusal::Reserved)),
+            ("::ffff:127.0.0.1", Err(Refusal::EmbedsRefusedIpv4)),
+            ("::ffff:10.1.2.3", Err(Refusal::EmbedsRefusedIpv4)),
+            ("::127.0.0.1", Err(Refusal::Reserved)),
+            ("::8.8.8.8", Err(Refusal::Reserved)),
+            ("2002:7f00:1::", Err(Refusal::EmbedsRefusedIpv4)),
+            ("2002:a9fe:a9fe::1", Err(Refusal::EmbedsRefusedIpv4)),
+            // Teredo, client 127.0.0.1 (inverted: 80ff:fffe).
+            ("2001:0:4136:e378:8000:63bf:80ff:fffe", Err(Refusal::EmbedsRefusedIpv4)),
+            // Teredo, server 10.0.0.1.
+            ("2001:0:a00:1::1", Err(Refusal::EmbedsRefusedIpv4)),
+            ("64:ff9b::a00:1", Err(Refusal::EmbedsRefusedIpv4)),
+            ("64:ff9b::7f00:1", Err(Refusal::EmbedsRefusedIpv4)),
+            ("64:ff9b:1::1", Err(Refusal::Reserved)),
+            ("100::1", Err(Refusal::Reserved)),
+            // Dialable.
+            ("192.0.2.10", Ok(())),
+            ("198.51.100.7", Ok(())),
+            ("203.0.113.5", Ok(())),
+            ("8.8.8.8", Ok(())),
+            ("172.32.0.1", Ok(())),
+            ("100.128.0.1", Ok(())),
+            ("2606:4700::1111", Ok(())),
+            ("2002:c000:20a::1", Ok(())),
+            ("64:ff9b::c000:20a", Ok(())),
+        ];
+        for (addr, want) in table {
+            assert_eq!(classify(ip(addr)), *want, "{addr}");
+        }
+    }
+}

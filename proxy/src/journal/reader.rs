@@ -1,0 +1,87 @@
+//! Reading committed records back for the admin API: from the in-memory tail when it reaches
+//! back far enough, otherwise from the segment files.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+use bytes::Bytes;
+
+use super::record::StoredView;
+use super::segment;
+use super::tail::Cached;
+
+/// What to read.
+#[derive(Debug, Clone, Default)]
+pub struct Query {
+    /// Only records with a larger sequence number.
+    pub since: u64,
+    /// At most this many.
+    pub limit: usize,
+    /// `Some(true)`: only refused decisions; `Some(false)`: only allowed ones.
+    pub blocked: Option<bool>,
+    /// Only records for this host (compared case-insensitively, trailing dot ignored).
+    pub host: Option<String>,
+}
+
+impl Query {
+    /// Whether a record passes the filters.
+    pub fn keeps(&self, host: Option<&str>, blocked: Option<bool>) -> bool {
+        if let Some(want) = self.blocked
+            && blocked != Some(want)
+        {
+            return false;
+        }
+        if let Some(want) = &self.host {
+            let want = want.trim_end_matches('.');
+            if !host.is_some_and(|h| h.eq_ignore_ascii_case(want)) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Whether a cached record passes the filters.
+    pub fn keeps_cached(&self, c: &Cached) -> bool {
+        self.keeps(c.host.as_deref(), c.blocked)
+    }
+}
+
+/// Read matching records with `since < seq <= committed` from the segment files.
+pub fn read_disk(dir: &Path, query: &Query, committed: u64) -> std::io::Result<Vec<(u64, Bytes)>> {
+    let segments = segment::list(dir)?;
+    let start = segments
+        .iter()
+        .rposition(|s| s.first_seq <= query.since + 1)
+        .unwrap_or(0);
+    let mut out = Vec::new();
+    for seg in &segments[start..] {
+        let file = match File::open(&seg.path) {
+            Ok(f) => f,
+            // Evicted between listing and opening: its records are gone.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        for line in BufReader::new(file).lines() {
+            let Ok(line) = line else { break };
+            // A torn or unparsable line is skipped; only whole committed records are served.
+            let Ok(view) = serde_json::from_str::<StoredView>(&line) else {
+                continue;
+            };
+            if view.seq <= query.since {
+                continue;
+            }
+            if view.seq > committed {
+                return Ok(out);
+            }
+            let blocked = view.allowed.map(|a| !a);
+            if query.keeps(view.host.as_deref(), blocked) {
+                out.push((view.seq, Bytes::from(line)));
+                if out.len() >= query.limit {
+                    return Ok(out);
+                }
+            }
+        }
+    }
+    Ok(out)
+}

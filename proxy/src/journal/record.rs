@@ -1,0 +1,155 @@
+//! What the journal holds: one record per decision, DNS sighting or (next issue) captured
+//! message, all in the same sequence.
+
+use std::net::SocketAddr;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+/// One journal line: the envelope every kind shares, then the kind's own fields.
+#[derive(Debug, Clone, Serialize)]
+pub struct Record<'a> {
+    /// Position in the journal, from 1, never reused.
+    pub seq: u64,
+    /// When the event happened, RFC 3339 UTC with milliseconds.
+    pub at: String,
+    /// The environment id.
+    pub env: &'a str,
+    /// The kind-specific fields, tagged by `kind`.
+    #[serde(flatten)]
+    pub entry: &'a Entry,
+}
+
+/// The kinds of record. New kinds (captured messages) are new variants.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Entry {
+    /// A request or connection the sidecar decided.
+    Decision(DecisionRecord),
+    /// The DNS server saw a name for the first time.
+    DnsSighting(DnsSighting),
+}
+
+impl Entry {
+    /// Whether the record counts as refused for `blocked=true`.
+    pub fn blocked(&self) -> Option<bool> {
+        match self {
+            Entry::Decision(d) => Some(!d.allowed),
+            Entry::DnsSighting(_) => None,
+        }
+    }
+}
+
+/// The canonical decision record.
+#[derive(Debug, Clone, Serialize)]
+pub struct DecisionRecord {
+    /// Which listener: `proxy`, `transparent`, `tls` (later `dns`, `inspect`).
+    pub via: &'static str,
+    /// The client's address.
+    pub client: SocketAddr,
+    /// Request method; `CONNECT` for tunnels, empty for a TLS connection.
+    pub method: String,
+    /// The host decided on (lower-case, no trailing dot), empty if none was learned.
+    pub host: String,
+    /// The destination port (from the listener or the CONNECT authority).
+    pub port: u16,
+    /// Request path with query, empty for tunnels.
+    pub path: String,
+    /// Whether the client spoke TLS to the sidecar's TLS listener.
+    pub tls: bool,
+    /// The catalogue's verdict, absent when the request was refused before deciding.
+    pub mode: Option<&'static str>,
+    /// The rule that decided (`rules[N] host`) or `default`; absent before deciding.
+    pub rule: Option<String>,
+    /// Why: `rule`, `default`, `guard:<class>`, `mode_unserved`, `upstream`, `no_sni`,
+    /// `not_tls`, `client_hello_timeout`, `not_proxy_request`, `bad_request`,
+    /// `connection_limit`.
+    pub reason: String,
+    /// Whether the request left the environment.
+    pub allowed: bool,
+    /// The HTTP status the client got (200 for an established tunnel), absent for a closed
+    /// connection.
+    pub status: Option<u16>,
+    /// Body (or tunnel) bytes sent upstream.
+    pub bytes_up: u64,
+    /// Body (or tunnel) bytes received from upstream.
+    pub bytes_down: u64,
+    /// From decision to the end of the response or tunnel.
+    pub duration_ms: u64,
+    /// The product error code of a refusal or failure.
+    pub code: Option<&'static str>,
+    /// What went wrong, in one sentence.
+    pub error: Option<String>,
+}
+
+/// A DNS name seen for the first time (written by the DNS server through the same journal).
+#[derive(Debug, Clone, Serialize)]
+pub struct DnsSighting {
+    /// Always `dns`.
+    pub via: &'static str,
+    /// The client's address.
+    pub client: SocketAddr,
+    /// The name queried.
+    pub host: String,
+    /// The query type (A, AAAA, ...).
+    pub qtype: String,
+    /// How the DNS server classified the name (inside, outside, localhost).
+    pub scope: String,
+}
+
+/// The fields the admin API filters on, read back from a stored line.
+#[derive(Debug, Deserialize)]
+pub struct StoredView {
+    /// Sequence number.
+    pub seq: u64,
+    /// Host, if the kind has one.
+    #[serde(default)]
+    pub host: Option<String>,
+    /// Allowed, for decisions.
+    #[serde(default)]
+    pub allowed: Option<bool>,
+}
+
+/// Format a time as RFC 3339 UTC with milliseconds (`2026-11-29T14:51:33.123Z`).
+pub fn rfc3339(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, day) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+// Howard Hinnant's days-to-civil algorithm.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn rfc3339_formats_known_instants() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let t = UNIX_EPOCH + Duration::from_millis(1_795_963_893_123);
+        assert_eq!(rfc3339(t), "2026-11-29T14:51:33.123Z");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
+        assert_eq!(rfc3339(leap), "2000-02-29T00:00:00.000Z");
+    }
+}

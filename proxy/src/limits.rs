@@ -1,0 +1,179 @@
+//! Limits that protect the sidecar: the connection cap and the idle watchdog. The header,
+//! ClientHello and connect timeouts live where they apply (listeners, guard).
+
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::metrics::Metrics;
+
+/// The cap on client connections open at once across the data listeners.
+#[derive(Clone)]
+pub struct ConnectionLimit {
+    permits: Arc<Semaphore>,
+    metrics: Arc<Metrics>,
+}
+
+/// One admitted connection; dropping it frees its place.
+pub struct Admitted {
+    _permit: OwnedSemaphorePermit,
+    metrics: Arc<Metrics>,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        self.metrics.connection_closed();
+    }
+}
+
+impl ConnectionLimit {
+    /// A cap of `max` connections.
+    pub fn new(max: usize, metrics: Arc<Metrics>) -> Self {
+        Self {
+            permits: Arc::new(Semaphore::new(max)),
+            metrics,
+        }
+    }
+
+    /// Admit a connection, or `None` at the cap (counted as a refusal).
+    pub fn try_admit(&self) -> Option<Admitted> {
+        match self.permits.clone().try_acquire_owned() {
+            Ok(permit) => {
+                self.metrics.connection_opened();
+                Some(Admitted {
+                    _permit: permit,
+                    metrics: self.metrics.clone(),
+                })
+            }
+            Err(_) => {
+                self.metrics.connection_limit_refusal();
+                None
+            }
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_millis() as u64
+}
+
+/// When a connection last moved a byte.
+#[derive(Debug)]
+pub struct Activity(AtomicU64);
+
+impl Activity {
+    /// Activity as of now.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self(AtomicU64::new(now_ms())))
+    }
+
+    fn touch(&self) {
+        self.0.store(now_ms(), Relaxed);
+    }
+
+    /// Resolves once nothing has moved for `timeout`.
+    pub async fn idle_for(&self, timeout: Duration) {
+        let limit = timeout.as_millis() as u64;
+        loop {
+            let idle = now_ms().saturating_sub(self.0.load(Relaxed));
+            if idle >= limit {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(limit - idle)).await;
+        }
+    }
+}
+
+/// An IO wrapper that records activity for the idle watchdog and counts bytes.
+pub struct IdleIo<T> {
+    inner: T,
+    activity: Arc<Activity>,
+    read: u64,
+    written: u64,
+}
+
+impl<T> IdleIo<T> {
+    /// Wrap `inner`, recording into `activity`.
+    pub fn new(inner: T, activity: Arc<Activity>) -> Self {
+        Self {
+            inner,
+            activity,
+            read: 0,
+            written: 0,
+        }
+    }
+
+    /// Bytes read through this wrapper.
+    pub fn read(&self) -> u64 {
+        self.read
+    }
+
+    /// Bytes written through this wrapper.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for IdleIo<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let res = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = buf.filled().len() - before;
+        if matches!(res, Poll::Ready(Ok(()))) && n > 0 {
+            self.read += n as u64;
+            self.activity.touch();
+        }
+        res
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for IdleIo<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let res = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = res {
+            self.written += n as u64;
+            self.activity.touch();
+        }
+        res
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let res = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = res {
+            self.written += n as u64;
+            self.activity.touch();
+        }
+        res
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}

@@ -1,0 +1,145 @@
+//! The data listeners. Each accepts, admits the connection under the cap, and hands it to its
+//! own module; all of them decide through [`crate::decide`].
+
+pub mod proxy;
+pub mod transparent_http;
+pub mod transparent_tls;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use af_policy::error::codes;
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::answer::Refusal;
+use crate::decide::{Ask, refuse_undecided};
+use crate::forward::http::ProxyBody;
+use crate::limits::{Activity, Admitted, IdleIo};
+use crate::metrics::Via;
+use crate::state::State;
+
+/// One admitted client connection.
+#[derive(Clone)]
+pub struct Conn {
+    /// The client's address.
+    pub peer: SocketAddr,
+    /// Its place under the connection cap, held until the last tunnel on it ends.
+    pub admitted: Arc<Admitted>,
+    /// Its traffic, for the idle watchdog.
+    pub activity: Arc<Activity>,
+}
+
+/// Accept forever on `listener`, serving each admitted connection as `via`.
+pub async fn accept_loop(listener: TcpListener, state: Arc<State>, via: Via) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::warn!(error = %e, listener = via.as_str(), "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let state = state.clone();
+        match state.limit.try_admit() {
+            Some(admitted) => {
+                let conn = Conn {
+                    peer,
+                    admitted: Arc::new(admitted),
+                    activity: Activity::new(),
+                };
+                tokio::spawn(async move {
+                    match via {
+                        Via::Proxy => proxy::serve(state, stream, conn).await,
+                        Via::Transparent => transparent_http::serve(state, stream, conn).await,
+                        Via::Tls => transparent_tls::serve(state, stream, conn).await,
+                    }
+                });
+            }
+            None => {
+                tokio::spawn(refuse_at_limit(state, stream, peer, via));
+            }
+        }
+    }
+}
+
+/// At the connection cap: journal, answer HTTP clients 503 without parsing, close.
+async fn refuse_at_limit(state: Arc<State>, mut stream: TcpStream, peer: SocketAddr, via: Via) {
+    let refusal = Refusal::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        &codes::NET_CONNECTION_LIMIT,
+        "connection_limit",
+        "The sidecar is at its connection limit and refused this connection",
+    );
+    let ask = Ask {
+        via,
+        client: peer,
+        method: "",
+        host: "",
+        port: 0,
+        path: "",
+        tunnel: via == Via::Tls,
+    };
+    refuse_undecided(&state, &ask, &refusal);
+    if via != Via::Tls {
+        let _ = tokio::time::timeout(Duration::from_secs(1), async {
+            stream.write_all(&refusal.raw_close_response()).await?;
+            stream.shutdown().await?;
+            // Drain what the client sent so closing does not reset the connection before it
+            // reads the answer.
+            let mut sink = [0u8; 4096];
+            while stream.read(&mut sink).await? > 0 {}
+            Ok::<_, std::io::Error>(())
+        })
+        .await;
+    }
+}
+
+/// Serve HTTP/1.1 on an admitted connection with the configured limits.
+pub async fn serve_http<F, Fut>(state: &Arc<State>, stream: TcpStream, conn: &Conn, handler: F)
+where
+    F: Fn(Request<Incoming>) -> Fut + Send + 'static,
+    Fut: Future<Output = Response<ProxyBody>> + Send + 'static,
+{
+    let t = state.tuning;
+    let io = TokioIo::new(IdleIo::new(stream, conn.activity.clone()));
+    let svc = service_fn(move |req| {
+        let fut = handler(req);
+        async move { Ok::<_, Infallible>(fut.await) }
+    });
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(t.header_read_timeout)
+        .max_buf_size(t.max_header_bytes.max(8192))
+        .max_header_size(t.max_header_bytes)
+        .keep_alive(true);
+    let served = builder.serve_connection(io, svc).with_upgrades();
+    tokio::select! {
+        r = served => {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, peer = %conn.peer, "client connection ended with an error");
+            }
+        }
+        () = conn.activity.idle_for(t.idle_timeout) => {
+            tracing::debug!(peer = %conn.peer, "client connection idle, closed");
+        }
+    }
+}
+
+/// A request the sidecar cannot use: journal it and answer 400.
+pub fn bad_request(state: &Arc<State>, ask: &Ask<'_>, refusal: Refusal) -> Response<ProxyBody> {
+    refuse_undecided(state, ask, &refusal);
+    refusal.response()
+}

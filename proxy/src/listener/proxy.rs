@@ -1,0 +1,159 @@
+//! The explicit proxy listener: absolute-form `http://` requests and CONNECT tunnels.
+
+use std::sync::Arc;
+
+use af_policy::error::codes;
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{Either, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+use super::{Conn, bad_request, serve_http};
+use crate::answer::Refusal;
+use crate::decide::{Ask, decide};
+use crate::forward::http::{ProxyBody, forward};
+use crate::forward::{DialOutcome, tunnel, upstream_refusal};
+use crate::metrics::Via;
+use crate::state::State;
+
+/// Serve one client connection.
+pub async fn serve(state: Arc<State>, stream: TcpStream, conn: Conn) {
+    let s = state.clone();
+    let c = conn.clone();
+    serve_http(&state, stream, &conn, move |req| handle(s.clone(), c.clone(), req)).await;
+}
+
+async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Response<ProxyBody> {
+    if req.method() == Method::CONNECT {
+        return connect(state, conn, req).await;
+    }
+    let uri = req.uri().clone();
+    let method = req.method().as_str().to_owned();
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut ask = Ask {
+        via: Via::Proxy,
+        client: conn.peer,
+        method: &method,
+        host: "",
+        port: 80,
+        path,
+        tunnel: false,
+    };
+    let (host, authority) = match (uri.scheme_str(), uri.host(), uri.authority()) {
+        (Some("http"), Some(host), Some(authority)) => (host, authority.as_str()),
+        (Some(_), Some(host), _) => {
+            ask.host = host;
+            let refusal = Refusal::new(
+                StatusCode::BAD_REQUEST,
+                &codes::NET_BAD_REQUEST,
+                "bad_request",
+                format!("{uri} is not an http:// URL; this proxy forwards plain HTTP and tunnels everything else"),
+            )
+            .with_next("Send https:// requests as CONNECT (HTTPS_PROXY does this).");
+            return bad_request(&state, &ask, refusal);
+        }
+        _ => {
+            let refusal = Refusal::new(
+                StatusCode::BAD_REQUEST,
+                &codes::NET_NOT_PROXY_REQUEST,
+                "not_proxy_request",
+                format!("{method} {path} reached the proxy port without an absolute URL"),
+            );
+            return bad_request(&state, &ask, refusal);
+        }
+    };
+    ask.host = host;
+    ask.port = uri.port_u16().unwrap_or(80);
+    let (ticket, refusal) = decide(&state, &ask);
+    if let Some(refusal) = refusal {
+        let resp = refusal.response();
+        ticket.refused(&refusal);
+        return resp;
+    }
+    let host = ticket.host().to_owned();
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a).to_owned();
+    forward(&state.client, req, &host, ask.port, Some(&authority), ticket).await
+}
+
+/// CONNECT: decide on the authority, dial through the guard, answer 200 and tunnel.
+async fn connect(state: Arc<State>, conn: Conn, mut req: Request<Incoming>) -> Response<ProxyBody> {
+    let authority = req.uri().authority().cloned();
+    let mut ask = Ask {
+        via: Via::Proxy,
+        client: conn.peer,
+        method: "CONNECT",
+        host: "",
+        port: 0,
+        path: "",
+        tunnel: true,
+    };
+    let Some((host, port)) = authority.as_ref().and_then(|a| a.port_u16().map(|p| (a.host(), p))) else {
+        let refusal = Refusal::new(
+            StatusCode::BAD_REQUEST,
+            &codes::NET_BAD_REQUEST,
+            "bad_request",
+            format!("CONNECT {} does not name a host and port", req.uri()),
+        )
+        .with_next("Send CONNECT host:port.");
+        return bad_request(&state, &ask, refusal);
+    };
+    ask.host = host;
+    ask.port = port;
+    let (ticket, refusal) = decide(&state, &ask);
+    if let Some(refusal) = refusal {
+        let resp = refusal.response();
+        ticket.refused(&refusal);
+        return resp;
+    }
+    let upstream = match state.guard.dial(ticket.host(), port).await {
+        Ok(s) => s,
+        Err(e) => {
+            return match DialOutcome::from_error(&e) {
+                DialOutcome::Refused(refusal) => {
+                    let resp = refusal.response();
+                    ticket.refused(&refusal);
+                    resp
+                }
+                DialOutcome::Failed { reason, error } => {
+                    let resp = upstream_refusal(reason, &error).response();
+                    ticket.upstream_failed(Some(502), &codes::NET_UPSTREAM, reason, error, 0, 0);
+                    resp
+                }
+            };
+        }
+    };
+    let on_upgrade = hyper::upgrade::on(&mut req);
+    let tuning = state.tuning;
+    tokio::spawn(async move {
+        let _admitted = conn.admitted.clone();
+        match on_upgrade.await {
+            Ok(upgraded) => {
+                let mut io = TokioIo::new(upgraded);
+                let end = tunnel::run(
+                    &mut io,
+                    upstream,
+                    &[],
+                    tuning.tunnel_buffer_bytes,
+                    tuning.idle_timeout,
+                    conn.activity.clone(),
+                )
+                .await;
+                match end.error {
+                    None => ticket.forwarded(Some(200), end.up, end.down),
+                    Some(error) => ticket.upstream_failed(Some(200), &codes::NET_UPSTREAM, "tunnel", error, end.up, end.down),
+                }
+            }
+            Err(e) => ticket.upstream_failed(
+                Some(200),
+                &codes::NET_BAD_REQUEST,
+                "tunnel",
+                format!("the client connection could not be taken over: {e}"),
+                0,
+                0,
+            ),
+        }
+    });
+    Response::new(Either::Left(Full::new(Bytes::new())))
+}

@@ -1,0 +1,126 @@
+//! The transparent TLS listener: read the ClientHello without answering it, decide on its SNI,
+//! then replay the bytes upstream untouched and tunnel. No SNI: close and journal why.
+
+use std::sync::Arc;
+
+use af_policy::error::codes;
+use http::StatusCode;
+use rustls::server::Acceptor;
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+
+use super::Conn;
+use crate::answer::Refusal;
+use crate::decide::{Ask, decide, refuse_undecided};
+use crate::forward::{DialOutcome, tunnel};
+use crate::metrics::Via;
+use crate::state::State;
+
+/// The most ClientHello bytes read before giving up (a hello with a large post-quantum key
+/// share fits well within this).
+const MAX_HELLO: usize = 64 * 1024;
+
+/// What the ClientHello said.
+pub enum Hello {
+    /// A ClientHello; the server name if it carried one, and every byte read so far.
+    Parsed { sni: Option<String>, bytes: Vec<u8> },
+    /// Not TLS, or a malformed hello.
+    NotTls(String),
+}
+
+/// Read from `stream` until a whole ClientHello is buffered. The bytes are kept for replay;
+/// nothing is written to the client.
+pub async fn read_client_hello(stream: &mut TcpStream) -> std::io::Result<Hello> {
+    let mut acceptor = Acceptor::default();
+    let mut bytes = Vec::with_capacity(2048);
+    let mut chunk = vec![0u8; 16 * 1024];
+    loop {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(Hello::NotTls("the client closed before sending a ClientHello".into()));
+        }
+        bytes.extend_from_slice(&chunk[..n]);
+        if bytes.len() > MAX_HELLO {
+            return Ok(Hello::NotTls("the ClientHello is larger than 64 KiB".into()));
+        }
+        let mut rest = &chunk[..n];
+        while !rest.is_empty() {
+            match acceptor.read_tls(&mut rest) {
+                Ok(0) => return Ok(Hello::NotTls("the ClientHello could not be buffered".into())),
+                Ok(_) => {}
+                Err(e) => return Ok(Hello::NotTls(format!("not a TLS ClientHello: {e}"))),
+            }
+        }
+        match acceptor.accept() {
+            Ok(Some(accepted)) => {
+                let sni = accepted.client_hello().server_name().map(str::to_owned);
+                return Ok(Hello::Parsed { sni, bytes });
+            }
+            Ok(None) => continue,
+            Err((e, _alert)) => return Ok(Hello::NotTls(format!("not a TLS ClientHello: {e}"))),
+        }
+    }
+}
+
+/// Serve one client connection.
+pub async fn serve(state: Arc<State>, mut stream: TcpStream, conn: Conn) {
+    let port = state.tuning.tls_port;
+    let mut ask = Ask {
+        via: Via::Tls,
+        client: conn.peer,
+        method: "",
+        host: "",
+        port,
+        path: "",
+        tunnel: true,
+    };
+    let hello = tokio::time::timeout(state.tuning.client_hello_timeout, read_client_hello(&mut stream)).await;
+    let refuse = |reason: &str, code, statement: String| {
+        let refusal = Refusal::new(StatusCode::BAD_REQUEST, code, reason.to_owned(), statement);
+        refuse_undecided(&state, &ask, &refusal);
+    };
+    let (sni, bytes) = match hello {
+        Err(_) => {
+            return refuse(
+                "client_hello_timeout",
+                &codes::NET_BAD_REQUEST,
+                format!("No ClientHello arrived within {} ms", state.tuning.client_hello_timeout.as_millis()),
+            );
+        }
+        Ok(Err(e)) => return refuse("not_tls", &codes::NET_BAD_REQUEST, format!("Reading the ClientHello failed: {e}")),
+        Ok(Ok(Hello::NotTls(why))) => return refuse("not_tls", &codes::NET_BAD_REQUEST, why),
+        Ok(Ok(Hello::Parsed { sni: None, .. })) => {
+            return refuse(
+                "no_sni",
+                &codes::NET_NO_SNI,
+                "A TLS connection named no server (no SNI), so it could not be decided".into(),
+            );
+        }
+        Ok(Ok(Hello::Parsed { sni: Some(sni), bytes })) => (sni, bytes),
+    };
+    ask.host = &sni;
+    let (ticket, refusal) = decide(&state, &ask);
+    if let Some(refusal) = refusal {
+        // Closing is the answer: a TLS client cannot read an HTTP 403.
+        ticket.refused(&refusal);
+        return;
+    }
+    let upstream = match state.guard.dial(ticket.host(), port).await {
+        Ok(s) => s,
+        Err(e) => {
+            match DialOutcome::from_error(&e) {
+                DialOutcome::Refused(refusal) => ticket.refused(&refusal),
+                DialOutcome::Failed { reason, error } => {
+                    ticket.upstream_failed(None, &codes::NET_UPSTREAM, reason, error, 0, 0);
+                }
+            }
+            return;
+        }
+    };
+    let t = state.tuning;
+    let end = tunnel::run(&mut stream, upstream, &bytes, t.tunnel_buffer_bytes, t.idle_timeout, conn.activity.clone()).await;
+    match end.error {
+        None => ticket.forwarded(None, end.up, end.down),
+        Some(error) => ticket.upstream_failed(None, &codes::NET_UPSTREAM, "tunnel", error, end.up, end.down),
+    }
+}

@@ -1,0 +1,220 @@
+//! Counters for `GET /metrics`, kept as plain atomics so the hot path never locks.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use af_policy::egress::Mode;
+
+/// Where a request entered the sidecar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// The explicit proxy listener (absolute-form and CONNECT).
+    Proxy,
+    /// The transparent HTTP listener.
+    Transparent,
+    /// The transparent TLS listener (decided on SNI).
+    Tls,
+}
+
+impl Via {
+    /// Every listener kind.
+    pub const ALL: [Via; 3] = [Via::Proxy, Via::Transparent, Via::Tls];
+
+    /// The name in the journal and metrics.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Via::Proxy => "proxy",
+            Via::Transparent => "transparent",
+            Via::Tls => "tls",
+        }
+    }
+}
+
+/// How a decided request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Forwarded (or tunnelled) upstream.
+    Forwarded,
+    /// Refused by the sidecar (catalogue, guard, unserved mode, limits, bad request).
+    Refused,
+    /// Allowed but the upstream could not be reached or failed.
+    UpstreamError,
+}
+
+impl Outcome {
+    const ALL: [Outcome; 3] = [Outcome::Forwarded, Outcome::Refused, Outcome::UpstreamError];
+
+    const fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Forwarded => "forwarded",
+            Outcome::Refused => "refused",
+            Outcome::UpstreamError => "upstream_error",
+        }
+    }
+}
+
+const MODES: usize = Mode::ALL.len();
+const OUTCOMES: usize = Outcome::ALL.len();
+
+fn mode_index(mode: Mode) -> usize {
+    Mode::ALL.iter().position(|m| *m == mode).unwrap_or(0)
+}
+
+/// Every counter the sidecar exposes.
+#[derive(Default)]
+pub struct Metrics {
+    requests: [[[AtomicU64; OUTCOMES]; MODES]; 3],
+    /// Requests refused before a mode was known (bad request, no SNI, limits).
+    unclassified_refusals: AtomicU64,
+    bytes_up: AtomicU64,
+    bytes_down: AtomicU64,
+    active_connections: AtomicU64,
+    connection_limit_refusals: AtomicU64,
+    guard_refusals: AtomicU64,
+    upstream_dials: AtomicU64,
+    journal_written: AtomicU64,
+    journal_queue_drops: AtomicU64,
+    journal_evicted_records: AtomicU64,
+    journal_evicted_segments: AtomicU64,
+    journal_write_errors: AtomicU64,
+}
+
+impl Metrics {
+    /// Count one decided request.
+    pub fn request(&self, via: Via, mode: Mode, outcome: Outcome) {
+        let v = Via::ALL.iter().position(|x| *x == via).unwrap_or(0);
+        let o = Outcome::ALL.iter().position(|x| *x == outcome).unwrap_or(0);
+        self.requests[v][mode_index(mode)][o].fetch_add(1, Relaxed);
+    }
+
+    /// Count a refusal that happened before the catalogue was asked.
+    pub fn unclassified_refusal(&self) {
+        self.unclassified_refusals.fetch_add(1, Relaxed);
+    }
+
+    /// Add forwarded body or tunnel bytes.
+    pub fn bytes(&self, up: u64, down: u64) {
+        self.bytes_up.fetch_add(up, Relaxed);
+        self.bytes_down.fetch_add(down, Relaxed);
+    }
+
+    /// A client connection opened.
+    pub fn connection_opened(&self) {
+        self.active_connections.fetch_add(1, Relaxed);
+    }
+
+    /// A client connection closed.
+    pub fn connection_closed(&self) {
+        self.active_connections.fetch_sub(1, Relaxed);
+    }
+
+    /// Client connections currently open.
+    pub fn active_connections(&self) -> u64 {
+        self.active_connections.load(Relaxed)
+    }
+
+    /// A connection refused at the limit.
+    pub fn connection_limit_refusal(&self) {
+        self.connection_limit_refusals.fetch_add(1, Relaxed);
+    }
+
+    /// The guard refused a destination.
+    pub fn guard_refusal(&self) {
+        self.guard_refusals.fetch_add(1, Relaxed);
+    }
+
+    /// The guard is about to connect to an address that passed.
+    pub fn upstream_dial(&self) {
+        self.upstream_dials.fetch_add(1, Relaxed);
+    }
+
+    /// Connections attempted to upstream addresses (after the guard).
+    pub fn upstream_dials(&self) -> u64 {
+        self.upstream_dials.load(Relaxed)
+    }
+
+    /// Records committed to disk.
+    pub fn journal_written(&self, n: u64) {
+        self.journal_written.fetch_add(n, Relaxed);
+    }
+
+    /// A record dropped because the writer's queue was full.
+    pub fn journal_queue_drop(&self) {
+        self.journal_queue_drops.fetch_add(1, Relaxed);
+    }
+
+    /// Records lost because a write failed.
+    pub fn journal_write_error(&self, records: u64) {
+        self.journal_write_errors.fetch_add(records, Relaxed);
+    }
+
+    /// The oldest segment was removed to keep the journal bounded.
+    pub fn journal_evicted(&self, records: u64) {
+        self.journal_evicted_segments.fetch_add(1, Relaxed);
+        self.journal_evicted_records.fetch_add(records, Relaxed);
+    }
+
+    /// Journal loss counters for the admin API.
+    pub fn journal_losses(&self) -> JournalLosses {
+        JournalLosses {
+            queue_drops: self.journal_queue_drops.load(Relaxed),
+            evicted_records: self.journal_evicted_records.load(Relaxed),
+            evicted_segments: self.journal_evicted_segments.load(Relaxed),
+            write_errors: self.journal_write_errors.load(Relaxed),
+        }
+    }
+
+    /// Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(4096);
+        out.push_str("# HELP af_proxy_requests_total Decided requests by listener, mode and outcome.\n# TYPE af_proxy_requests_total counter\n");
+        for (v, via) in Via::ALL.iter().enumerate() {
+            for (m, mode) in Mode::ALL.iter().enumerate() {
+                for (o, outcome) in Outcome::ALL.iter().enumerate() {
+                    let n = self.requests[v][m][o].load(Relaxed);
+                    if n > 0 {
+                        let _ = writeln!(
+                            out,
+                            "af_proxy_requests_total{{via=\"{}\",mode=\"{}\",outcome=\"{}\"}} {n}",
+                            via.as_str(),
+                            mode.as_str(),
+                            outcome.as_str()
+                        );
+                    }
+                }
+            }
+        }
+        let losses = self.journal_losses();
+        let simple: [(&str, &str, &str, u64); 12] = [
+            ("af_proxy_refused_undecided_total", "counter", "Connections or requests refused before the catalogue was asked.", self.unclassified_refusals.load(Relaxed)),
+            ("af_proxy_bytes_up_total", "counter", "Bytes sent upstream (request bodies and tunnel bytes).", self.bytes_up.load(Relaxed)),
+            ("af_proxy_bytes_down_total", "counter", "Bytes received from upstream (response bodies and tunnel bytes).", self.bytes_down.load(Relaxed)),
+            ("af_proxy_active_connections", "gauge", "Client connections open now.", self.active_connections.load(Relaxed)),
+            ("af_proxy_connection_limit_refusals_total", "counter", "Connections refused at limits.max_connections.", self.connection_limit_refusals.load(Relaxed)),
+            ("af_proxy_guard_refusals_total", "counter", "Destinations the address guard refused.", self.guard_refusals.load(Relaxed)),
+            ("af_proxy_upstream_dials_total", "counter", "TCP connects to upstream addresses that passed the guard.", self.upstream_dials.load(Relaxed)),
+            ("af_proxy_journal_records_total", "counter", "Journal records committed to disk.", self.journal_written.load(Relaxed)),
+            ("af_proxy_journal_queue_drops_total", "counter", "Journal records dropped because the writer queue was full.", losses.queue_drops),
+            ("af_proxy_journal_evicted_records_total", "counter", "Journal records removed with the oldest segment to keep the bound.", losses.evicted_records),
+            ("af_proxy_journal_evicted_segments_total", "counter", "Journal segments removed to keep the bound.", losses.evicted_segments),
+            ("af_proxy_journal_write_errors_total", "counter", "Journal records lost to write errors.", losses.write_errors),
+        ];
+        for (name, kind, help, value) in simple {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
+        }
+        out
+    }
+}
+
+/// Journal losses since start, reported by the admin API.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct JournalLosses {
+    /// Dropped because the writer queue was full.
+    pub queue_drops: u64,
+    /// Removed with evicted segments.
+    pub evicted_records: u64,
+    /// Segments evicted.
+    pub evicted_segments: u64,
+    /// Lost to write errors.
+    pub write_errors: u64,
+}

@@ -1,0 +1,155 @@
+//! Starting the sidecar: build the shared state, bind every listener, then serve.
+//! Nothing is bound until the configuration has been checked ([`crate::config::Config::load`]).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use af_policy::error::{Report, codes};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::admin::{self, Admin};
+use crate::config::{Limits, Settings};
+use crate::forward;
+use crate::guard::{Guard, GuardSettings};
+use crate::journal::{Journal, JournalSettings};
+use crate::limits::ConnectionLimit;
+use crate::listener;
+use crate::metrics::{Metrics, Via};
+use crate::state::{State, Tuning};
+
+/// A running sidecar: where it listens, and its tasks (aborted on drop).
+pub struct Running {
+    /// The explicit proxy listener's bound address.
+    pub proxy: Option<SocketAddr>,
+    /// The transparent HTTP listener's bound address.
+    pub transparent_http: Option<SocketAddr>,
+    /// The transparent TLS listener's bound address.
+    pub transparent_tls: Option<SocketAddr>,
+    /// The admin API's bound address.
+    pub admin: SocketAddr,
+    /// The journal, for other writers (the DNS server's sightings).
+    pub journal: Journal,
+    /// Counters.
+    pub metrics: Arc<Metrics>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    /// Wait until a listener task ends (it never does unless aborted).
+    pub async fn wait(mut self) {
+        if let Some(first) = self.tasks.pop() {
+            let _ = first.await;
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+async fn bind(name: &str, addr: Option<SocketAddr>) -> Result<Option<TcpListener>, Report> {
+    let Some(addr) = addr else { return Ok(None) };
+    TcpListener::bind(addr).await.map(Some).map_err(|e| {
+        Report::new(&codes::NET_BIND, format!("The {name} listener could not listen on {addr}: {e}."))
+            .with_next(format!("Free {addr} or set another address for {name} in the sidecar configuration."))
+    })
+}
+
+/// Start the sidecar from checked settings.
+pub async fn start(settings: Settings) -> Result<Running, Report> {
+    let config = settings.config;
+    let l = &config.limits;
+    let metrics = Arc::new(Metrics::default());
+    let env: Arc<str> = Arc::from(config.env.as_str());
+    let journal_settings = JournalSettings {
+        dir: config.journal.dir.clone(),
+        segment_bytes: config.journal.segment_bytes,
+        max_segments: config.journal.max_segments,
+        queue: config.journal.queue,
+        batch: 1024,
+        tail: 8192,
+    };
+    let (journal, _writer) = Journal::start(&journal_settings, env, metrics.clone()).map_err(|e| {
+        Report::new(&codes::NET_JOURNAL, format!("The journal directory {} cannot be used: {e}.", config.journal.dir.display()))
+    })?;
+    let guard = Guard::new(
+        settings.catalogue.clone(),
+        GuardSettings {
+            resolver: settings.resolver,
+            inside: config.inside.subnets.clone(),
+            trusted: config.guard.trusted_networks.clone(),
+            connect_timeout: Limits::ms(l.upstream_connect_timeout_ms),
+            resolve_timeout: Limits::ms(l.resolve_timeout_ms),
+        },
+        metrics.clone(),
+    )
+    .map_err(|e| Report::new(&codes::NET_CONFIG, format!("The resolver {} could not be set up: {e}.", settings.resolver)))?;
+    let guard = Arc::new(guard);
+    if !config.guard.trusted_networks.is_empty() {
+        tracing::warn!(networks = ?config.guard.trusted_networks, "guard: trusted upstream networks are set; loopback/private addresses in them will be dialled");
+    }
+    let state = Arc::new(State {
+        catalogue: settings.catalogue,
+        journal: journal.clone(),
+        metrics: metrics.clone(),
+        client: forward::http::client(guard.clone(), l.pool_max_idle_per_host),
+        guard,
+        limit: ConnectionLimit::new(l.max_connections, metrics.clone()),
+        tuning: Tuning {
+            header_read_timeout: Limits::ms(l.header_read_timeout_ms),
+            idle_timeout: Limits::ms(l.idle_timeout_ms),
+            client_hello_timeout: Limits::ms(l.client_hello_timeout_ms),
+            max_header_bytes: l.max_header_bytes,
+            tunnel_buffer_bytes: l.tunnel_buffer_bytes,
+            http_port: config.listeners.transparent_http.advertised_port,
+            tls_port: config.listeners.transparent_tls.upstream_port,
+        },
+    });
+
+    let ls = &config.listeners;
+    let admin_listener = bind("admin", Some(config.admin.listen)).await?;
+    let proxy = bind("proxy", ls.proxy.listen).await?;
+    let http = bind("transparent_http", ls.transparent_http.listen).await?;
+    let tls = bind("transparent_tls", ls.transparent_tls.listen).await?;
+    // DNS: the lead wires af-dns here once both branches are merged, e.g.
+    //   let dns = af_dns::DnsServer::bind(dns_config_from(&config.listeners.dns, &config.inside), observer).await?;
+    // where `observer` journals first sightings as `journal::Entry::DnsSighting` through
+    // `journal.record(..)`. `listeners.dns` and `inside.names` are already in the config.
+
+    let addr = |l: &Option<TcpListener>| l.as_ref().and_then(|l| l.local_addr().ok());
+    let mut running = Running {
+        proxy: addr(&proxy),
+        transparent_http: addr(&http),
+        transparent_tls: addr(&tls),
+        admin: addr(&admin_listener).unwrap_or(config.admin.listen),
+        journal: journal.clone(),
+        metrics: metrics.clone(),
+        tasks: Vec::new(),
+    };
+    for (listener, via) in [(proxy, Via::Proxy), (http, Via::Transparent), (tls, Via::Tls)] {
+        if let Some(listener) = listener {
+            running.tasks.push(tokio::spawn(listener::accept_loop(listener, state.clone(), via)));
+        }
+    }
+    if let Some(admin_listener) = admin_listener {
+        let admin = Arc::new(Admin {
+            journal,
+            metrics,
+            expected_auth: format!("Bearer {}", config.admin.token).into_bytes(),
+        });
+        running.tasks.push(tokio::spawn(admin::accept_loop(admin_listener, admin)));
+    }
+    tracing::info!(
+        proxy = ?running.proxy,
+        transparent_http = ?running.transparent_http,
+        transparent_tls = ?running.transparent_tls,
+        admin = %running.admin,
+        "af-proxy listening"
+    );
+    Ok(running)
+}

@@ -1,0 +1,48 @@
+//! What every connection task shares: built once at start, read-only afterwards.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::forward::http::HttpClient;
+use crate::guard::Guard;
+use crate::journal::Journal;
+use crate::limits::ConnectionLimit;
+use crate::metrics::Metrics;
+use af_policy::egress::Catalogue;
+
+/// The sidecar's shared state.
+pub struct State {
+    /// The compiled egress catalogue.
+    pub catalogue: Arc<Catalogue>,
+    /// The journal handle.
+    pub journal: Journal,
+    /// Counters.
+    pub metrics: Arc<Metrics>,
+    /// The address guard every dial goes through.
+    pub guard: Arc<Guard>,
+    /// The pooled upstream HTTP client (dials through the guard).
+    pub client: HttpClient,
+    /// The connection cap.
+    pub limit: ConnectionLimit,
+    /// Timeouts and sizes.
+    pub tuning: Tuning,
+}
+
+/// Timeouts and sizes, already converted from the configuration.
+#[derive(Debug, Clone, Copy)]
+pub struct Tuning {
+    /// Time to receive a request head.
+    pub header_read_timeout: Duration,
+    /// Close a connection or tunnel idle this long.
+    pub idle_timeout: Duration,
+    /// Time to receive a TLS ClientHello.
+    pub client_hello_timeout: Duration,
+    /// Largest request head.
+    pub max_header_bytes: usize,
+    /// Tunnel copy buffer per direction.
+    pub tunnel_buffer_bytes: usize,
+    /// The port transparent HTTP requests are decided and forwarded on.
+    pub http_port: u16,
+    /// The port transparent TLS connections are decided and tunnelled to.
+    pub tls_port: u16,
+}

@@ -1,0 +1,308 @@
+//! Shared test harness: a sidecar in-process (or a config file for the binary), the test
+//! resolver mapping made-up names, fake upstreams on loopback, and small clients.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use af_fixtures::test_resolver::TestResolver;
+use af_fixtures::upstream::{Replies, Reply, Upstream};
+use af_proxy::config::Config;
+use af_proxy::sidecar::{self, Running};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper::client::conn::http1::SendRequest;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The admin token every test uses.
+pub const TOKEN: &str = "test-token-0123456789abcdef";
+/// Where fake upstreams listen: a loopback address other than 127.0.0.1, so that the guard
+/// table can refuse 127.0.0.1 while the trusted network lets exactly this one through.
+pub const UPSTREAM_IP: [u8; 4] = [127, 0, 0, 2];
+/// The trusted upstream network matching [`UPSTREAM_IP`] and nothing else.
+pub const TRUSTED: &str = "127.0.0.2/32";
+
+/// A unique, self-removing temporary directory.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> Self {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let dir = std::env::temp_dir().join(format!(
+            "af-proxy-{tag}-{}-{nanos}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Start the test resolver with `names` all answering `ips`.
+pub async fn resolver(table: Vec<(&str, Vec<IpAddr>)>) -> TestResolver {
+    TestResolver::start(table).await.unwrap()
+}
+
+/// The loopback upstream address as an `IpAddr`.
+pub fn upstream_ip() -> IpAddr {
+    IpAddr::from(UPSTREAM_IP)
+}
+
+/// A plain-HTTP fake upstream on [`UPSTREAM_IP`].
+pub async fn http_upstream(replies: Replies) -> Upstream {
+    Upstream::http(SocketAddr::from((UPSTREAM_IP, 0)), replies).await.unwrap()
+}
+
+/// A plain-HTTP fake upstream answering `200 hello`.
+pub async fn hello_upstream() -> Upstream {
+    http_upstream(Replies::new(Reply::ok("hello"))).await
+}
+
+/// How to build a sidecar for a test.
+pub struct Setup {
+    /// The `egress:` section, YAML, indented by two spaces.
+    pub egress: String,
+    /// Extra top-level YAML (e.g. `limits:`).
+    pub extra: String,
+    /// The resolver.
+    pub resolver: SocketAddr,
+    /// Transparent HTTP advertised port.
+    pub http_port: u16,
+    /// Transparent TLS upstream port.
+    pub tls_port: u16,
+    /// Trusted networks.
+    pub trusted: Vec<String>,
+}
+
+impl Setup {
+    pub fn new(egress: &str, resolver: SocketAddr) -> Self {
+        Self {
+            egress: egress.to_owned(),
+            extra: String::new(),
+            resolver,
+            http_port: 80,
+            tls_port: 443,
+            trusted: vec![TRUSTED.to_owned()],
+        }
+    }
+
+    /// The YAML config with every listener on the given addresses.
+    pub fn yaml(&self, journal: &Path, listen: &Listen) -> String {
+        let trusted: Vec<String> = self.trusted.iter().map(|t| format!("\"{t}\"")).collect();
+        format!(
+            "env: test-env\nresolver: \"{resolver}\"\negress:\n{egress}\nadmin:\n  listen: \"{admin}\"\n  token: {TOKEN}\nlisteners:\n  proxy:\n    listen: \"{proxy}\"\n  transparent_http:\n    listen: \"{http}\"\n    advertised_port: {http_port}\n  transparent_tls:\n    listen: \"{tls}\"\n    upstream_port: {tls_port}\n  dns:\n    listen: null\nguard:\n  trusted_networks: [{trusted}]\njournal:\n  dir: \"{journal}\"\n{extra}\n",
+            resolver = self.resolver,
+            egress = self.egress,
+            admin = listen.admin,
+            proxy = listen.proxy,
+            http = listen.http,
+            tls = listen.tls,
+            http_port = self.http_port,
+            tls_port = self.tls_port,
+            trusted = trusted.join(", "),
+            journal = journal.display(),
+            extra = self.extra,
+        )
+    }
+}
+
+/// Listener addresses.
+pub struct Listen {
+    pub admin: SocketAddr,
+    pub proxy: SocketAddr,
+    pub http: SocketAddr,
+    pub tls: SocketAddr,
+}
+
+impl Listen {
+    /// Every listener on an ephemeral loopback port.
+    pub fn ephemeral() -> Self {
+        let any = SocketAddr::from(([127, 0, 0, 1], 0));
+        Self { admin: any, proxy: any, http: any, tls: any }
+    }
+
+    /// Four currently free loopback ports (for the binary, which cannot report its ports).
+    pub fn free() -> Self {
+        let pick = || {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap()
+        };
+        Self { admin: pick(), proxy: pick(), http: pick(), tls: pick() }
+    }
+}
+
+/// A sidecar running in this process.
+pub struct Sidecar {
+    pub running: Running,
+    pub journal_dir: TempDir,
+}
+
+impl Sidecar {
+    pub async fn start(setup: &Setup) -> Self {
+        let journal_dir = TempDir::new("journal");
+        let yaml = setup.yaml(journal_dir.path(), &Listen::ephemeral());
+        let settings = Config::parse(&yaml, false)
+            .unwrap_or_else(|e| panic!("test config does not parse: {e}\n{yaml}"))
+            .check()
+            .unwrap_or_else(|e| panic!("test config is refused: {e}"));
+        let running = sidecar::start(settings).await.unwrap();
+        Self { running, journal_dir }
+    }
+
+    pub fn proxy(&self) -> SocketAddr {
+        self.running.proxy.unwrap()
+    }
+    pub fn http(&self) -> SocketAddr {
+        self.running.transparent_http.unwrap()
+    }
+    pub fn tls(&self) -> SocketAddr {
+        self.running.transparent_tls.unwrap()
+    }
+    pub fn admin(&self) -> Admin {
+        Admin(self.running.admin)
+    }
+}
+
+/// An HTTP/1.1 client connection (keep-alive) to `addr`.
+pub async fn connect(addr: SocketAddr) -> SendRequest<Empty<Bytes>> {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.unwrap();
+    tokio::spawn(conn);
+    send
+}
+
+/// A response with its body read.
+pub struct Got {
+    pub status: u16,
+    pub headers: http::HeaderMap,
+    pub body: String,
+}
+
+impl Got {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// Send a request on `send` and read the whole answer.
+pub async fn send(send: &mut SendRequest<Empty<Bytes>>, req: Request<Empty<Bytes>>) -> Got {
+    send.ready().await.unwrap();
+    let resp: Response<hyper::body::Incoming> = send.send_request(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    Got { status, headers, body: String::from_utf8_lossy(&body).into_owned() }
+}
+
+/// GET an absolute URL through the explicit proxy on a new connection.
+pub async fn proxy_get(proxy: SocketAddr, url: &str) -> Got {
+    let mut c = connect(proxy).await;
+    let uri: http::Uri = url.parse().unwrap();
+    let host = uri.authority().unwrap().as_str().to_owned();
+    let req = Request::get(url).header("host", host).body(Empty::new()).unwrap();
+    send(&mut c, req).await
+}
+
+/// Send raw bytes and read until the server closes or `timeout`; returns what was read.
+pub async fn raw(addr: SocketAddr, bytes: &[u8], timeout: Duration) -> String {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(bytes).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(timeout, s.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Open a CONNECT tunnel; returns the response head and the stream.
+pub async fn connect_tunnel(proxy: SocketAddr, authority: &str) -> (String, TcpStream) {
+    let mut s = TcpStream::connect(proxy).await.unwrap();
+    let req = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if s.read(&mut byte).await.unwrap() == 0 {
+            break;
+        }
+        head.push(byte[0]);
+    }
+    (String::from_utf8_lossy(&head).into_owned(), s)
+}
+
+/// The admin API.
+pub struct Admin(pub SocketAddr);
+
+impl Admin {
+    /// GET `path` with `token` (None: no Authorization header).
+    pub async fn get_with(&self, path: &str, token: Option<&str>) -> Got {
+        let mut c = connect(self.0).await;
+        let mut req = Request::get(path).header("host", "admin");
+        if let Some(t) = token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        send(&mut c, req.body(Empty::new()).unwrap()).await
+    }
+
+    /// GET `path` with the right token, as JSON.
+    pub async fn json(&self, path: &str) -> Value {
+        let got = self.get_with(path, Some(TOKEN)).await;
+        assert_eq!(got.status, 200, "{path}: {}", got.body);
+        serde_json::from_str(&got.body).unwrap()
+    }
+
+    /// Records matching `query` (e.g. `blocked=true`).
+    pub async fn records(&self, query: &str) -> Vec<Value> {
+        let v = self.json(&format!("/v1/decisions?limit=1000&{query}")).await;
+        v["records"].as_array().unwrap().clone()
+    }
+
+    /// Wait until at least `n` records match `query`.
+    pub async fn wait_records(&self, query: &str, n: usize) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let recs = self.records(query).await;
+            if recs.len() >= n || Instant::now() > deadline {
+                assert!(recs.len() >= n, "wanted {n} records for {query:?}, got {recs:#?}");
+                return recs;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// A counter from `/metrics`.
+    pub async fn metric(&self, name: &str) -> u64 {
+        let got = self.get_with("/metrics", Some(TOKEN)).await;
+        got.body
+            .lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+/// Egress YAML with `rules` (each `(host, mode)`) and default block.
+pub fn egress(rules: &[(&str, &str)]) -> String {
+    let mut s = String::from("  default: block\n  allow_ipv6: true\n  rules:\n");
+    for (host, mode) in rules {
+        s.push_str(&format!("    - host: \"{host}\"\n      mode: {mode}\n"));
+    }
+    s
+}
