@@ -112,7 +112,7 @@ impl System for AfProxy {
         });
         let path = super::write_config(dir.path(), "af-proxy.json", &config.to_string())?;
         let mut cmd = Command::new(&self.binary);
-        cmd.arg("--config").arg(&path).env("RUST_LOG", "warn");
+        cmd.arg("--config").arg(&path).env("AF_PROXY_LOG", "warn");
         let (ready, endpoint) = (Ready::Tcp, Endpoint::Proxy(([127, 0, 0, 1], port).into()));
         let mut running = super::launch("af-proxy", cmd, dir, port, ready, endpoint)?;
         if self.dns {
