@@ -188,6 +188,7 @@ impl RequestHandler for Handler {
         mut response_handle: R,
     ) -> ResponseInfo {
         let reply = self.decide(request).await;
+        self.metrics.answered(reply.kind);
         let edns = response_edns(request, reply.code);
 
         let mut metadata = Metadata::response_from_request(&request.metadata);
@@ -213,8 +214,7 @@ impl RequestHandler for Handler {
             }
         };
 
-        // Counted and reported after the answer left, so neither delays it.
-        self.metrics.answered(reply.kind);
+        // Reported after the answer left, so the seen set's lock never delays it.
         if let Ok(info) = request.request_info() {
             self.sightings.record(
                 info.query.name(),
@@ -224,5 +224,184 @@ impl RequestHandler for Handler {
             );
         }
         info
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Fuzzing the query path: arbitrary bytes and arbitrary well-formed-ish messages go through
+    //! hickory's parser and this handler; the handler must never panic, must answer every parsed
+    //! query exactly once, and must never answer with anything but A/AAAA records.
+
+    use std::{
+        net::SocketAddr,
+        sync::{Arc, Mutex},
+    };
+
+    use af_fixtures::test_resolver::TestResolver;
+    use hickory_proto::{
+        op::{Message, MessageType, Query},
+        rr::RecordType,
+        serialize::binary::BinEncoder,
+    };
+    use hickory_server::{
+        net::{NetError, runtime::TokioTime, xfer::Protocol},
+        zone_handler::MessageResponse,
+    };
+    use proptest::{
+        collection::vec,
+        prelude::*,
+        test_runner::{Config, TestRunner},
+    };
+
+    use super::*;
+    use crate::sightings::IgnoreSightings;
+
+    /// Keeps every response the handler sends, encoded as it would go on the wire.
+    #[derive(Clone, Default)]
+    struct Capture(Arc<Mutex<Vec<Vec<u8>>>>);
+
+    #[async_trait::async_trait]
+    impl ResponseHandler for Capture {
+        async fn send_response<'a>(
+            &mut self,
+            response: MessageResponse<
+                '_,
+                'a,
+                impl Iterator<Item = &'a Record> + Send + 'a,
+                impl Iterator<Item = &'a Record> + Send + 'a,
+                impl Iterator<Item = &'a Record> + Send + 'a,
+                impl Iterator<Item = &'a Record> + Send + 'a,
+            >,
+        ) -> Result<ResponseInfo, NetError> {
+            let mut bytes = Vec::new();
+            let info = response.destructive_emit(&mut BinEncoder::new(&mut bytes))?;
+            self.0
+                .lock()
+                .map_err(|_| NetError::Message("poisoned"))?
+                .push(bytes);
+            Ok(info)
+        }
+    }
+
+    fn handler(upstream: SocketAddr) -> Handler {
+        let mut config = DnsConfig::new(
+            Ipv4Addr::new(198, 51, 100, 2),
+            vec!["198.51.100.0/24".parse().expect("subnet")],
+            upstream,
+        );
+        config.inside_zones = vec!["svc.cluster.local".into()];
+        config.upstream_timeout_ms = 500;
+        let checked = config.validate().expect("valid");
+        let metrics = Metrics::default();
+        let sightings = Sightings::start(Arc::new(IgnoreSightings), 1024, 1024, metrics.clone())
+            .expect("thread");
+        Handler::new(&config, &checked, sightings, metrics).expect("handler")
+    }
+
+    /// Runs one packet through hickory's parser and the handler; checks the invariants.
+    async fn check(handler: &Handler, packet: Vec<u8>) -> Result<(), TestCaseError> {
+        let client: SocketAddr = "127.0.0.1:5300".parse().expect("addr");
+        let Ok(request) = Request::from_bytes(packet, client, Protocol::Udp) else {
+            return Ok(()); // hickory answers FORMERR or nothing before the handler.
+        };
+        let capture = Capture::default();
+        handler
+            .handle_request::<_, TokioTime>(&request, capture.clone())
+            .await;
+        let sent = capture.0.lock().expect("lock").clone();
+        prop_assert_eq!(sent.len(), 1, "exactly one response");
+        let response = Message::from_vec(&sent[0]).expect("our response decodes");
+        prop_assert_eq!(response.metadata.id, request.metadata.id);
+        prop_assert_eq!(response.metadata.message_type, MessageType::Response);
+        let asked_address = request.queries.queries().len() == 1
+            && matches!(
+                request.queries.queries()[0].query_type(),
+                RecordType::A | RecordType::AAAA
+            );
+        for record in &response.answers {
+            prop_assert!(asked_address, "answers only to one A/AAAA question");
+            prop_assert!(
+                matches!(record.data, RData::A(_) | RData::AAAA(_)),
+                "only addresses ever leave: {:?}",
+                record
+            );
+        }
+        Ok(())
+    }
+
+    fn name() -> impl Strategy<Value = String> {
+        let suffix =
+            prop::sample::select(vec!["", "localhost.", "svc.cluster.local.", "example.com."]);
+        (vec("[a-zA-Z0-9_*-]{1,24}", 0..6), suffix)
+            .prop_map(|(labels, suffix)| format!("{}.{suffix}", labels.join(".")))
+    }
+
+    /// A query message with random header, 0 to 2 questions, optional EDNS, then byte flips.
+    fn message() -> impl Strategy<Value = Vec<u8>> {
+        // A and AAAA often, so questions reach the sidecar, localhost and forwarding branches.
+        let record_type = prop_oneof![Just(1u16), Just(28u16), any::<u16>()];
+        let class = prop::sample::select(vec![1u16, 1, 1, 3, 4, 254, 255]);
+        let question = (name(), record_type, class);
+        (
+            any::<u16>(),
+            prop::sample::select(vec![0u8, 0, 0, 0, 1, 2, 4, 5, 15]),
+            vec(question, 0..3),
+            prop::option::of((any::<u8>(), any::<u16>())),
+            vec((any::<usize>(), any::<u8>()), 0..3),
+        )
+            .prop_map(|(id, opcode, questions, edns, flips)| {
+                let mut message = Message::new(id, MessageType::Query, OpCode::from_u8(opcode));
+                for (name, record_type, class) in questions {
+                    if let Ok(name) = Name::from_ascii(&name) {
+                        let mut query = Query::query(name, RecordType::from(record_type));
+                        query.set_query_class(DNSClass::from(class));
+                        message.add_query(query);
+                    }
+                }
+                if let Some((version, payload)) = edns {
+                    let mut opt = Edns::new();
+                    opt.set_version(version % 3).set_max_payload(payload);
+                    message.set_edns(opt);
+                }
+                let mut bytes = message.to_vec().unwrap_or_default();
+                for (at, byte) in flips {
+                    if !bytes.is_empty() {
+                        let at = at % bytes.len();
+                        bytes[at] = byte;
+                    }
+                }
+                bytes
+            })
+    }
+
+    fn fuzz(strategy: impl Strategy<Value = Vec<u8>>, cases: u32) {
+        let runtime = tokio::runtime::Runtime::new().expect("runtime");
+        let resolver = runtime
+            .block_on(TestResolver::start([(
+                "api.svc.cluster.local",
+                vec!["198.51.100.21".parse().expect("ip")],
+            )]))
+            .expect("resolver");
+        let handler = runtime.block_on(async { handler(resolver.addr) });
+        let mut runner = TestRunner::new(Config {
+            cases,
+            ..Config::default()
+        });
+        runner
+            .run(&strategy, |packet| {
+                runtime.block_on(check(&handler, packet))
+            })
+            .expect("the handler holds its invariants");
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic_the_query_path() {
+        fuzz(vec(any::<u8>(), 0..600), 2048);
+    }
+
+    #[test]
+    fn arbitrary_messages_get_one_answer_with_addresses_only() {
+        fuzz(message(), 1024);
     }
 }

@@ -30,6 +30,9 @@ const TCP_BACKLOG: i32 = 1024;
 
 /// A running DNS server: serving starts when [`DnsServer::bind`] returns and stops when it is
 /// shut down or dropped.
+///
+/// hickory-server logs two `info` lines per query under the `hickory_server` target: the
+/// embedding program should filter that target to `warn` so logging stays off the query path.
 pub struct DnsServer {
     server: Server<Handler>,
     local_addr: SocketAddr,

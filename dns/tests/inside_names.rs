@@ -1,0 +1,150 @@
+//! Inside names go to the runtime's resolver and are kept only if every address is inside.
+
+mod common;
+
+use std::net::IpAddr;
+
+use af_dns::AnswerKind;
+use common::{SIDECAR_V4, TRANSPORTS, Transport, addresses, ask, ip, start};
+use hickory_proto::{op::ResponseCode, rr::RecordType};
+
+#[tokio::test]
+async fn inside_service_name_is_forwarded_and_its_real_address_comes_back() {
+    let env = start(|_| {}).await;
+    for transport in TRANSPORTS {
+        let answer = ask(env.addr, transport, "db.", RecordType::A).await;
+        assert_eq!(answer.response_code, ResponseCode::NoError);
+        assert_eq!(addresses(&answer), [ip("198.51.100.20")], "{transport:?}");
+
+        let answer = ask(env.addr, transport, "API.svc.cluster.local.", RecordType::A).await;
+        assert_eq!(
+            addresses(&answer),
+            [ip("198.51.100.21"), ip("198.51.100.22")],
+            "{transport:?}"
+        );
+        assert!(answer.answers.iter().all(|r| r.ttl <= 5), "TTL capped");
+    }
+    let asked = env.resolver.queries();
+    assert!(
+        asked.contains(&("db".to_owned(), RecordType::A)),
+        "{asked:?}"
+    );
+    let sightings = env.recorder.wait_for(2).await;
+    assert!(
+        sightings.iter().all(|s| s.answer == AnswerKind::Inside),
+        "{sightings:?}"
+    );
+}
+
+#[tokio::test]
+async fn configured_inside_name_with_a_dot_is_forwarded() {
+    let env = start(|config| config.inside_names = vec!["Cache.Internal".into()]).await;
+    let answer = ask(env.addr, Transport::Udp, "cache.internal.", RecordType::A).await;
+    // Not in the test resolver's table: NXDOMAIN upstream, so it is answered as outside.
+    assert_eq!(addresses(&answer), [IpAddr::V4(SIDECAR_V4)]);
+    assert_eq!(
+        env.resolver.queries(),
+        [("cache.internal".to_owned(), RecordType::A)],
+        "it was asked of the runtime resolver"
+    );
+}
+
+#[tokio::test]
+async fn inside_looking_name_with_an_outside_address_is_answered_as_outside() {
+    let env = start(|_| {}).await;
+    for transport in TRANSPORTS {
+        let answer = ask(
+            env.addr,
+            transport,
+            "leak.svc.cluster.local.",
+            RecordType::A,
+        )
+        .await;
+        assert_eq!(
+            addresses(&answer),
+            [IpAddr::V4(SIDECAR_V4)],
+            "{transport:?}"
+        );
+    }
+    let sightings = env.recorder.wait_for(1).await;
+    assert_eq!(sightings[0].answer, AnswerKind::Outside);
+    assert_eq!(sightings[0].name, "leak.svc.cluster.local");
+}
+
+#[tokio::test]
+async fn unknown_single_label_name_is_answered_as_outside() {
+    let env = start(|_| {}).await;
+    let answer = ask(env.addr, Transport::Udp, "printer.", RecordType::A).await;
+    assert_eq!(addresses(&answer), [IpAddr::V4(SIDECAR_V4)]);
+    assert_eq!(env.resolver.queries().len(), 1);
+}
+
+#[tokio::test]
+async fn inside_name_without_an_address_of_that_type_is_empty_noerror() {
+    let env = start(|config| {
+        config.allow_ipv6 = true;
+        config.sidecar_v6 = Some(common::SIDECAR_V6);
+    })
+    .await;
+    // `db` has only IPv4: its AAAA must be empty, not the sidecar (clients would prefer it).
+    let answer = ask(env.addr, Transport::Udp, "db.", RecordType::AAAA).await;
+    assert_eq!(answer.response_code, ResponseCode::NoError);
+    assert!(answer.answers.is_empty(), "{answer:?}");
+}
+
+#[tokio::test]
+async fn inside_ipv6_address_outside_the_subnets_is_answered_as_outside() {
+    let env = start(|_| {}).await;
+    // 2001:db8::20 is not in the inside subnet; IPv6 is not allowed, so AAAA is empty.
+    let answer = ask(env.addr, Transport::Udp, "v6only.", RecordType::AAAA).await;
+    assert!(answer.answers.is_empty(), "{answer:?}");
+    let sightings = env.recorder.wait_for(1).await;
+    assert_eq!(sightings[0].answer, AnswerKind::Outside);
+}
+
+#[tokio::test]
+async fn inside_names_never_forward_types_other_than_addresses() {
+    let env = start(|_| {}).await;
+    for record_type in [
+        RecordType::TXT,
+        RecordType::SRV,
+        RecordType::ANY,
+        RecordType::HTTPS,
+    ] {
+        let answer = ask(env.addr, Transport::Udp, "db.", record_type).await;
+        assert_eq!(answer.response_code, ResponseCode::NoError);
+        assert!(answer.answers.is_empty(), "{record_type}");
+    }
+    assert!(
+        env.resolver.queries().is_empty(),
+        "{:?}",
+        env.resolver.queries()
+    );
+}
+
+#[tokio::test]
+async fn silent_runtime_resolver_gives_servfail_for_inside_names_only() {
+    // A UDP socket that never answers stands in for a dead runtime resolver.
+    let silent = tokio::net::UdpSocket::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let resolver_addr = silent.local_addr().expect("addr");
+    let recorder = std::sync::Arc::new(common::Recorder::default());
+    let mut config = common::config(resolver_addr);
+    config.upstream_timeout_ms = 200;
+    let server = af_dns::DnsServer::bind(config, recorder)
+        .await
+        .expect("binds");
+
+    let answer = ask(server.local_addr(), Transport::Udp, "db.", RecordType::A).await;
+    assert_eq!(answer.response_code, ResponseCode::ServFail);
+    let answer = ask(
+        server.local_addr(),
+        Transport::Udp,
+        "example.com.",
+        RecordType::A,
+    )
+    .await;
+    assert_eq!(addresses(&answer), [IpAddr::V4(SIDECAR_V4)]);
+    assert_eq!(server.metrics().snapshot().failed, 1);
+}
