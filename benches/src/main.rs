@@ -35,6 +35,9 @@ enum Command {
     /// The local upstream (started by `all`; not for direct use).
     #[command(hide = true)]
     Upstream(upstream::Ports),
+    /// af-dns as a server (started by `all`; not for direct use).
+    #[command(hide = true)]
+    AfDns(systems::AfDnsArgs),
 }
 
 #[derive(clap::Args)]
@@ -76,6 +79,7 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::All(args) => all(args),
         Command::Upstream(ports) => serve_upstream(ports),
+        Command::AfDns(args) => systems::serve_af_dns(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

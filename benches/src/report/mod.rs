@@ -10,6 +10,8 @@ use crate::scenarios::{Measurement, Scenario, Unit};
 
 /// The system every ratio is taken against.
 pub const REFERENCE: &str = "af-proxy";
+/// The reference in a scenario where af-proxy has no figure (DNS before af-dns is wired in).
+pub const FALLBACK_REFERENCE: &str = "af-dns";
 
 /// What a row says about a system in a scenario.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -116,18 +118,21 @@ pub fn median(mut values: Vec<f64>) -> Option<f64> {
     })
 }
 
-/// Fills each measured row's ratio to af-proxy's value in the same scenario.
+/// Fills each measured row's ratio to af-proxy's value in the same scenario
+/// (af-dns's where af-proxy has none).
 pub fn fill_ratios(rows: &mut [Row]) {
-    let reference: Vec<(Scenario, f64)> = rows
+    let value_of = |name: &str, scenario: Scenario| {
+        rows.iter()
+            .find(|r| r.system == name && r.scenario == scenario)
+            .and_then(|r| r.value)
+    };
+    let bases: Vec<Option<f64>> = rows
         .iter()
-        .filter(|r| r.system == REFERENCE)
-        .filter_map(|r| Some((r.scenario, r.value?)))
+        .map(|r| {
+            value_of(REFERENCE, r.scenario).or_else(|| value_of(FALLBACK_REFERENCE, r.scenario))
+        })
         .collect();
-    for row in rows.iter_mut() {
-        let base = reference
-            .iter()
-            .find(|(s, _)| *s == row.scenario)
-            .map(|(_, v)| *v);
+    for (row, base) in rows.iter_mut().zip(bases) {
         row.ratio = match (row.value, base) {
             (Some(v), Some(b)) if b > 0.0 => Some(v / b),
             _ => None,
@@ -203,10 +208,24 @@ mod tests {
                 Scenario::HttpKeepAlive,
                 Status::Missing("x".into()),
             ),
+            Row::measured("af-dns", Scenario::Dns, &[&dns(50.0)]),
+            Row::measured("unbound", Scenario::Dns, &[&dns(100.0)]),
         ];
         fill_ratios(&mut rows);
         assert_eq!(rows[0].ratio, Some(1.0));
         assert_eq!(rows[1].ratio, Some(0.25));
         assert_eq!(rows[2].ratio, None);
+        assert_eq!(
+            rows[4].ratio,
+            Some(2.0),
+            "af-dns is the reference when af-proxy has no DNS figure"
+        );
+    }
+
+    fn dns(value: f64) -> Measurement {
+        Measurement {
+            scenario: Scenario::Dns,
+            ..m("x", value, 1.0)
+        }
     }
 }

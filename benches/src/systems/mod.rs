@@ -4,6 +4,7 @@
 //! directory and a free high port on 127.0.0.1; nothing relies on a system
 //! service or on the distribution's configuration files.
 
+mod afdns;
 mod afproxy;
 mod direct;
 mod dnsmasq;
@@ -23,6 +24,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tempfile::TempDir;
 
+pub use afdns::{ServeArgs as AfDnsArgs, serve as serve_af_dns};
 pub use afproxy::AfProxy;
 
 use crate::error::{BenchError, Result};
@@ -67,6 +69,7 @@ pub fn all(af_proxy: AfProxy) -> Vec<Box<dyn System>> {
         Box::new(tinyproxy::Tinyproxy),
         Box::new(privoxy::Privoxy),
         Box::new(mitmproxy::Mitmproxy),
+        Box::new(afdns::AfDns),
         Box::new(dnsmasq::Dnsmasq),
         Box::new(unbound::Unbound),
     ]
