@@ -15,7 +15,7 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
@@ -54,7 +54,10 @@ pub async fn accept_loop(listener: TcpListener, admin: Arc<Admin>) {
                 let admin = admin.clone();
                 async move { Ok::<_, Infallible>(route(&admin, req).await) }
             });
+            // Follow streams stay open; only the request head is timed.
             let _ = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(std::time::Duration::from_secs(10))
                 .serve_connection(TokioIo::new(stream), svc)
                 .await;
         });
@@ -67,21 +70,41 @@ async fn route(admin: &Admin, req: Request<Incoming>) -> Response<AdminBody> {
         return text(StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into());
     }
     if !authorized(admin, &req) {
-        let report = Report::new(&codes::NET_UNAUTHORIZED, "The admin API needs the environment's admin token as a Bearer token.");
+        let report = Report::new(
+            &codes::NET_UNAUTHORIZED,
+            "The admin API needs the environment's admin token as a Bearer token.",
+        );
         let mut resp = error(StatusCode::UNAUTHORIZED, &report);
         resp.headers_mut()
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return resp;
     }
     if req.method() != Method::GET {
-        let report = Report::new(&codes::NET_ADMIN_BAD_REQUEST, format!("{} {path} is not supported; the admin API is read-only.", req.method()))
-            .with_next("Use GET.");
+        let report = Report::new(
+            &codes::NET_ADMIN_BAD_REQUEST,
+            format!(
+                "{} {path} is not supported; the admin API is read-only.",
+                req.method()
+            ),
+        )
+        .with_next("Use GET.");
         return error(StatusCode::METHOD_NOT_ALLOWED, &report);
     }
     let query = req.uri().query().unwrap_or("");
     match path {
-        "/readyz" => text(StatusCode::OK, "application/json", format!("{{\"ready\":true,\"committed\":{}}}\n", admin.journal.committed())),
-        "/metrics" => text(StatusCode::OK, "text/plain; version=0.0.4", admin.metrics.render()),
+        "/readyz" => text(
+            StatusCode::OK,
+            "application/json",
+            format!(
+                "{{\"ready\":true,\"committed\":{}}}\n",
+                admin.journal.committed()
+            ),
+        ),
+        "/metrics" => text(
+            StatusCode::OK,
+            "text/plain; version=0.0.4",
+            admin.metrics.render(),
+        ),
         "/v1/decisions" => match parse_query(query, true) {
             Ok(q) => decisions(admin, q).await,
             Err(report) => error(StatusCode::BAD_REQUEST, &report),
@@ -91,8 +114,11 @@ async fn route(admin: &Admin, req: Request<Incoming>) -> Response<AdminBody> {
             Err(report) => error(StatusCode::BAD_REQUEST, &report),
         },
         _ => {
-            let report = Report::new(&codes::NET_ADMIN_BAD_REQUEST, format!("{path} is not an admin API route."))
-                .with_next("Use /healthz, /readyz, /metrics, /v1/decisions or /v1/decisions/follow.");
+            let report = Report::new(
+                &codes::NET_ADMIN_BAD_REQUEST,
+                format!("{path} is not an admin API route."),
+            )
+            .with_next("Use /healthz, /readyz, /metrics, /v1/decisions or /v1/decisions/follow.");
             error(StatusCode::NOT_FOUND, &report)
         }
     }
@@ -121,14 +147,22 @@ pub fn parse_query(query: &str, with_limit: bool) -> Result<Query, Report> {
         host: None,
     };
     let bad = |name: &str, value: &str, want: &str| {
-        Report::new(&codes::NET_ADMIN_BAD_REQUEST, format!("The query parameter {name}={value:?} is not valid: {want}."))
-            .with_next(format!("Correct {name}."))
+        Report::new(
+            &codes::NET_ADMIN_BAD_REQUEST,
+            format!("The query parameter {name}={value:?} is not valid: {want}."),
+        )
+        .with_next(format!("Correct {name}."))
     };
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (name, raw) = pair.split_once('=').unwrap_or((pair, ""));
-        let value = percent_decode(raw).ok_or_else(|| bad(name, raw, "it is not valid percent-encoded UTF-8"))?;
+        let value = percent_decode(raw)
+            .ok_or_else(|| bad(name, raw, "it is not valid percent-encoded UTF-8"))?;
         match name {
-            "since" => q.since = value.parse().map_err(|_| bad(name, &value, "expected a sequence number"))?,
+            "since" => {
+                q.since = value
+                    .parse()
+                    .map_err(|_| bad(name, &value, "expected a sequence number"))?
+            }
             "limit" if with_limit => {
                 q.limit = value
                     .parse()
@@ -145,7 +179,11 @@ pub fn parse_query(query: &str, with_limit: bool) -> Result<Query, Report> {
             }
             "host" if !value.is_empty() => q.host = Some(value),
             _ => {
-                let known = if with_limit { "since, limit, blocked, host" } else { "since, blocked, host" };
+                let known = if with_limit {
+                    "since, limit, blocked, host"
+                } else {
+                    "since, blocked, host"
+                };
                 return Err(bad(name, &value, &format!("known parameters are {known}")));
             }
         }
@@ -179,10 +217,18 @@ fn percent_decode(s: &str) -> Option<String> {
 
 async fn decisions(admin: &Admin, q: Query) -> Response<AdminBody> {
     let committed = admin.journal.committed();
+    let (since, limit) = (q.since, q.limit);
     match admin.journal.query(q).await {
         Ok(lines) => {
             let last = lines.last().map(|(seq, _)| *seq);
-            let mut body = Vec::with_capacity(lines.iter().map(|(_, l)| l.len() + 1).sum::<usize>() + 256);
+            // A full page resumes after its last record; a short one has seen everything
+            // committed, filtered or not.
+            let next_since = match last {
+                Some(seq) if lines.len() >= limit => seq,
+                _ => committed.max(since).max(last.unwrap_or(0)),
+            };
+            let mut body =
+                Vec::with_capacity(lines.iter().map(|(_, l)| l.len() + 1).sum::<usize>() + 256);
             body.extend_from_slice(b"{\"records\":[");
             for (i, (_, line)) in lines.iter().enumerate() {
                 if i > 0 {
@@ -192,17 +238,21 @@ async fn decisions(admin: &Admin, q: Query) -> Response<AdminBody> {
             }
             let losses = serde_json::to_string(&admin.metrics.journal_losses()).unwrap_or_default();
             let tail = format!(
-                "],\"next_since\":{},\"committed\":{committed},\"losses\":{losses}}}\n",
-                last.unwrap_or(committed.min(u64::MAX))
+                "],\"next_since\":{next_since},\"committed\":{committed},\"losses\":{losses}}}\n"
             );
             body.extend_from_slice(tail.as_bytes());
             let mut resp = Response::new(Full::new(Bytes::from(body)).boxed_unsync());
-            resp.headers_mut()
-                .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
             resp
         }
         Err(e) => {
-            let report = Report::new(&codes::NET_JOURNAL, format!("The journal could not be read: {e}."));
+            let report = Report::new(
+                &codes::NET_JOURNAL,
+                format!("The journal could not be read: {e}."),
+            );
             error(StatusCode::INTERNAL_SERVER_ERROR, &report)
         }
     }
@@ -224,9 +274,13 @@ fn follow(admin: &Admin, mut q: Query) -> Response<AdminBody> {
                 }
             };
             let full = lines.len() >= q.limit;
-            q.since = match (full, lines.last()) {
-                (true, Some((seq, _))) => *seq,
-                _ => committed.max(q.since),
+            // Resume after the last record sent; a short page has also seen everything up to
+            // `committed` (filtered out or not), which the query may have passed.
+            let last = lines.last().map_or(0, |(seq, _)| *seq);
+            q.since = if full {
+                last
+            } else {
+                committed.max(q.since).max(last)
             };
             for (_, line) in lines {
                 let mut chunk = Vec::with_capacity(line.len() + 1);
@@ -245,11 +299,15 @@ fn follow(admin: &Admin, mut q: Query) -> Response<AdminBody> {
         }
     });
     let frames = stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
     });
     let mut resp = Response::new(BodyExt::boxed_unsync(StreamBody::new(frames)));
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-ndjson"),
+    );
     resp.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp
@@ -283,8 +341,18 @@ mod tests {
     #[test]
     fn queries_parse_and_bad_ones_are_coded() {
         let q = parse_query("since=5&limit=10&blocked=true&host=api.x.test", true).expect("valid");
-        assert_eq!((q.since, q.limit, q.blocked, q.host.as_deref()), (5, 10, Some(true), Some("api.x.test")));
-        for bad in ["since=x", "limit=0", "limit=1001", "blocked=yes", "color=red", "host="] {
+        assert_eq!(
+            (q.since, q.limit, q.blocked, q.host.as_deref()),
+            (5, 10, Some(true), Some("api.x.test"))
+        );
+        for bad in [
+            "since=x",
+            "limit=0",
+            "limit=1001",
+            "blocked=yes",
+            "color=red",
+            "host=",
+        ] {
             let err = parse_query(bad, true).err();
             assert!(err.is_some_and(|e| e.code.code == "AF-NET-021"), "{bad}");
         }

@@ -60,7 +60,10 @@ impl Refusal {
 
     /// The text body: `CODE statement` and `  Next: ...`.
     pub fn body(&self) -> String {
-        format!("{} {}\n  Next: {}\n", self.code.code, self.statement, self.next)
+        format!(
+            "{} {}\n  Next: {}\n",
+            self.code.code, self.statement, self.next
+        )
     }
 
     /// The HTTP response.
@@ -68,7 +71,10 @@ impl Refusal {
         let mut resp = Response::new(Either::Left(Full::new(Bytes::from(self.body()))));
         *resp.status_mut() = self.status;
         let h = resp.headers_mut();
-        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         h.insert(DECISION, HeaderValue::from_static(self.decision));
         h.insert(CODE, HeaderValue::from_static(self.code.code));

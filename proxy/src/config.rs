@@ -268,12 +268,21 @@ impl Config {
     /// Read, parse and check the file: JSON when it ends in `.json`, YAML otherwise.
     pub fn load(path: &Path) -> Result<Settings, Report> {
         let text = std::fs::read_to_string(path).map_err(|e| {
-            refuse(format!("The sidecar configuration {} could not be read: {e}.", path.display()))
-                .with_next("Pass --config with the file the orchestrator wrote.")
+            refuse(format!(
+                "The sidecar configuration {} could not be read: {e}.",
+                path.display()
+            ))
+            .with_next("Pass --config with the file the orchestrator wrote.")
         })?;
-        let json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
-        let config = Self::parse(&text, json)
-            .map_err(|e| refuse(format!("The sidecar configuration {} is invalid: {e}.", path.display())))?;
+        let json = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+        let config = Self::parse(&text, json).map_err(|e| {
+            refuse(format!(
+                "The sidecar configuration {} is invalid: {e}.",
+                path.display()
+            ))
+        })?;
         config.check()
     }
 
@@ -305,11 +314,15 @@ impl Config {
                 .iter()
                 .map(|p| format!("rules[{}].{}: {}", p.rule, p.field, p.message))
                 .collect();
-            refuse(format!("egress does not compile: {}.", list.join("; ")))
-                .with_next("Fix the egress rules named; `af net policy` checks a manifest's catalogue.")
+            refuse(format!("egress does not compile: {}.", list.join("; "))).with_next(
+                "Fix the egress rules named; `af net policy` checks a manifest's catalogue.",
+            )
         })?;
         let resolver = parse_resolver(&self.resolver).ok_or_else(|| {
-            refuse(format!("resolver {:?} is not an IP address or IP:PORT.", self.resolver))
+            refuse(format!(
+                "resolver {:?} is not an IP address or IP:PORT.",
+                self.resolver
+            ))
         })?;
         if self.admin.token.len() < 16 {
             return Err(refuse("admin.token must be at least 16 characters."));
@@ -345,8 +358,14 @@ impl Config {
         let ls = &self.listeners;
         for (name, addr) in [
             ("listeners.proxy.listen", ls.proxy.listen),
-            ("listeners.transparent_http.listen", ls.transparent_http.listen),
-            ("listeners.transparent_tls.listen", ls.transparent_tls.listen),
+            (
+                "listeners.transparent_http.listen",
+                ls.transparent_http.listen,
+            ),
+            (
+                "listeners.transparent_tls.listen",
+                ls.transparent_tls.listen,
+            ),
         ] {
             if let Some(addr) = addr {
                 if addr.port() != 0
@@ -427,10 +446,23 @@ admin:
     #[test]
     fn json_is_accepted_and_unknown_keys_are_refused() {
         let json = r#"{"env":"e","resolver":"127.0.0.1","egress":{},"admin":{"token":"0123456789abcdef"}}"#;
-        let s = Config::parse(json, true).expect("parses").check().expect("checks");
+        let s = Config::parse(json, true)
+            .expect("parses")
+            .check()
+            .expect("checks");
         assert_eq!(s.resolver.port(), 53);
         let bad = r#"{"env":"e","resolver":"127.0.0.1","egress":{},"admin":{"token":"0123456789abcdef"},"extra":1}"#;
         assert!(Config::parse(bad, true).is_err());
+    }
+
+    #[test]
+    fn an_egress_catalogue_that_does_not_compile_is_refused() {
+        let text = MINIMAL.replace("mode: allow", "mode: allow\n      rate_limit: lots");
+        let err = Config::parse(&text, false).expect("parses").check().err();
+        let err = err.expect("refused");
+        assert_eq!(err.code.code, "AF-NET-001");
+        assert!(err.statement.contains("egress does not compile"), "{err}");
+        assert!(err.statement.contains("rules[0].rate_limit"), "{err}");
     }
 
     #[test]

@@ -15,8 +15,8 @@ use http::StatusCode;
 use crate::answer::Refusal;
 use crate::journal::{DecisionRecord, Entry};
 use crate::metrics::{Outcome, Via};
-use af_policy::egress::{Mode, Reason, Target};
 use crate::state::State;
+use af_policy::egress::{Mode, Reason, Target};
 
 /// What a listener saw.
 #[derive(Debug, Clone, Copy)]
@@ -49,13 +49,29 @@ pub fn normalize_host(host: &str) -> String {
 
 /// The `af net explain` command line for a request.
 pub fn explain_command(ask: &Ask<'_>, host: &str) -> String {
-    let host = if host.contains(':') { format!("[{host}]") } else { host.to_owned() };
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    };
     if ask.tunnel {
-        let port = if ask.port == 443 { String::new() } else { format!(":{}", ask.port) };
+        let port = if ask.port == 443 {
+            String::new()
+        } else {
+            format!(":{}", ask.port)
+        };
         format!("af net explain GET https://{host}{port}/")
     } else {
-        let port = if ask.port == 80 { String::new() } else { format!(":{}", ask.port) };
-        let method = if ask.method.is_empty() { "GET" } else { ask.method };
+        let port = if ask.port == 80 {
+            String::new()
+        } else {
+            format!(":{}", ask.port)
+        };
+        let method = if ask.method.is_empty() {
+            "GET"
+        } else {
+            ask.method
+        };
         format!("af net explain {method} http://{host}{port}{}", ask.path)
     }
 }
@@ -78,8 +94,8 @@ pub fn decide(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, Option<Refusal>) {
     let reason = decision.reason.as_str();
     // A plain HTTP request is decided with its method and path, so only the mode matters; a
     // tunnel decided on the host alone would need TLS opened to honour paths or methods.
-    let unserved = !matches!(decision.mode, Mode::Allow | Mode::Block)
-        || (ask.tunnel && decision.open_tls);
+    let unserved =
+        !matches!(decision.mode, Mode::Allow | Mode::Block) || (ask.tunnel && decision.open_tls);
     let refusal = if unserved {
         let why = if decision.mode.needs_interception() {
             format!("its mode is {}", decision.mode)
@@ -92,7 +108,10 @@ pub fn decide(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, Option<Refusal>) {
                 StatusCode::FORBIDDEN,
                 &codes::NET_MODE_UNSERVED,
                 "mode_unserved",
-                format!("{host}:{} was refused by {label} because {why}, which this sidecar does not serve yet", ask.port),
+                format!(
+                    "{host}:{} was refused by {label} because {why}, which this sidecar does not serve yet",
+                    ask.port
+                ),
             )
         })
     } else if decision.mode == Mode::Block {
@@ -105,7 +124,8 @@ pub fn decide(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, Option<Refusal>) {
         let by = match decision.reason {
             Reason::InvalidHost => "because its host is not a valid host name".to_owned(),
             Reason::NonCanonicalPath => {
-                "because its path has dot segments or needless escapes where a path rule applies".to_owned()
+                "because its path has dot segments or needless escapes where a path rule applies"
+                    .to_owned()
             }
             Reason::Rule | Reason::Default => format!("by {label}"),
         };
@@ -118,7 +138,9 @@ pub fn decide(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, Option<Refusal>) {
                 reason,
                 format!("{what} was refused {by}."),
             )
-            .with_next(format!("Run `{explain}` to see which rule decided, and add a rule to allow it."))
+            .with_next(format!(
+                "Run `{explain}` to see which rule decided, and add a rule to allow it."
+            ))
         })
     } else {
         None

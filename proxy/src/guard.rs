@@ -5,8 +5,8 @@
 //! dialling, which closes DNS rebinding. Only three things let a refused address through:
 //! an IP literal the catalogue names exactly (when the request itself named that literal),
 //! the environment's own inside subnets, and the configured trusted upstream networks (meant
-//! for tests; they can never open unspecified, link-local, multicast or broadcast addresses,
-//! nor IPv6 forms that embed an IPv4 address).
+//! for tests). The last two can never open unspecified, link-local (metadata), multicast or
+//! broadcast addresses, nor IPv6 forms that embed an IPv4 address: see [`admit`].
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -164,6 +164,51 @@ fn v4_from(hi: u16, lo: u16) -> Ipv4Addr {
     Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo))
 }
 
+/// A mapped address (`::ffff:a.b.c.d`) is the IPv4 address itself; it is checked and dialled
+/// as such.
+pub fn unmap(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        IpAddr::V4(_) => ip,
+    }
+}
+
+/// What may let a refused address through.
+pub struct Overrides<'a> {
+    /// The request named this IP literal and a forwarding rule names exactly it.
+    pub named_literal: bool,
+    /// The catalogue allows IPv6.
+    pub allow_ipv6: bool,
+    /// The environment's own subnets.
+    pub inside: &'a [IpNet],
+    /// Trusted upstream networks (tests).
+    pub trusted: &'a [IpNet],
+}
+
+/// The guard's whole verdict on one (unmapped) address.
+///
+/// A rule naming the literal opens anything but unspecified, multicast and broadcast. The
+/// inside subnets and the trusted networks open only loopback, private, CGNAT and unique-local
+/// addresses: never the metadata endpoint, and never an IPv6 form embedding IPv4.
+pub fn admit(ip: IpAddr, o: &Overrides<'_>) -> Result<IpAddr, Refusal> {
+    let base = classify(ip);
+    if o.named_literal
+        && !matches!(
+            base,
+            Err(Refusal::Unspecified | Refusal::Multicast | Refusal::Broadcast)
+        )
+    {
+        return Ok(ip);
+    }
+    let listed = |nets: &[IpNet]| nets.iter().any(|n| n.contains(&ip));
+    match base {
+        Err(r) if r.overridable() && (listed(o.inside) || listed(o.trusted)) => Ok(ip),
+        Err(r) => Err(r),
+        Ok(()) if ip.is_ipv6() && !o.allow_ipv6 => Err(Refusal::Ipv6NotAllowed),
+        Ok(()) => Ok(ip),
+    }
+}
+
 /// Why the guard did not produce a connection.
 #[derive(Debug, thiserror::Error)]
 pub enum DialError {
@@ -253,32 +298,16 @@ impl Guard {
     /// Check one address. `literal` is true when the request itself named this IP literal,
     /// the only case in which a rule naming the exact address overrides a refusal.
     pub fn check(&self, ip: IpAddr, literal: bool) -> Result<IpAddr, Refusal> {
-        // A mapped address is the IPv4 address itself; dial it as such.
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            IpAddr::V4(_) => ip,
-        };
-        let base = classify(ip);
-        if literal
-            && self.catalogue.names_ip(ip)
-            && !matches!(
-                base,
-                Err(Refusal::Unspecified | Refusal::Multicast | Refusal::Broadcast)
-            )
-        {
-            return Ok(ip);
-        }
-        if self.inside.iter().any(|n| n.contains(&ip)) {
-            return Ok(ip);
-        }
-        match base {
-            Err(r) if r.overridable() && self.trusted.iter().any(|n| n.contains(&ip)) => Ok(ip),
-            Err(r) => Err(r),
-            Ok(()) if ip.is_ipv6() && !self.catalogue.allow_ipv6() => {
-                Err(Refusal::Ipv6NotAllowed)
-            }
-            Ok(()) => Ok(ip),
-        }
+        let ip = unmap(ip);
+        admit(
+            ip,
+            &Overrides {
+                named_literal: literal && self.catalogue.names_ip(ip),
+                allow_ipv6: self.catalogue.allow_ipv6(),
+                inside: &self.inside,
+                trusted: &self.trusted,
+            },
+        )
     }
 
     /// Resolve `host` (a name or an IP literal) and return the addresses that passed, in the
@@ -352,7 +381,8 @@ impl Guard {
                 Err(_) => last = Some((addr, "connect timed out".into())),
             }
         }
-        let (addr, reason) = last.unwrap_or_else(|| (SocketAddr::from(([0, 0, 0, 0], port)), "no address".into()));
+        let (addr, reason) =
+            last.unwrap_or_else(|| (SocketAddr::from(([0, 0, 0, 0], port)), "no address".into()));
         Err(DialError::Connect {
             host: host.to_owned(),
             addr,
@@ -402,7 +432,10 @@ mod tests {
             ("2002:7f00:1::", Err(Refusal::EmbedsRefusedIpv4)),
             ("2002:a9fe:a9fe::1", Err(Refusal::EmbedsRefusedIpv4)),
             // Teredo, client 127.0.0.1 (inverted: 80ff:fffe).
-            ("2001:0:4136:e378:8000:63bf:80ff:fffe", Err(Refusal::EmbedsRefusedIpv4)),
+            (
+                "2001:0:4136:e378:8000:63bf:80ff:fffe",
+                Err(Refusal::EmbedsRefusedIpv4),
+            ),
             // Teredo, server 10.0.0.1.
             ("2001:0:a00:1::1", Err(Refusal::EmbedsRefusedIpv4)),
             ("64:ff9b::a00:1", Err(Refusal::EmbedsRefusedIpv4)),
@@ -423,5 +456,72 @@ mod tests {
         for (addr, want) in table {
             assert_eq!(classify(ip(addr)), *want, "{addr}");
         }
+    }
+
+    #[test]
+    fn overrides_open_only_what_they_may() {
+        let net = |s: &str| -> IpNet { s.parse().expect("test net") };
+        let trusted = [net("127.0.0.0/8"), net("10.0.0.0/8"), net("169.254.0.0/16")];
+        let inside = [net("172.30.0.0/24")];
+        let o = |named_literal, allow_ipv6| Overrides {
+            named_literal,
+            allow_ipv6,
+            inside: &inside,
+            trusted: &trusted,
+        };
+        let table: &[(&str, bool, bool, Result<(), Refusal>)] = &[
+            // Trusted networks open loopback and private...
+            ("127.0.0.2", false, false, Ok(())),
+            ("10.1.2.3", false, false, Ok(())),
+            // ...but never the metadata endpoint, even if listed.
+            ("169.254.169.254", false, false, Err(Refusal::LinkLocal)),
+            // Inside subnets open the environment's own network only.
+            ("172.30.0.9", false, false, Ok(())),
+            ("172.31.0.9", false, false, Err(Refusal::Private)),
+            ("192.168.0.1", false, false, Err(Refusal::Private)),
+            // A rule naming the literal opens it, but not unspecified/multicast/broadcast.
+            ("192.168.0.1", true, false, Ok(())),
+            ("169.254.169.254", true, false, Ok(())),
+            ("0.0.0.0", true, false, Err(Refusal::Unspecified)),
+            ("224.0.0.1", true, false, Err(Refusal::Multicast)),
+            ("255.255.255.255", true, false, Err(Refusal::Broadcast)),
+            // Embedded forms of trusted IPv4 stay refused.
+            (
+                "2002:7f00:2::",
+                false,
+                true,
+                Err(Refusal::EmbedsRefusedIpv4),
+            ),
+            (
+                "64:ff9b::7f00:2",
+                false,
+                true,
+                Err(Refusal::EmbedsRefusedIpv4),
+            ),
+            // IPv6 needs allow_ipv6.
+            (
+                "2606:4700::1111",
+                false,
+                false,
+                Err(Refusal::Ipv6NotAllowed),
+            ),
+            ("2606:4700::1111", false, true, Ok(())),
+            ("::1", false, true, Err(Refusal::Loopback)),
+        ];
+        for (addr, named, v6, want) in table {
+            let got = admit(ip(addr), &o(*named, *v6)).map(|_| ());
+            assert_eq!(got, *want, "{addr} named={named} allow_ipv6={v6}");
+        }
+        assert_eq!(unmap(ip("::ffff:127.0.0.1")), ip("127.0.0.1"));
+        let no_overrides = Overrides {
+            named_literal: false,
+            allow_ipv6: true,
+            inside: &[],
+            trusted: &[],
+        };
+        assert_eq!(
+            admit(ip("127.0.0.2"), &no_overrides),
+            Err(Refusal::Loopback)
+        );
     }
 }

@@ -17,8 +17,14 @@ use crate::metrics::Metrics;
 #[derive(Clone)]
 pub struct ConnectionLimit {
     permits: Arc<Semaphore>,
+    /// Connections being answered "at the limit" at once; beyond this they are just closed,
+    /// so a flood cannot pile up refusal tasks.
+    refusing: Arc<Semaphore>,
     metrics: Arc<Metrics>,
 }
+
+/// Most connections answered with a 503 at the same time.
+const MAX_REFUSING: usize = 256;
 
 /// One admitted connection; dropping it frees its place.
 pub struct Admitted {
@@ -37,8 +43,14 @@ impl ConnectionLimit {
     pub fn new(max: usize, metrics: Arc<Metrics>) -> Self {
         Self {
             permits: Arc::new(Semaphore::new(max)),
+            refusing: Arc::new(Semaphore::new(MAX_REFUSING)),
             metrics,
         }
+    }
+
+    /// A place to answer one refused connection, or `None` when too many are being answered.
+    pub fn try_refusing(&self) -> Option<OwnedSemaphorePermit> {
+        self.refusing.clone().try_acquire_owned().ok()
     }
 
     /// Admit a connection, or `None` at the cap (counted as a refusal).

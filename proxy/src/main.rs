@@ -34,7 +34,10 @@ fn main() -> ExitCode {
             return ExitCode::from(report.exit_status().code());
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("AF-NET-001 The sidecar could not start its runtime: {e}.");
@@ -50,10 +53,13 @@ fn main() -> ExitCode {
             }
         };
         // DNS wiring goes next to the other listeners in `sidecar::start` (see the note there).
+        let journal = running.journal.clone();
         tokio::select! {
             () = running.wait() => {}
             _ = shutdown_signal() => tracing::info!("af-proxy stopping"),
         }
+        // Let the writer commit what was already handed over before the process exits.
+        journal.drain(std::time::Duration::from_secs(2)).await;
         ExitCode::SUCCESS
     })
 }

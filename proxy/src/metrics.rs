@@ -154,6 +154,11 @@ impl Metrics {
         self.journal_evicted_records.fetch_add(records, Relaxed);
     }
 
+    /// Records the writer has finished with: committed or lost to a write error.
+    pub fn journal_settled(&self) -> u64 {
+        self.journal_written.load(Relaxed) + self.journal_write_errors.load(Relaxed)
+    }
+
     /// Journal loss counters for the admin API.
     pub fn journal_losses(&self) -> JournalLosses {
         JournalLosses {
@@ -186,21 +191,84 @@ impl Metrics {
         }
         let losses = self.journal_losses();
         let simple: [(&str, &str, &str, u64); 12] = [
-            ("af_proxy_refused_undecided_total", "counter", "Connections or requests refused before the catalogue was asked.", self.unclassified_refusals.load(Relaxed)),
-            ("af_proxy_bytes_up_total", "counter", "Bytes sent upstream (request bodies and tunnel bytes).", self.bytes_up.load(Relaxed)),
-            ("af_proxy_bytes_down_total", "counter", "Bytes received from upstream (response bodies and tunnel bytes).", self.bytes_down.load(Relaxed)),
-            ("af_proxy_active_connections", "gauge", "Client connections open now.", self.active_connections.load(Relaxed)),
-            ("af_proxy_connection_limit_refusals_total", "counter", "Connections refused at limits.max_connections.", self.connection_limit_refusals.load(Relaxed)),
-            ("af_proxy_guard_refusals_total", "counter", "Destinations the address guard refused.", self.guard_refusals.load(Relaxed)),
-            ("af_proxy_upstream_dials_total", "counter", "TCP connects to upstream addresses that passed the guard.", self.upstream_dials.load(Relaxed)),
-            ("af_proxy_journal_records_total", "counter", "Journal records committed to disk.", self.journal_written.load(Relaxed)),
-            ("af_proxy_journal_queue_drops_total", "counter", "Journal records dropped because the writer queue was full.", losses.queue_drops),
-            ("af_proxy_journal_evicted_records_total", "counter", "Journal records removed with the oldest segment to keep the bound.", losses.evicted_records),
-            ("af_proxy_journal_evicted_segments_total", "counter", "Journal segments removed to keep the bound.", losses.evicted_segments),
-            ("af_proxy_journal_write_errors_total", "counter", "Journal records lost to write errors.", losses.write_errors),
+            (
+                "af_proxy_refused_undecided_total",
+                "counter",
+                "Connections or requests refused before the catalogue was asked.",
+                self.unclassified_refusals.load(Relaxed),
+            ),
+            (
+                "af_proxy_bytes_up_total",
+                "counter",
+                "Bytes sent upstream (request bodies and tunnel bytes).",
+                self.bytes_up.load(Relaxed),
+            ),
+            (
+                "af_proxy_bytes_down_total",
+                "counter",
+                "Bytes received from upstream (response bodies and tunnel bytes).",
+                self.bytes_down.load(Relaxed),
+            ),
+            (
+                "af_proxy_active_connections",
+                "gauge",
+                "Client connections open now.",
+                self.active_connections.load(Relaxed),
+            ),
+            (
+                "af_proxy_connection_limit_refusals_total",
+                "counter",
+                "Connections refused at limits.max_connections.",
+                self.connection_limit_refusals.load(Relaxed),
+            ),
+            (
+                "af_proxy_guard_refusals_total",
+                "counter",
+                "Destinations the address guard refused.",
+                self.guard_refusals.load(Relaxed),
+            ),
+            (
+                "af_proxy_upstream_dials_total",
+                "counter",
+                "TCP connects to upstream addresses that passed the guard.",
+                self.upstream_dials.load(Relaxed),
+            ),
+            (
+                "af_proxy_journal_records_total",
+                "counter",
+                "Journal records committed to disk.",
+                self.journal_written.load(Relaxed),
+            ),
+            (
+                "af_proxy_journal_queue_drops_total",
+                "counter",
+                "Journal records dropped because the writer queue was full.",
+                losses.queue_drops,
+            ),
+            (
+                "af_proxy_journal_evicted_records_total",
+                "counter",
+                "Journal records removed with the oldest segment to keep the bound.",
+                losses.evicted_records,
+            ),
+            (
+                "af_proxy_journal_evicted_segments_total",
+                "counter",
+                "Journal segments removed to keep the bound.",
+                losses.evicted_segments,
+            ),
+            (
+                "af_proxy_journal_write_errors_total",
+                "counter",
+                "Journal records lost to write errors.",
+                losses.write_errors,
+            ),
         ];
         for (name, kind, help, value) in simple {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+            );
         }
         out
     }

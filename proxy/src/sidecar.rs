@@ -55,8 +55,13 @@ impl Drop for Running {
 async fn bind(name: &str, addr: Option<SocketAddr>) -> Result<Option<TcpListener>, Report> {
     let Some(addr) = addr else { return Ok(None) };
     TcpListener::bind(addr).await.map(Some).map_err(|e| {
-        Report::new(&codes::NET_BIND, format!("The {name} listener could not listen on {addr}: {e}."))
-            .with_next(format!("Free {addr} or set another address for {name} in the sidecar configuration."))
+        Report::new(
+            &codes::NET_BIND,
+            format!("The {name} listener could not listen on {addr}: {e}."),
+        )
+        .with_next(format!(
+            "Free {addr} or set another address for {name} in the sidecar configuration."
+        ))
     })
 }
 
@@ -74,9 +79,16 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
         batch: 1024,
         tail: 8192,
     };
-    let (journal, _writer) = Journal::start(&journal_settings, env, metrics.clone()).map_err(|e| {
-        Report::new(&codes::NET_JOURNAL, format!("The journal directory {} cannot be used: {e}.", config.journal.dir.display()))
-    })?;
+    let (journal, _writer) =
+        Journal::start(&journal_settings, env, metrics.clone()).map_err(|e| {
+            Report::new(
+                &codes::NET_JOURNAL,
+                format!(
+                    "The journal directory {} cannot be used: {e}.",
+                    config.journal.dir.display()
+                ),
+            )
+        })?;
     let guard = Guard::new(
         settings.catalogue.clone(),
         GuardSettings {
@@ -88,7 +100,15 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
         },
         metrics.clone(),
     )
-    .map_err(|e| Report::new(&codes::NET_CONFIG, format!("The resolver {} could not be set up: {e}.", settings.resolver)))?;
+    .map_err(|e| {
+        Report::new(
+            &codes::NET_CONFIG,
+            format!(
+                "The resolver {} could not be set up: {e}.",
+                settings.resolver
+            ),
+        )
+    })?;
     let guard = Arc::new(guard);
     if !config.guard.trusted_networks.is_empty() {
         tracing::warn!(networks = ?config.guard.trusted_networks, "guard: trusted upstream networks are set; loopback/private addresses in them will be dialled");
@@ -131,9 +151,17 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
         metrics: metrics.clone(),
         tasks: Vec::new(),
     };
-    for (listener, via) in [(proxy, Via::Proxy), (http, Via::Transparent), (tls, Via::Tls)] {
+    for (listener, via) in [
+        (proxy, Via::Proxy),
+        (http, Via::Transparent),
+        (tls, Via::Tls),
+    ] {
         if let Some(listener) = listener {
-            running.tasks.push(tokio::spawn(listener::accept_loop(listener, state.clone(), via)));
+            running.tasks.push(tokio::spawn(listener::accept_loop(
+                listener,
+                state.clone(),
+                via,
+            )));
         }
     }
     if let Some(admin_listener) = admin_listener {
@@ -142,7 +170,9 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
             metrics,
             expected_auth: format!("Bearer {}", config.admin.token).into_bytes(),
         });
-        running.tasks.push(tokio::spawn(admin::accept_loop(admin_listener, admin)));
+        running
+            .tasks
+            .push(tokio::spawn(admin::accept_loop(admin_listener, admin)));
     }
     tracing::info!(
         proxy = ?running.proxy,

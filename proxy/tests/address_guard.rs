@@ -26,9 +26,21 @@ const TABLE: &[(&str, &str, &str)] = &[
     ("v6linklocal.refused.test", "fe80::1", "link_local"),
     ("v6ula.refused.test", "fc00::1", "unique_local"),
     ("mapped.refused.test", "::ffff:127.0.0.1", "loopback"),
-    ("sixtofour.refused.test", "2002:7f00:1::", "embeds_refused_ipv4"),
-    ("teredo.refused.test", "2001:0:4136:e378:8000:63bf:80ff:fffe", "embeds_refused_ipv4"),
-    ("nat64.refused.test", "64:ff9b::a00:1", "embeds_refused_ipv4"),
+    (
+        "sixtofour.refused.test",
+        "2002:7f00:1::",
+        "embeds_refused_ipv4",
+    ),
+    (
+        "teredo.refused.test",
+        "2001:0:4136:e378:8000:63bf:80ff:fffe",
+        "embeds_refused_ipv4",
+    ),
+    (
+        "nat64.refused.test",
+        "64:ff9b::a00:1",
+        "embeds_refused_ipv4",
+    ),
 ];
 
 fn ip(s: &str) -> IpAddr {
@@ -36,22 +48,34 @@ fn ip(s: &str) -> IpAddr {
 }
 
 fn url_host(addr: &str) -> String {
-    if addr.contains(':') { format!("[{addr}]") } else { addr.to_owned() }
+    if addr.contains(':') {
+        format!("[{addr}]")
+    } else {
+        addr.to_owned()
+    }
 }
 
 async fn assert_allowed_control_works(sc: &Sidecar, up: &Upstream) {
     let before = sc.admin().metric("af_proxy_upstream_dials_total").await;
-    let got = proxy_get(sc.proxy(), &format!("http://api.allowed.test:{}/control", up.addr().port())).await;
+    let got = proxy_get(
+        sc.proxy(),
+        &format!("http://api.allowed.test:{}/control", up.addr().port()),
+    )
+    .await;
     assert_eq!(got.status, 200, "positive control failed: {}", got.body);
     let after = sc.admin().metric("af_proxy_upstream_dials_total").await;
     // The first control dials; later ones may reuse the pooled connection.
-    assert!(after > before || before > 0, "the positive control must have dialled");
+    assert!(
+        after > before || before > 0,
+        "the positive control must have dialled"
+    );
 }
 
 #[tokio::test]
 async fn every_refused_address_class_behind_a_name_is_refused_with_net_011_before_any_connect() {
     let up = hello_upstream().await;
-    let mut table: Vec<(&str, Vec<IpAddr>)> = TABLE.iter().map(|(n, a, _)| (*n, vec![ip(a)])).collect();
+    let mut table: Vec<(&str, Vec<IpAddr>)> =
+        TABLE.iter().map(|(n, a, _)| (*n, vec![ip(a)])).collect();
     table.push(("api.allowed.test", vec![upstream_ip()]));
     let dns = resolver(table).await;
     // Every host is allowed by the catalogue: only the guard stands in the way.
@@ -64,11 +88,22 @@ async fn every_refused_address_class_behind_a_name_is_refused_with_net_011_befor
         let got = proxy_get(sc.proxy(), &format!("http://{name}:{port}/")).await;
         assert_eq!(got.status, 403, "{name} ({addr}): {}", got.body);
         assert_eq!(got.header("x-af-code"), Some("AF-NET-011"), "{name}");
-        assert!(got.body.contains(addr.split("::").next().unwrap_or(addr)) || got.body.contains(name), "{}", got.body);
+        assert!(
+            got.body.contains(addr.split("::").next().unwrap_or(addr)) || got.body.contains(name),
+            "{}",
+            got.body
+        );
         let recs = sc.admin().wait_records(&format!("host={name}"), 1).await;
-        assert_eq!(recs[0]["reason"], format!("guard:{class}"), "{name} ({addr})");
+        assert_eq!(
+            recs[0]["reason"],
+            format!("guard:{class}"),
+            "{name} ({addr})"
+        );
         assert_eq!(recs[0]["allowed"], false);
-        assert_eq!(recs[0]["mode"], "allow", "the catalogue allowed it; the guard refused");
+        assert_eq!(
+            recs[0]["mode"], "allow",
+            "the catalogue allowed it; the guard refused"
+        );
     }
     // Same refusals through CONNECT.
     let (head, _s) = connect_tunnel(sc.proxy(), &format!("metadata.refused.test:{port}")).await;
@@ -98,7 +133,10 @@ async fn every_refused_address_class_as_an_ip_literal_is_refused_before_any_conn
         assert_eq!(recs[0]["reason"], format!("guard:{class}"), "{addr}");
     }
     let refused = sc.admin().wait_records("blocked=true", TABLE.len()).await;
-    assert!(refused.iter().all(|r| r["code"] == "AF-NET-011"), "{refused:#?}");
+    assert!(
+        refused.iter().all(|r| r["code"] == "AF-NET-011"),
+        "{refused:#?}"
+    );
     let (head, _s) = connect_tunnel(sc.proxy(), "[fe80::1]:443").await;
     assert!(head.starts_with("HTTP/1.1 403"), "{head}");
     assert_eq!(
@@ -112,21 +150,37 @@ async fn every_refused_address_class_as_an_ip_literal_is_refused_before_any_conn
 #[tokio::test]
 async fn a_rule_naming_the_exact_ip_lets_only_that_literal_through() {
     // 127.0.0.3 is not trusted: only the rule naming it opens it, and only as a literal.
-    let named = Upstream::http(SocketAddr::from(([127, 0, 0, 3], 0)), Replies::new(Reply::ok("named"))).await.unwrap();
+    let named = Upstream::http(
+        SocketAddr::from(([127, 0, 0, 3], 0)),
+        Replies::new(Reply::ok("named")),
+    )
+    .await
+    .unwrap();
     let up = hello_upstream().await;
     let dns = resolver(vec![
         ("api.allowed.test", vec![upstream_ip()]),
         ("resolves-to-named.test", vec![ip("127.0.0.3")]),
     ])
     .await;
-    let rules = [("127.0.0.3", "allow"), ("api.allowed.test", "allow"), ("resolves-to-named.test", "allow")];
+    let rules = [
+        ("127.0.0.3", "allow"),
+        ("api.allowed.test", "allow"),
+        ("resolves-to-named.test", "allow"),
+    ];
     let sc = Sidecar::start(&Setup::new(&egress(&rules), dns.addr)).await;
     let port = named.addr().port();
     let got = proxy_get(sc.proxy(), &format!("http://127.0.0.3:{port}/")).await;
     assert_eq!(got.status, 200, "{}", got.body);
     assert_eq!(got.body, "named");
-    let got = proxy_get(sc.proxy(), &format!("http://resolves-to-named.test:{port}/")).await;
-    assert_eq!(got.status, 403, "a name resolving to a named IP is still refused");
+    let got = proxy_get(
+        sc.proxy(),
+        &format!("http://resolves-to-named.test:{port}/"),
+    )
+    .await;
+    assert_eq!(
+        got.status, 403,
+        "a name resolving to a named IP is still refused"
+    );
     assert_eq!(got.header("x-af-code"), Some("AF-NET-011"));
     assert_allowed_control_works(&sc, &up).await;
 }

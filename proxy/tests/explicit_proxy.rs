@@ -17,9 +17,20 @@ const RULES: &[(&str, &str)] = &[
     ("mock.allowed.test", "mock"),
 ];
 
-async fn setup(replies: Replies) -> (af_fixtures::test_resolver::TestResolver, af_fixtures::upstream::Upstream, Sidecar) {
+async fn setup(
+    replies: Replies,
+) -> (
+    af_fixtures::test_resolver::TestResolver,
+    af_fixtures::upstream::Upstream,
+    Sidecar,
+) {
     let up = http_upstream(replies).await;
-    let names = ["api.allowed.test", "api.blocked.test", "mock.allowed.test", "other.test"];
+    let names = [
+        "api.allowed.test",
+        "api.blocked.test",
+        "mock.allowed.test",
+        "other.test",
+    ];
     let dns = resolver(names.iter().map(|n| (*n, vec![upstream_ip()])).collect()).await;
     let sidecar = Sidecar::start(&Setup::new(&egress(RULES), dns.addr)).await;
     (dns, up, sidecar)
@@ -27,7 +38,10 @@ async fn setup(replies: Replies) -> (af_fixtures::test_resolver::TestResolver, a
 
 #[tokio::test]
 async fn allowed_request_is_forwarded_with_hop_by_hop_headers_stripped_and_journaled() {
-    let (_dns, up, sc) = setup(Replies::new(Reply::ok("hello").header("x-from", "upstream"))).await;
+    let (_dns, up, sc) = setup(Replies::new(
+        Reply::ok("hello").header("x-from", "upstream"),
+    ))
+    .await;
     let port = up.addr().port();
     let url = format!("http://api.allowed.test:{port}/v1/items?q=1");
     let mut c = connect(sc.proxy()).await;
@@ -50,7 +64,10 @@ async fn allowed_request_is_forwarded_with_hop_by_hop_headers_stripped_and_journ
     let s = &seen[0];
     assert_eq!(s.method, "GET");
     assert_eq!(s.path, "/v1/items?q=1");
-    assert_eq!(s.host.as_deref(), Some(format!("api.allowed.test:{port}").as_str()));
+    assert_eq!(
+        s.host.as_deref(),
+        Some(format!("api.allowed.test:{port}").as_str())
+    );
     assert_eq!(s.header("x-keep"), Some("yes"));
     assert_eq!(s.header("via"), Some("1.1 af-proxy"));
     for gone in ["proxy-authorization", "proxy-connection", "x-drop-me"] {
@@ -84,14 +101,26 @@ async fn blocked_request_gets_403_naming_the_rule_and_is_journaled() {
     assert_eq!(got.header("x-af-rule"), Some("rules[1] api.blocked.test"));
     assert_eq!(got.header("x-af-code"), Some("AF-NET-010"));
     assert!(got.body.starts_with("AF-NET-010 "), "{}", got.body);
-    assert!(got.body.contains("rules[1] api.blocked.test"), "{}", got.body);
-    assert!(got.body.contains("af net explain GET http://api.blocked.test/secret"), "{}", got.body);
+    assert!(
+        got.body.contains("rules[1] api.blocked.test"),
+        "{}",
+        got.body
+    );
+    assert!(
+        got.body
+            .contains("af net explain GET http://api.blocked.test/secret"),
+        "{}",
+        got.body
+    );
 
     // No rule: the default decides, and says so.
     let got = proxy_get(sc.proxy(), "http://other.test/").await;
     assert_eq!(got.status, 403);
     assert_eq!(got.header("x-af-rule"), Some("default"));
-    assert!(up.seen().is_empty(), "a blocked request reached the upstream");
+    assert!(
+        up.seen().is_empty(),
+        "a blocked request reached the upstream"
+    );
 
     let recs = sc.admin().wait_records("blocked=true", 2).await;
     assert_eq!(recs[0]["host"], "api.blocked.test");
@@ -106,7 +135,8 @@ async fn blocked_request_gets_403_naming_the_rule_and_is_journaled() {
 
 #[tokio::test]
 async fn redirects_are_passed_back_not_followed() {
-    let replies = Replies::new(Reply::ok("final")).route("/old", Reply::redirect("http://api.blocked.test/new"));
+    let replies = Replies::new(Reply::ok("final"))
+        .route("/old", Reply::redirect("http://api.blocked.test/new"));
     let (_dns, up, sc) = setup(replies).await;
     let url = format!("http://api.allowed.test:{}/old", up.addr().port());
     let got = proxy_get(sc.proxy(), &url).await;
@@ -119,7 +149,10 @@ async fn redirects_are_passed_back_not_followed() {
 async fn origin_form_request_on_the_proxy_port_gets_400_saying_this_is_a_proxy() {
     let (_dns, _up, sc) = setup(Replies::new(Reply::ok("x"))).await;
     let mut c = connect(sc.proxy()).await;
-    let req = Request::get("/index.html").header("host", "api.allowed.test").body(Empty::new()).unwrap();
+    let req = Request::get("/index.html")
+        .header("host", "api.allowed.test")
+        .body(Empty::new())
+        .unwrap();
     let got = send(&mut c, req).await;
     assert_eq!(got.status, 400);
     assert_eq!(got.header("x-af-code"), Some("AF-NET-016"));
@@ -137,10 +170,16 @@ async fn a_mode_that_needs_interception_is_refused_clearly_not_allowed() {
     assert_eq!(got.header("x-af-code"), Some("AF-NET-012"));
     let (head, _s) = connect_tunnel(sc.proxy(), "mock.allowed.test:443").await;
     assert!(head.starts_with("HTTP/1.1 403"), "{head}");
-    assert!(head.to_ascii_lowercase().contains("x-af-code: af-net-012"), "{head}");
+    assert!(
+        head.to_ascii_lowercase().contains("x-af-code: af-net-012"),
+        "{head}"
+    );
     assert!(up.seen().is_empty());
     let recs = sc.admin().wait_records("host=mock.allowed.test", 2).await;
-    assert!(recs.iter().all(|r| r["reason"] == "mode_unserved" && r["mode"] == "mock"));
+    assert!(
+        recs.iter()
+            .all(|r| r["reason"] == "mode_unserved" && r["mode"] == "mock")
+    );
 }
 
 #[tokio::test]
@@ -149,11 +188,16 @@ async fn connect_to_an_allowed_host_tunnels_bytes_and_is_journaled() {
     let authority = format!("api.allowed.test:{}", up.addr().port());
     let (head, mut s) = connect_tunnel(sc.proxy(), &authority).await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    s.write_all(format!("GET /t HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
+    s.write_all(
+        format!("GET /t HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
     let mut out = String::new();
-    tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut out)).await.unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
     assert!(out.ends_with("through the tunnel"), "{out}");
     drop(s);
@@ -174,9 +218,110 @@ async fn connect_to_a_blocked_host_gets_the_same_403() {
     assert!(head.starts_with("HTTP/1.1 403"), "{head}");
     let lower = head.to_ascii_lowercase();
     assert!(lower.contains("x-af-decision: block"), "{head}");
-    assert!(lower.contains("x-af-rule: rules[1] api.blocked.test"), "{head}");
+    assert!(
+        lower.contains("x-af-rule: rules[1] api.blocked.test"),
+        "{head}"
+    );
     let recs = sc.admin().wait_records("blocked=true", 1).await;
     assert_eq!(recs[0]["method"], "CONNECT");
     assert_eq!(recs[0]["port"], 443);
     assert_eq!(recs[0]["code"], "AF-NET-010");
+}
+
+#[tokio::test]
+async fn a_request_that_already_passed_through_the_sidecar_is_refused_as_a_loop() {
+    let (_dns, up, sc) = setup(Replies::new(Reply::ok("x"))).await;
+    let url = format!("http://api.allowed.test:{}/", up.addr().port());
+    let mut c = connect(sc.proxy()).await;
+    let req = Request::get(&url)
+        .header("host", "api.allowed.test")
+        .header("via", "1.1 af-proxy")
+        .body(Empty::new())
+        .unwrap();
+    let got = send(&mut c, req).await;
+    assert_eq!(got.status, 508);
+    assert!(up.seen().is_empty());
+    // Positive control on the same sidecar.
+    assert_eq!(proxy_get(sc.proxy(), &url).await.status, 200);
+}
+
+#[tokio::test]
+async fn an_allowed_upstream_that_is_down_or_unknown_gets_502_net_013_and_is_journaled() {
+    let (_dns, up, sc) = setup(Replies::new(Reply::ok("x"))).await;
+    // Nothing listens on this port of the upstream address.
+    let closed = std::net::TcpListener::bind((std::net::IpAddr::from(UPSTREAM_IP), 0)).unwrap();
+    let dead_port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let got = proxy_get(sc.proxy(), &format!("http://api.allowed.test:{dead_port}/")).await;
+    assert_eq!(got.status, 502, "{}", got.body);
+    assert_eq!(got.header("x-af-code"), Some("AF-NET-013"));
+    assert_eq!(got.header("x-af-decision"), Some("allow"));
+    let recs = sc.admin().wait_records("host=api.allowed.test", 1).await;
+    assert_eq!(recs[0]["reason"], "connect");
+    assert_eq!(recs[0]["allowed"], true);
+    assert_eq!(recs[0]["code"], "AF-NET-013");
+    // Positive control.
+    let got = proxy_get(
+        sc.proxy(),
+        &format!("http://api.allowed.test:{}/", up.addr().port()),
+    )
+    .await;
+    assert_eq!(got.status, 200);
+}
+
+#[tokio::test]
+async fn an_allowed_name_that_does_not_resolve_gets_502_with_the_reason() {
+    let dns = resolver(vec![]).await;
+    let sc = Sidecar::start(&Setup::new(
+        &egress(&[("nowhere.allowed.test", "allow")]),
+        dns.addr,
+    ))
+    .await;
+    let got = proxy_get(sc.proxy(), "http://nowhere.allowed.test/").await;
+    assert_eq!(got.status, 502, "{}", got.body);
+    assert_eq!(got.header("x-af-code"), Some("AF-NET-013"));
+    let recs = sc
+        .admin()
+        .wait_records("host=nowhere.allowed.test", 1)
+        .await;
+    assert_eq!(recs[0]["reason"], "resolve");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_concurrent_keep_alive_clients_are_each_forwarded_and_journaled_once() {
+    let (_dns, up, sc) = setup(Replies::new(Reply::ok("hello"))).await;
+    let url = format!("http://api.allowed.test:{}/n", up.addr().port());
+    let proxy = sc.proxy();
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let url = url.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut c = connect(proxy).await;
+            let mut ok = 0;
+            for _ in 0..25 {
+                let req = Request::get(&url)
+                    .header("host", "api.allowed.test")
+                    .body(Empty::new())
+                    .unwrap();
+                if send(&mut c, req).await.status == 200 {
+                    ok += 1;
+                }
+            }
+            ok
+        }));
+    }
+    let mut ok = 0;
+    for t in tasks {
+        ok += t.await.unwrap();
+    }
+    assert_eq!(ok, 500);
+    assert_eq!(up.seen().len(), 500);
+    let recs = sc.admin().wait_records("host=api.allowed.test", 500).await;
+    assert_eq!(recs.len(), 500);
+    assert_eq!(
+        sc.admin()
+            .metric("af_proxy_journal_queue_drops_total")
+            .await,
+        0
+    );
 }

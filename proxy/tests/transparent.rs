@@ -19,7 +19,10 @@ use tokio_rustls::TlsConnector;
 const RULES: &[(&str, &str)] = &[("api.allowed.test", "allow"), ("api.blocked.test", "block")];
 
 fn names() -> Vec<(&'static str, Vec<std::net::IpAddr>)> {
-    ["api.allowed.test", "api.blocked.test"].iter().map(|n| (*n, vec![upstream_ip()])).collect()
+    ["api.allowed.test", "api.blocked.test"]
+        .iter()
+        .map(|n| (*n, vec![upstream_ip()]))
+        .collect()
 }
 
 #[tokio::test]
@@ -31,7 +34,10 @@ async fn transparent_http_decides_on_host_and_forwards_to_the_listener_port_not_
     let sc = Sidecar::start(&setup).await;
     let mut c = connect(sc.http()).await;
     // The Host header names port 1; the listener's advertised port wins.
-    let req = Request::get("/path?x=1").header("host", "API.Allowed.test.:1").body(Empty::new()).unwrap();
+    let req = Request::get("/path?x=1")
+        .header("host", "API.Allowed.test.:1")
+        .body(Empty::new())
+        .unwrap();
     let got = send(&mut c, req).await;
     assert_eq!(got.status, 200, "{}", got.body);
     assert_eq!(got.body, "hello");
@@ -51,12 +57,24 @@ async fn a_keep_alive_connection_switching_host_is_decided_per_request() {
     let sc = Sidecar::start(&setup).await;
     let mut c = connect(sc.http()).await;
     let mut statuses = Vec::new();
-    for host in ["api.allowed.test", "api.blocked.test", "api.allowed.test", "api.blocked.test"] {
-        let req = Request::get("/").header("host", host).body(Empty::new()).unwrap();
+    for host in [
+        "api.allowed.test",
+        "api.blocked.test",
+        "api.allowed.test",
+        "api.blocked.test",
+    ] {
+        let req = Request::get("/")
+            .header("host", host)
+            .body(Empty::new())
+            .unwrap();
         statuses.push(send(&mut c, req).await.status);
     }
     assert_eq!(statuses, [200, 403, 200, 403]);
-    assert_eq!(up.seen().len(), 2, "only the allowed requests reached the upstream");
+    assert_eq!(
+        up.seen().len(),
+        2,
+        "only the allowed requests reached the upstream"
+    );
     let recs = sc.admin().wait_records("", 4).await;
     let hosts: Vec<(&str, bool)> = recs
         .iter()
@@ -72,7 +90,8 @@ async fn a_keep_alive_connection_switching_host_is_decided_per_request() {
         ]
     );
     // All four came over one client connection.
-    let clients: std::collections::HashSet<&str> = recs.iter().map(|r| r["client"].as_str().unwrap()).collect();
+    let clients: std::collections::HashSet<&str> =
+        recs.iter().map(|r| r["client"].as_str().unwrap()).collect();
     assert_eq!(clients.len(), 1);
 }
 
@@ -96,11 +115,13 @@ fn tls_connector(cert: Option<CertificateDer<'static>>) -> TlsConnector {
     if let Some(cert) = cert {
         roots.add(cert).unwrap();
     }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
     TlsConnector::from(Arc::new(config))
 }
 
@@ -110,12 +131,17 @@ async fn transparent_tls_tunnels_an_allowed_sni_untouched_to_the_upstream() {
     let tcp = TcpStream::connect(sc.tls()).await.unwrap();
     let name = ServerName::try_from("api.allowed.test").unwrap();
     // The handshake completes against the upstream's own certificate: the bytes were untouched.
-    let mut tls = tls_connector(up.certificate()).connect(name, tcp).await.unwrap();
+    let mut tls = tls_connector(up.certificate())
+        .connect(name, tcp)
+        .await
+        .unwrap();
     tls.write_all(b"GET /over-tls HTTP/1.1\r\nHost: api.allowed.test\r\nConnection: close\r\n\r\n")
         .await
         .unwrap();
     let mut out = String::new();
-    let _ = tokio::time::timeout(Duration::from_secs(5), tls.read_to_string(&mut out)).await.unwrap();
+    let _ = tokio::time::timeout(Duration::from_secs(5), tls.read_to_string(&mut out))
+        .await
+        .unwrap();
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
     assert!(out.ends_with("secret hello"), "{out}");
     assert_eq!(up.seen()[0].path, "/over-tls");
@@ -144,7 +170,12 @@ async fn transparent_tls_to_a_blocked_sni_is_closed_and_journaled() {
     // Positive control through the same listener.
     let tcp = TcpStream::connect(sc.tls()).await.unwrap();
     let name = ServerName::try_from("api.allowed.test").unwrap();
-    assert!(tls_connector(up.certificate()).connect(name, tcp).await.is_ok());
+    assert!(
+        tls_connector(up.certificate())
+            .connect(name, tcp)
+            .await
+            .is_ok()
+    );
 }
 
 #[tokio::test]
@@ -164,7 +195,12 @@ async fn tls_without_sni_is_refused_and_journaled_with_net_015() {
 #[tokio::test]
 async fn a_tls_listener_connection_that_is_not_tls_is_closed_and_journaled() {
     let (_dns, _up, sc) = tls_setup().await;
-    let out = raw(sc.tls(), b"GET / HTTP/1.1\r\nHost: api.allowed.test\r\n\r\n", Duration::from_secs(5)).await;
+    let out = raw(
+        sc.tls(),
+        b"GET / HTTP/1.1\r\nHost: api.allowed.test\r\n\r\n",
+        Duration::from_secs(5),
+    )
+    .await;
     assert!(out.is_empty(), "{out}");
     let recs = sc.admin().wait_records("blocked=true", 1).await;
     assert_eq!(recs[0]["reason"], "not_tls");

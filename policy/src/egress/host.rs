@@ -27,6 +27,7 @@ pub enum HostError {
 /// ASCII input with upper case is lower-cased into a stack buffer, so the proxy's hot path (HTTP
 /// `Host` and TLS SNI are ASCII on the wire) never allocates; only a Unicode host goes through
 /// IDNA.
+#[allow(clippy::large_enum_variant)] // The buffer lives on the stack on purpose: no allocation.
 pub(crate) enum CanonicalHost<'a> {
     /// The input was already canonical.
     Borrowed(&'a str),

@@ -21,8 +21,14 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::connector::GuardedConnector;
 use super::{DialOutcome, upstream_refusal};
+use crate::answer::Refusal;
 use crate::decide::Ticket;
 use crate::guard::{DialError, Guard};
+
+/// The `Via` the sidecar adds to forwarded requests.
+const VIA: &str = "1.1 af-proxy";
+/// How the sidecar recognises its own `Via`.
+const VIA_TOKEN: &str = "af-proxy";
 
 /// The body of every answer the data listeners give.
 pub type ProxyBody = Either<Full<Bytes>, JournaledBody>;
@@ -58,7 +64,10 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     let mut named: Vec<HeaderName> = Vec::new();
     for value in headers.get_all(header::CONNECTION) {
         if let Ok(v) = value.to_str() {
-            named.extend(v.split(',').filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok()));
+            named.extend(
+                v.split(',')
+                    .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok()),
+            );
         }
     }
     for name in named {
@@ -90,12 +99,38 @@ pub async fn forward(
     ticket: Ticket,
 ) -> Response<ProxyBody> {
     let (mut parts, body) = req.into_parts();
+    // Our own Via on an incoming request means it came back to us (e.g. an inside address of
+    // the sidecar): refuse rather than loop until the connection cap.
+    let looped = parts
+        .headers
+        .get_all(header::VIA)
+        .iter()
+        .any(|v| v.to_str().is_ok_and(|v| v.contains(VIA_TOKEN)));
+    if looped {
+        let refusal = Refusal::new(
+            http::StatusCode::LOOP_DETECTED,
+            &codes::NET_BAD_REQUEST,
+            "loop",
+            format!("The request to {host}:{port} already passed through this sidecar (a forwarding loop)"),
+        )
+        .with_next("Send requests to the destination, not to the sidecar's own address.");
+        let resp = refusal.response();
+        ticket.refused(&refusal);
+        return resp;
+    }
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let bracketed = if host.contains(':') { format!("[{host}]") } else { host.to_owned() };
+    let bracketed = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    };
     let uri = match Uri::try_from(format!("http://{bracketed}:{port}{path}")) {
         Ok(uri) => uri,
         Err(e) => {
-            let refusal = upstream_refusal("bad_request", &format!("the upstream URL could not be built: {e}"));
+            let refusal = upstream_refusal(
+                "bad_request",
+                &format!("the upstream URL could not be built: {e}"),
+            );
             let resp = refusal.response();
             ticket.refused(&refusal);
             return resp;
@@ -109,9 +144,17 @@ pub async fn forward(
     {
         parts.headers.insert(header::HOST, v);
     }
-    parts.headers.append(header::VIA, HeaderValue::from_static("1.1 af-proxy"));
+    parts
+        .headers
+        .append(header::VIA, HeaderValue::from_static(VIA));
     let up = Arc::new(AtomicU64::new(0));
-    let req = Request::from_parts(parts, CountingBody { inner: body, count: up.clone() });
+    let req = Request::from_parts(
+        parts,
+        CountingBody {
+            inner: body,
+            count: up.clone(),
+        },
+    );
     match client.request(req).await {
         Ok(resp) => {
             let (mut parts, body) = resp.into_parts();
@@ -147,7 +190,14 @@ pub async fn forward(
                     let refusal = upstream_refusal("upstream", &error);
                     let resp = refusal.response();
                     let sent = up.load(Relaxed);
-                    ticket.upstream_failed(Some(502), &codes::NET_UPSTREAM, "upstream", error, sent, 0);
+                    ticket.upstream_failed(
+                        Some(502),
+                        &codes::NET_UPSTREAM,
+                        "upstream",
+                        error,
+                        sent,
+                        0,
+                    );
                     resp
                 }
             }
@@ -219,15 +269,15 @@ pub struct JournaledBody {
 }
 
 impl JournaledBody {
-    fn close(&mut self, error: Option<String>) {
+    fn close(&mut self, error: Option<(&'static str, String)>) {
         if let Some(ticket) = self.ticket.take() {
             let up = self.up.load(Relaxed);
             match error {
                 None => ticket.forwarded(Some(self.status), up, self.down),
-                Some(error) => ticket.upstream_failed(
+                Some((reason, error)) => ticket.upstream_failed(
                     Some(self.status),
                     &codes::NET_UPSTREAM,
-                    "upstream",
+                    reason,
                     error,
                     up,
                     self.down,
@@ -258,7 +308,7 @@ impl Body for JournaledBody {
             Poll::Ready(None) => self.close(None),
             Poll::Ready(Some(Err(e))) => {
                 let msg = format!("the upstream response body failed: {e}");
-                self.close(Some(msg));
+                self.close(Some(("upstream", msg)));
             }
             Poll::Pending => {}
         }
@@ -276,8 +326,12 @@ impl Body for JournaledBody {
 
 impl Drop for JournaledBody {
     fn drop(&mut self) {
-        let error = (!self.inner.is_end_stream())
-            .then(|| "the client went away before the response ended".to_owned());
+        let error = (!self.inner.is_end_stream()).then(|| {
+            (
+                "client_gone",
+                "the client went away before the response ended".to_owned(),
+            )
+        });
         self.close(error);
     }
 }

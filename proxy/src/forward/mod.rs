@@ -4,8 +4,8 @@ pub mod connector;
 pub mod http;
 pub mod tunnel;
 
-use af_policy::error::codes;
 use ::http::StatusCode;
+use af_policy::error::codes;
 
 use crate::answer::Refusal;
 use crate::guard::DialError;
@@ -23,14 +23,12 @@ impl DialOutcome {
     /// Classify a dial error.
     pub fn from_error(e: &DialError) -> Self {
         match e {
-            DialError::Refused { refusal, .. } => DialOutcome::Refused(
-                Refusal::new(
-                    StatusCode::FORBIDDEN,
-                    &codes::NET_GUARD,
-                    format!("guard:{}", refusal.as_str()),
-                    format!("{e}."),
-                ),
-            ),
+            DialError::Refused { refusal, .. } => DialOutcome::Refused(Refusal::new(
+                StatusCode::FORBIDDEN,
+                &codes::NET_GUARD,
+                format!("guard:{}", refusal.as_str()),
+                format!("{e}."),
+            )),
             DialError::Resolve { .. } => DialOutcome::Failed {
                 reason: "resolve",
                 error: e.to_string(),
@@ -44,11 +42,15 @@ impl DialOutcome {
 }
 
 /// The answer for a failed upstream.
+/// The catalogue allowed it, so the decision header says `allow`; the code says what failed.
 pub fn upstream_refusal(reason: &str, error: &str) -> Refusal {
-    Refusal::new(
-        StatusCode::BAD_GATEWAY,
-        &codes::NET_UPSTREAM,
-        reason.to_owned(),
-        format!("{error}."),
-    )
+    Refusal {
+        decision: "allow",
+        ..Refusal::new(
+            StatusCode::BAD_GATEWAY,
+            &codes::NET_UPSTREAM,
+            reason.to_owned(),
+            format!("{error}."),
+        )
+    }
 }

@@ -61,9 +61,10 @@ pub struct DecisionRecord {
     pub mode: Option<&'static str>,
     /// The rule that decided (`rules[N] host`) or `default`; absent before deciding.
     pub rule: Option<String>,
-    /// Why: `rule`, `default`, `guard:<class>`, `mode_unserved`, `upstream`, `no_sni`,
-    /// `not_tls`, `client_hello_timeout`, `not_proxy_request`, `bad_request`,
-    /// `connection_limit`.
+    /// Why. From the catalogue: `rule`, `default`, `invalid-host`, `non-canonical-path`.
+    /// From the sidecar: `guard:<class>`, `mode_unserved`, `resolve`, `connect`, `upstream`,
+    /// `tunnel`, `client_gone`, `loop`, `no_sni`, `not_tls`, `client_hello_timeout`,
+    /// `not_proxy_request`, `bad_request`, `connection_limit`.
     pub reason: String,
     /// Whether the request left the environment.
     pub allowed: bool,
@@ -93,8 +94,8 @@ pub struct DnsSighting {
     pub host: String,
     /// The query type (A, AAAA, ...).
     pub qtype: String,
-    /// How the DNS server classified the name (inside, outside, localhost).
-    pub scope: String,
+    /// How the DNS server answered (af-dns `AnswerKind`: outside, inside, localhost, ...).
+    pub answer: String,
 }
 
 /// The fields the admin API filters on, read back from a stored line.

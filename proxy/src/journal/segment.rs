@@ -137,7 +137,9 @@ impl Segments {
         self.segments.push_back(SegmentInfo { first_seq, path });
         let mut evicted = Vec::new();
         while self.segments.len() > self.max_segments {
-            let Some(old) = self.segments.pop_front() else { break };
+            let Some(old) = self.segments.pop_front() else {
+                break;
+            };
             let next_first = self.segments.front().map_or(first_seq, |s| s.first_seq);
             fs::remove_file(&old.path)?;
             evicted.push(next_first.saturating_sub(old.first_seq));

@@ -47,13 +47,25 @@ impl Tail {
 
     /// Records after `since` that `keep` accepts, at most `limit`; `None` when the window does
     /// not reach back to `since` (the caller reads the disk instead).
-    pub fn after(&self, since: u64, limit: usize, keep: impl Fn(&Cached) -> bool) -> Option<Vec<Cached>> {
+    pub fn after(
+        &self,
+        since: u64,
+        limit: usize,
+        keep: impl Fn(&Cached) -> bool,
+    ) -> Option<Vec<Cached>> {
         let records = self.records.lock().unwrap_or_else(|p| p.into_inner());
         let first = records.front()?.seq;
         if first > since + 1 {
             return None;
         }
         let start = records.partition_point(|c| c.seq <= since);
-        Some(records.range(start..).filter(|c| keep(c)).take(limit).cloned().collect())
+        Some(
+            records
+                .range(start..)
+                .filter(|c| keep(c))
+                .take(limit)
+                .cloned()
+                .collect(),
+        )
     }
 }

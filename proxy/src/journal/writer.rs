@@ -103,7 +103,12 @@ impl Writer {
     }
 
     /// Write and fsync what is buffered, then make it visible to readers.
-    fn flush(&mut self, buf: &mut Vec<u8>, cached: &mut Vec<Cached>, last: &mut Option<u64>) -> bool {
+    fn flush(
+        &mut self,
+        buf: &mut Vec<u8>,
+        cached: &mut Vec<Cached>,
+        last: &mut Option<u64>,
+    ) -> bool {
         if cached.is_empty() {
             return true;
         }

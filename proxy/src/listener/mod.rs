@@ -67,15 +67,28 @@ pub async fn accept_loop(listener: TcpListener, state: Arc<State>, via: Via) {
                     }
                 });
             }
-            None => {
-                tokio::spawn(refuse_at_limit(state, stream, peer, via));
-            }
+            None => match state.limit.try_refusing() {
+                Some(slot) => {
+                    tokio::spawn(async move {
+                        refuse_at_limit(state, stream, peer, via, true).await;
+                        drop(slot);
+                    });
+                }
+                None => refuse_at_limit(state, stream, peer, via, false).await,
+            },
         }
     }
 }
 
-/// At the connection cap: journal, answer HTTP clients 503 without parsing, close.
-async fn refuse_at_limit(state: Arc<State>, mut stream: TcpStream, peer: SocketAddr, via: Via) {
+/// At the connection cap: journal, answer HTTP clients 503 without parsing (when `answer`),
+/// close.
+async fn refuse_at_limit(
+    state: Arc<State>,
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    via: Via,
+    answer: bool,
+) {
     let refusal = Refusal::new(
         StatusCode::SERVICE_UNAVAILABLE,
         &codes::NET_CONNECTION_LIMIT,
@@ -92,7 +105,7 @@ async fn refuse_at_limit(state: Arc<State>, mut stream: TcpStream, peer: SocketA
         tunnel: via == Via::Tls,
     };
     refuse_undecided(&state, &ask, &refusal);
-    if via != Via::Tls {
+    if answer && via != Via::Tls {
         let _ = tokio::time::timeout(Duration::from_secs(1), async {
             stream.write_all(&refusal.raw_close_response()).await?;
             stream.shutdown().await?;

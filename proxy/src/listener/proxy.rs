@@ -22,7 +22,10 @@ use crate::state::State;
 pub async fn serve(state: Arc<State>, stream: TcpStream, conn: Conn) {
     let s = state.clone();
     let c = conn.clone();
-    serve_http(&state, stream, &conn, move |req| handle(s.clone(), c.clone(), req)).await;
+    serve_http(&state, stream, &conn, move |req| {
+        handle(s.clone(), c.clone(), req)
+    })
+    .await;
 }
 
 async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Response<ProxyBody> {
@@ -30,12 +33,12 @@ async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Respon
         return connect(state, conn, req).await;
     }
     let uri = req.uri().clone();
-    let method = req.method().as_str().to_owned();
+    let method = req.method().clone();
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
     let mut ask = Ask {
         via: Via::Proxy,
         client: conn.peer,
-        method: &method,
+        method: method.as_str(),
         host: "",
         port: 80,
         path,
@@ -73,8 +76,19 @@ async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Respon
         return resp;
     }
     let host = ticket.host().to_owned();
-    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a).to_owned();
-    forward(&state.client, req, &host, ask.port, Some(&authority), ticket).await
+    let authority = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, a)| a)
+        .to_owned();
+    forward(
+        &state.client,
+        req,
+        &host,
+        ask.port,
+        Some(&authority),
+        ticket,
+    )
+    .await
 }
 
 /// CONNECT: decide on the authority, dial through the guard, answer 200 and tunnel.
@@ -89,7 +103,10 @@ async fn connect(state: Arc<State>, conn: Conn, mut req: Request<Incoming>) -> R
         path: "",
         tunnel: true,
     };
-    let Some((host, port)) = authority.as_ref().and_then(|a| a.port_u16().map(|p| (a.host(), p))) else {
+    let Some((host, port)) = authority
+        .as_ref()
+        .and_then(|a| a.port_u16().map(|p| (a.host(), p)))
+    else {
         let refusal = Refusal::new(
             StatusCode::BAD_REQUEST,
             &codes::NET_BAD_REQUEST,
@@ -142,7 +159,14 @@ async fn connect(state: Arc<State>, conn: Conn, mut req: Request<Incoming>) -> R
                 .await;
                 match end.error {
                     None => ticket.forwarded(Some(200), end.up, end.down),
-                    Some(error) => ticket.upstream_failed(Some(200), &codes::NET_UPSTREAM, "tunnel", error, end.up, end.down),
+                    Some(error) => ticket.upstream_failed(
+                        Some(200),
+                        &codes::NET_UPSTREAM,
+                        "tunnel",
+                        error,
+                        end.up,
+                        end.down,
+                    ),
                 }
             }
             Err(e) => ticket.upstream_failed(

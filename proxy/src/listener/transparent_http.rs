@@ -21,23 +21,37 @@ use crate::state::State;
 pub async fn serve(state: Arc<State>, stream: TcpStream, conn: Conn) {
     let s = state.clone();
     let c = conn.clone();
-    serve_http(&state, stream, &conn, move |req| handle(s.clone(), c.clone(), req)).await;
+    serve_http(&state, stream, &conn, move |req| {
+        handle(s.clone(), c.clone(), req)
+    })
+    .await;
 }
 
 async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Response<ProxyBody> {
-    let method = req.method().as_str().to_owned();
-    let path = req.uri().path_and_query().map_or("/", |p| p.as_str()).to_owned();
+    let method = req.method().clone();
+    let path = req
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_owned();
     let port = state.tuning.http_port;
     let host_header = req
         .uri()
         .authority()
         .map(|a| a.as_str().to_owned())
-        .or_else(|| req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).map(str::to_owned));
-    let authority = host_header.as_deref().and_then(|h| h.parse::<Authority>().ok());
+        .or_else(|| {
+            req.headers()
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .map(str::to_owned)
+        });
+    let authority = host_header
+        .as_deref()
+        .and_then(|h| h.parse::<Authority>().ok());
     let mut ask = Ask {
         via: Via::Transparent,
         client: conn.peer,
-        method: &method,
+        method: method.as_str(),
         host: "",
         port,
         path: &path,

@@ -37,16 +37,24 @@ pub async fn read_client_hello(stream: &mut TcpStream) -> std::io::Result<Hello>
     loop {
         let n = stream.read(&mut chunk).await?;
         if n == 0 {
-            return Ok(Hello::NotTls("the client closed before sending a ClientHello".into()));
+            return Ok(Hello::NotTls(
+                "the client closed before sending a ClientHello".into(),
+            ));
         }
         bytes.extend_from_slice(&chunk[..n]);
         if bytes.len() > MAX_HELLO {
-            return Ok(Hello::NotTls("the ClientHello is larger than 64 KiB".into()));
+            return Ok(Hello::NotTls(
+                "the ClientHello is larger than 64 KiB".into(),
+            ));
         }
         let mut rest = &chunk[..n];
         while !rest.is_empty() {
             match acceptor.read_tls(&mut rest) {
-                Ok(0) => return Ok(Hello::NotTls("the ClientHello could not be buffered".into())),
+                Ok(0) => {
+                    return Ok(Hello::NotTls(
+                        "the ClientHello could not be buffered".into(),
+                    ));
+                }
                 Ok(_) => {}
                 Err(e) => return Ok(Hello::NotTls(format!("not a TLS ClientHello: {e}"))),
             }
@@ -74,7 +82,11 @@ pub async fn serve(state: Arc<State>, mut stream: TcpStream, conn: Conn) {
         path: "",
         tunnel: true,
     };
-    let hello = tokio::time::timeout(state.tuning.client_hello_timeout, read_client_hello(&mut stream)).await;
+    let hello = tokio::time::timeout(
+        state.tuning.client_hello_timeout,
+        read_client_hello(&mut stream),
+    )
+    .await;
     let refuse = |reason: &str, code, statement: String| {
         let refusal = Refusal::new(StatusCode::BAD_REQUEST, code, reason.to_owned(), statement);
         refuse_undecided(&state, &ask, &refusal);
@@ -84,10 +96,19 @@ pub async fn serve(state: Arc<State>, mut stream: TcpStream, conn: Conn) {
             return refuse(
                 "client_hello_timeout",
                 &codes::NET_BAD_REQUEST,
-                format!("No ClientHello arrived within {} ms", state.tuning.client_hello_timeout.as_millis()),
+                format!(
+                    "No ClientHello arrived within {} ms",
+                    state.tuning.client_hello_timeout.as_millis()
+                ),
             );
         }
-        Ok(Err(e)) => return refuse("not_tls", &codes::NET_BAD_REQUEST, format!("Reading the ClientHello failed: {e}")),
+        Ok(Err(e)) => {
+            return refuse(
+                "not_tls",
+                &codes::NET_BAD_REQUEST,
+                format!("Reading the ClientHello failed: {e}"),
+            );
+        }
         Ok(Ok(Hello::NotTls(why))) => return refuse("not_tls", &codes::NET_BAD_REQUEST, why),
         Ok(Ok(Hello::Parsed { sni: None, .. })) => {
             return refuse(
@@ -96,7 +117,10 @@ pub async fn serve(state: Arc<State>, mut stream: TcpStream, conn: Conn) {
                 "A TLS connection named no server (no SNI), so it could not be decided".into(),
             );
         }
-        Ok(Ok(Hello::Parsed { sni: Some(sni), bytes })) => (sni, bytes),
+        Ok(Ok(Hello::Parsed {
+            sni: Some(sni),
+            bytes,
+        })) => (sni, bytes),
     };
     ask.host = &sni;
     let (ticket, refusal) = decide(&state, &ask);
@@ -118,9 +142,24 @@ pub async fn serve(state: Arc<State>, mut stream: TcpStream, conn: Conn) {
         }
     };
     let t = state.tuning;
-    let end = tunnel::run(&mut stream, upstream, &bytes, t.tunnel_buffer_bytes, t.idle_timeout, conn.activity.clone()).await;
+    let end = tunnel::run(
+        &mut stream,
+        upstream,
+        &bytes,
+        t.tunnel_buffer_bytes,
+        t.idle_timeout,
+        conn.activity.clone(),
+    )
+    .await;
     match end.error {
         None => ticket.forwarded(None, end.up, end.down),
-        Some(error) => ticket.upstream_failed(None, &codes::NET_UPSTREAM, "tunnel", error, end.up, end.down),
+        Some(error) => ticket.upstream_failed(
+            None,
+            &codes::NET_UPSTREAM,
+            "tunnel",
+            error,
+            end.up,
+            end.down,
+        ),
     }
 }

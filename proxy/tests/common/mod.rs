@@ -69,7 +69,9 @@ pub fn upstream_ip() -> IpAddr {
 
 /// A plain-HTTP fake upstream on [`UPSTREAM_IP`].
 pub async fn http_upstream(replies: Replies) -> Upstream {
-    Upstream::http(SocketAddr::from((UPSTREAM_IP, 0)), replies).await.unwrap()
+    Upstream::http(SocketAddr::from((UPSTREAM_IP, 0)), replies)
+        .await
+        .unwrap()
 }
 
 /// A plain-HTTP fake upstream answering `200 hello`.
@@ -137,7 +139,12 @@ impl Listen {
     /// Every listener on an ephemeral loopback port.
     pub fn ephemeral() -> Self {
         let any = SocketAddr::from(([127, 0, 0, 1], 0));
-        Self { admin: any, proxy: any, http: any, tls: any }
+        Self {
+            admin: any,
+            proxy: any,
+            http: any,
+            tls: any,
+        }
     }
 
     /// Four currently free loopback ports (for the binary, which cannot report its ports).
@@ -146,7 +153,12 @@ impl Listen {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap()
         };
-        Self { admin: pick(), proxy: pick(), http: pick(), tls: pick() }
+        Self {
+            admin: pick(),
+            proxy: pick(),
+            http: pick(),
+            tls: pick(),
+        }
     }
 }
 
@@ -165,7 +177,10 @@ impl Sidecar {
             .check()
             .unwrap_or_else(|e| panic!("test config is refused: {e}"));
         let running = sidecar::start(settings).await.unwrap();
-        Self { running, journal_dir }
+        Self {
+            running,
+            journal_dir,
+        }
     }
 
     pub fn proxy(&self) -> SocketAddr {
@@ -185,7 +200,9 @@ impl Sidecar {
 /// An HTTP/1.1 client connection (keep-alive) to `addr`.
 pub async fn connect(addr: SocketAddr) -> SendRequest<Empty<Bytes>> {
     let stream = TcpStream::connect(addr).await.unwrap();
-    let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.unwrap();
+    let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
     tokio::spawn(conn);
     send
 }
@@ -210,7 +227,11 @@ pub async fn send(send: &mut SendRequest<Empty<Bytes>>, req: Request<Empty<Bytes
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();
     let body = resp.into_body().collect().await.unwrap().to_bytes();
-    Got { status, headers, body: String::from_utf8_lossy(&body).into_owned() }
+    Got {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }
 }
 
 /// GET an absolute URL through the explicit proxy on a new connection.
@@ -218,7 +239,10 @@ pub async fn proxy_get(proxy: SocketAddr, url: &str) -> Got {
     let mut c = connect(proxy).await;
     let uri: http::Uri = url.parse().unwrap();
     let host = uri.authority().unwrap().as_str().to_owned();
-    let req = Request::get(url).header("host", host).body(Empty::new()).unwrap();
+    let req = Request::get(url)
+        .header("host", host)
+        .body(Empty::new())
+        .unwrap();
     send(&mut c, req).await
 }
 
@@ -270,7 +294,9 @@ impl Admin {
 
     /// Records matching `query` (e.g. `blocked=true`).
     pub async fn records(&self, query: &str) -> Vec<Value> {
-        let v = self.json(&format!("/v1/decisions?limit=1000&{query}")).await;
+        let v = self
+            .json(&format!("/v1/decisions?limit=1000&{query}"))
+            .await;
         v["records"].as_array().unwrap().clone()
     }
 
@@ -280,7 +306,10 @@ impl Admin {
         loop {
             let recs = self.records(query).await;
             if recs.len() >= n || Instant::now() > deadline {
-                assert!(recs.len() >= n, "wanted {n} records for {query:?}, got {recs:#?}");
+                assert!(
+                    recs.len() >= n,
+                    "wanted {n} records for {query:?}, got {recs:#?}"
+                );
                 return recs;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -300,6 +329,9 @@ impl Admin {
 
 /// Egress YAML with `rules` (each `(host, mode)`) and default block.
 pub fn egress(rules: &[(&str, &str)]) -> String {
+    if rules.is_empty() {
+        return "  default: block\n  rules: []\n".into();
+    }
     let mut s = String::from("  default: block\n  allow_ipv6: true\n  rules:\n");
     for (host, mode) in rules {
         s.push_str(&format!("    - host: \"{host}\"\n      mode: {mode}\n"));

@@ -1,0 +1,58 @@
+//! One module per command; each returns what it prints or a [`Refusal`].
+
+mod net_policy;
+mod schema;
+mod validate;
+
+use std::path::PathBuf;
+
+use af_policy::egress::Catalogue;
+use af_policy::error::{Report, codes};
+use af_policy::manifest::Manifest;
+
+use crate::cli::{Cli, Command, Global, NetCommand};
+use crate::refusal::Refusal;
+
+/// Run the command the user asked for.
+pub fn run(cli: &Cli) -> Result<(), Refusal> {
+    let global = &cli.global;
+    match &cli.command {
+        Command::Validate => validate::run(global),
+        Command::Schema => schema::run(),
+        Command::Net(NetCommand::Policy) => net_policy::policy(global),
+        Command::Net(NetCommand::Explain { method, url }) => {
+            net_policy::explain(global, method, url)
+        }
+    }
+}
+
+/// The manifest named by `--file`, or the `af.yaml` found from the working directory up.
+pub fn load_manifest(global: &Global) -> Result<(PathBuf, Manifest), Refusal> {
+    match &global.file {
+        Some(path) => Ok((path.clone(), Manifest::from_path(path)?)),
+        None => {
+            let cwd = std::env::current_dir().map_err(|e| {
+                Report::new(
+                    &codes::MAN_UNREADABLE,
+                    format!("The working directory cannot be read: {e}."),
+                )
+            })?;
+            Ok(Manifest::discover(&cwd)?)
+        }
+    }
+}
+
+/// The manifest's egress catalogue, compiled.
+pub fn load_catalogue(global: &Global) -> Result<Catalogue, Refusal> {
+    let (_, manifest) = load_manifest(global)?;
+    // A manifest that loaded has a catalogue that compiles; keep the refusal honest anyway.
+    Catalogue::compile(&manifest.egress).map_err(|problems| {
+        let first = problems.first().map_or_else(String::new, |p| {
+            format!(" rules[{}].{}: {}", p.rule, p.field, p.message)
+        });
+        Refusal::from(Report::new(
+            &codes::MAN_BAD_RULE,
+            format!("The egress catalogue does not compile:{first}."),
+        ))
+    })
+}

@@ -1,0 +1,139 @@
+//! `af net policy` and `af net explain`: the catalogue as it decides, without any runtime.
+
+use af_policy::egress::{Explanation, Mode};
+use af_policy::error::{Report, codes};
+use serde::Serialize;
+
+use crate::cli::Global;
+use crate::output::{Format, print_json};
+use crate::refusal::Refusal;
+
+#[derive(Serialize)]
+struct PolicyRow<'a> {
+    order: usize,
+    rule: String,
+    host: &'a str,
+    mode: Mode,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    paths: &'a [String],
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    methods: &'a [String],
+    specificity: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct Policy<'a> {
+    rules: Vec<PolicyRow<'a>>,
+    default: Mode,
+    allow_ipv6: bool,
+}
+
+/// `af net policy`: every rule, most specific first, then the default.
+pub fn policy(global: &Global) -> Result<(), Refusal> {
+    let catalogue = super::load_catalogue(global)?;
+    let rows: Vec<_> = catalogue
+        .rules_in_order()
+        .into_iter()
+        .enumerate()
+        .map(|(order, (id, rule, specificity))| PolicyRow {
+            order: order + 1,
+            rule: id.to_string(),
+            host: &rule.host,
+            mode: rule.mode,
+            paths: &rule.paths,
+            methods: &rule.methods,
+            specificity: specificity.to_string(),
+            note: rule.note.as_deref(),
+        })
+        .collect();
+    let policy = Policy {
+        rules: rows,
+        default: catalogue.default_mode(),
+        allow_ipv6: catalogue.allow_ipv6(),
+    };
+    match global.output {
+        Format::Json => print_json(&policy),
+        Format::Text => print_policy(&policy),
+    }
+    Ok(())
+}
+
+fn print_policy(policy: &Policy<'_>) {
+    let width = policy
+        .rules
+        .iter()
+        .map(|r| r.host.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    println!(
+        "{:>3}  {:<9} {:<width$}  {:<8} LIMITS",
+        "#", "RULE", "HOST", "MODE"
+    );
+    for row in &policy.rules {
+        let mut limits = Vec::new();
+        if !row.paths.is_empty() {
+            limits.push(format!("paths {}", row.paths.join(",")));
+        }
+        if !row.methods.is_empty() {
+            limits.push(format!("methods {}", row.methods.join(",")));
+        }
+        if let Some(note) = row.note {
+            limits.push(format!("# {note}"));
+        }
+        println!(
+            "{:>3}  {:<9} {:<width$}  {:<8} {}",
+            row.order,
+            row.rule,
+            row.host,
+            row.mode.as_str(),
+            limits.join("  ")
+        );
+    }
+    println!(
+        "     default   {:<width$}  {}",
+        "(no rule matches)", policy.default
+    );
+    if policy.allow_ipv6 {
+        println!("IPv6 destinations are allowed.");
+    }
+}
+
+/// `af net explain METHOD URL`: every matching rule and why the winner wins.
+pub fn explain(global: &Global, method: &str, url: &str) -> Result<(), Refusal> {
+    let catalogue = super::load_catalogue(global)?;
+    let explanation = catalogue
+        .explain(method, url)
+        .map_err(|e| Report::new(&codes::NET_BAD_URL, format!("{e}.")))?;
+    match global.output {
+        Format::Json => print_json(&explanation),
+        Format::Text => print_explanation(&explanation),
+    }
+    Ok(())
+}
+
+fn print_explanation(e: &Explanation) {
+    println!(
+        "{} {}:{}{}  →  {}  ({})",
+        e.method, e.host, e.port, e.path, e.mode, e.rule
+    );
+    if e.matched.is_empty() {
+        println!("  no rule matches");
+    }
+    for m in &e.matched {
+        let mark = if m.winner { "✓" } else { " " };
+        println!(
+            "  {mark} rules[{}] {:<30} {:<8} {}",
+            m.index,
+            m.host,
+            m.mode.as_str(),
+            m.specificity
+        );
+    }
+    println!("  {}", e.why);
+    if e.open_tls {
+        println!("  The sidecar opens TLS to this host to decide or answer its requests.");
+    }
+}

@@ -1,0 +1,9 @@
+//! `af schema`: the JSON Schema of af.yaml, generated from the manifest's own types.
+
+use crate::output::print_json;
+use crate::refusal::Refusal;
+
+pub fn run() -> Result<(), Refusal> {
+    print_json(&af_policy::manifest::json_schema());
+    Ok(())
+}

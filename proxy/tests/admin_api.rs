@@ -1,0 +1,218 @@
+//! The admin API: token on every route but health, filters, coded errors, follow, metrics.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::*;
+use http_body_util::{BodyExt, Empty};
+use hyper::Request;
+use serde_json::Value;
+
+async fn setup() -> (
+    af_fixtures::test_resolver::TestResolver,
+    af_fixtures::upstream::Upstream,
+    Sidecar,
+) {
+    let up = hello_upstream().await;
+    let dns = resolver(vec![
+        ("api.allowed.test", vec![upstream_ip()]),
+        ("api.blocked.test", vec![upstream_ip()]),
+    ])
+    .await;
+    let rules = [("api.allowed.test", "allow"), ("api.blocked.test", "block")];
+    let sc = Sidecar::start(&Setup::new(&egress(&rules), dns.addr)).await;
+    (dns, up, sc)
+}
+
+#[tokio::test]
+async fn every_route_but_healthz_needs_the_bearer_token() {
+    let (_dns, _up, sc) = setup().await;
+    let admin = sc.admin();
+    assert_eq!(admin.get_with("/healthz", None).await.status, 200);
+    for path in [
+        "/readyz",
+        "/metrics",
+        "/v1/decisions",
+        "/v1/decisions/follow",
+    ] {
+        for token in [None, Some("wrong-token-0123456789abcd")] {
+            let got = admin.get_with(path, token).await;
+            assert_eq!(got.status, 401, "{path} {token:?}");
+            let v: Value = serde_json::from_str(&got.body).unwrap();
+            assert_eq!(v["code"], "AF-NET-020");
+            assert!(v["statement"].as_str().unwrap().contains("token"));
+            assert!(v["next"].as_str().is_some());
+        }
+    }
+    assert_eq!(admin.get_with("/readyz", Some(TOKEN)).await.status, 200);
+}
+
+#[tokio::test]
+async fn bad_query_parameters_get_400_net_021() {
+    let (_dns, _up, sc) = setup().await;
+    for q in [
+        "since=abc",
+        "limit=0",
+        "limit=5000",
+        "blocked=maybe",
+        "colour=red",
+    ] {
+        let got = sc
+            .admin()
+            .get_with(&format!("/v1/decisions?{q}"), Some(TOKEN))
+            .await;
+        assert_eq!(got.status, 400, "{q}");
+        let v: Value = serde_json::from_str(&got.body).unwrap();
+        assert_eq!(v["code"], "AF-NET-021", "{q}");
+        assert!(v["next"].as_str().is_some());
+    }
+}
+
+#[tokio::test]
+async fn decisions_filter_by_blocked_and_host_and_page_by_since() {
+    let (_dns, up, sc) = setup().await;
+    let port = up.addr().port();
+    for _ in 0..3 {
+        assert_eq!(
+            proxy_get(sc.proxy(), &format!("http://api.allowed.test:{port}/"))
+                .await
+                .status,
+            200
+        );
+        assert_eq!(
+            proxy_get(sc.proxy(), "http://api.blocked.test/")
+                .await
+                .status,
+            403
+        );
+    }
+    let admin = sc.admin();
+    let all = admin.wait_records("", 6).await;
+    assert_eq!(all.len(), 6);
+    let seqs: Vec<u64> = all.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+
+    let blocked = admin.records("blocked=true").await;
+    assert_eq!(blocked.len(), 3);
+    assert!(
+        blocked
+            .iter()
+            .all(|r| r["allowed"] == false && r["host"] == "api.blocked.test")
+    );
+    let allowed = admin.records("blocked=false").await;
+    assert_eq!(allowed.len(), 3);
+    let by_host = admin.records("host=API.Allowed.test").await;
+    assert_eq!(by_host.len(), 3);
+
+    let page = admin
+        .json(&format!("/v1/decisions?since={}&limit=2", seqs[1]))
+        .await;
+    let page_seqs: Vec<u64> = page["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(page_seqs, [seqs[2], seqs[3]]);
+    assert_eq!(page["next_since"], seqs[3]);
+    assert_eq!(page["losses"]["queue_drops"], 0);
+}
+
+#[tokio::test]
+async fn follow_streams_new_records_as_they_commit() {
+    let (_dns, _up, sc) = setup().await;
+    assert_eq!(
+        proxy_get(sc.proxy(), "http://api.blocked.test/before")
+            .await
+            .status,
+        403
+    );
+    let first = sc.admin().wait_records("", 1).await;
+    let since = first[0]["seq"].as_u64().unwrap();
+
+    let mut c = connect(sc.running.admin).await;
+    let req = Request::get(format!("/v1/decisions/follow?since={since}"))
+        .header("host", "admin")
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let resp = c.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-type"], "application/x-ndjson");
+    let mut body = resp.into_body();
+
+    for path in ["/after-1", "/after-2"] {
+        assert_eq!(
+            proxy_get(sc.proxy(), &format!("http://api.blocked.test{path}"))
+                .await
+                .status,
+            403
+        );
+    }
+    let mut text = String::new();
+    while text.lines().count() < 2 {
+        let frame = tokio::time::timeout(Duration::from_secs(5), body.frame())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if let Some(data) = frame.data_ref() {
+            text.push_str(std::str::from_utf8(data).unwrap());
+        }
+    }
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["path"], "/after-1");
+    assert_eq!(lines[1]["path"], "/after-2");
+    assert_eq!(lines[0]["seq"].as_u64().unwrap(), since + 1);
+}
+
+#[tokio::test]
+async fn metrics_count_requests_by_mode_and_outcome() {
+    let (_dns, up, sc) = setup().await;
+    assert_eq!(
+        proxy_get(sc.proxy(), "http://api.blocked.test/")
+            .await
+            .status,
+        403
+    );
+    assert_eq!(
+        proxy_get(
+            sc.proxy(),
+            &format!("http://api.allowed.test:{}/", up.addr().port())
+        )
+        .await
+        .status,
+        200
+    );
+    sc.admin().wait_records("", 2).await;
+    let admin = sc.admin();
+    assert_eq!(
+        admin
+            .metric("af_proxy_requests_total{via=\"proxy\",mode=\"block\",outcome=\"refused\"}")
+            .await,
+        1
+    );
+    assert_eq!(
+        admin
+            .metric("af_proxy_requests_total{via=\"proxy\",mode=\"allow\",outcome=\"forwarded\"}")
+            .await,
+        1
+    );
+    assert_eq!(admin.metric("af_proxy_bytes_down_total").await, 5);
+    assert_eq!(admin.metric("af_proxy_journal_records_total").await, 2);
+    assert_eq!(admin.metric("af_proxy_journal_queue_drops_total").await, 0);
+    let body = admin.get_with("/metrics", Some(TOKEN)).await.body;
+    for name in [
+        "af_proxy_active_connections",
+        "af_proxy_connection_limit_refusals_total",
+        "af_proxy_bytes_up_total",
+    ] {
+        assert!(body.contains(&format!("# TYPE {name}")), "{name} missing");
+    }
+}

@@ -1,0 +1,95 @@
+//! Limits: the connection cap refuses clearly and journals; header size and time are bounded.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+#[tokio::test]
+async fn at_the_connection_limit_new_connections_get_503_net_014_and_are_journaled() {
+    let up = hello_upstream().await;
+    let dns = resolver(vec![("api.allowed.test", vec![upstream_ip()])]).await;
+    let mut setup = Setup::new(&egress(&[("api.allowed.test", "allow")]), dns.addr);
+    setup.extra = "limits:\n  max_connections: 2\n".into();
+    let sc = Sidecar::start(&setup).await;
+
+    let held1 = TcpStream::connect(sc.proxy()).await.unwrap();
+    let held2 = TcpStream::connect(sc.http()).await.unwrap();
+    // Wait until both are admitted.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while sc.running.metrics.active_connections() < 2 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let url = format!("http://api.allowed.test:{}/", up.addr().port());
+    let out = raw(
+        sc.proxy(),
+        format!("GET {url} HTTP/1.1\r\nHost: api.allowed.test\r\n\r\n").as_bytes(),
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(out.starts_with("HTTP/1.1 503"), "{out}");
+    assert!(
+        out.to_ascii_lowercase().contains("x-af-code: af-net-014"),
+        "{out}"
+    );
+    assert!(out.contains("AF-NET-014"), "{out}");
+    // The TLS listener shares the cap: closed without a word.
+    let out = raw(sc.tls(), b"\x16\x03\x01", Duration::from_secs(5)).await;
+    assert!(out.is_empty());
+
+    let recs = sc.admin().wait_records("blocked=true", 2).await;
+    assert!(
+        recs.iter()
+            .all(|r| r["reason"] == "connection_limit" && r["code"] == "AF-NET-014"),
+        "{recs:#?}"
+    );
+    assert_eq!(
+        sc.admin()
+            .metric("af_proxy_connection_limit_refusals_total")
+            .await,
+        2
+    );
+
+    // Positive control: once a place frees, the same request goes through.
+    drop(held1);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while sc.running.metrics.active_connections() > 1 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let got = proxy_get(sc.proxy(), &url).await;
+    assert_eq!(got.status, 200, "{}", got.body);
+    drop(held2);
+}
+
+#[tokio::test]
+async fn a_slow_request_head_is_cut_off_and_an_oversized_one_is_refused() {
+    let dns = resolver(vec![]).await;
+    let mut setup = Setup::new(&egress(&[]), dns.addr);
+    setup.extra = "limits:\n  header_read_timeout_ms: 300\n  max_header_bytes: 8192\n".into();
+    let sc = Sidecar::start(&setup).await;
+
+    let mut s = TcpStream::connect(sc.proxy()).await.unwrap();
+    s.write_all(b"GET http://x.test/ HTTP/1.1\r\nHost: x.test\r\n")
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf))
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "the slow head was not cut off"
+    );
+
+    let big = format!(
+        "GET http://x.test/ HTTP/1.1\r\nHost: x.test\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(20_000)
+    );
+    let out = raw(sc.proxy(), big.as_bytes(), Duration::from_secs(5)).await;
+    assert!(out.starts_with("HTTP/1.1 431"), "{out}");
+}
