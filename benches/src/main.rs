@@ -102,23 +102,30 @@ fn all(args: AllArgs) -> Result<()> {
     // 10k idle client connections plus the proxy's own: children inherit this.
     let nofile = rlimit::increase_nofile_limit(200_000)
         .map_err(|e| BenchError::io("raise RLIMIT_NOFILE", e))?;
-    if nofile < 30_000 {
+    let idle = args.idle.unwrap_or(if args.quick { 1_000 } else { 10_000 });
+    if nofile < idle as u64 + 1_000 {
         eprintln!("warning: RLIMIT_NOFILE is only {nofile}; the idle-memory scenario may fail");
     }
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let root = manifest.parent().unwrap_or(manifest);
+    let pinned = tempfile::Builder::new()
+        .prefix("af-bench-bin-")
+        .tempdir()
+        .map_err(|e| BenchError::io("create binary dir", e))?;
     let binary = match args.af_proxy {
         Some(path) => path,
         None => {
             AfProxy::build(root)?;
-            AfProxy::default_binary(root)
+            // The target directory is shared: pin this build so a later build
+            // from another work tree cannot swap the binary mid-run.
+            AfProxy::pin(&AfProxy::default_binary(root), pinned.path())?
         }
     };
     let plan = bench::Plan {
         rounds: args.rounds.unwrap_or(if args.quick { 1 } else { 3 }).max(1),
         load: Load {
             duration: Duration::from_secs(args.duration.unwrap_or(if args.quick { 2 } else { 8 })),
-            idle_connections: args.idle.unwrap_or(if args.quick { 1_000 } else { 10_000 }),
+            idle_connections: idle,
         },
         scenarios: if args.scenarios.is_empty() {
             Scenario::ALL.to_vec()

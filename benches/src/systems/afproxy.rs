@@ -37,6 +37,14 @@ impl AfProxy {
         target_dir.join(TARGET).join("release").join("af-proxy")
     }
 
+    /// Copies `binary` into `dir` and returns the copy's path.
+    pub fn pin(binary: &Path, dir: &Path) -> Result<PathBuf> {
+        let copy = dir.join("af-proxy");
+        std::fs::copy(binary, &copy)
+            .map_err(|e| BenchError::io(format!("copy {}", binary.display()), e))?;
+        Ok(copy)
+    }
+
     /// Builds the static release binary exactly as the Docker images do.
     pub fn build(root: &Path) -> Result<()> {
         eprintln!(
