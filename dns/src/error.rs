@@ -14,9 +14,9 @@ pub enum DnsError {
         /// What to change.
         next: &'static str,
     },
-    /// A listening socket could not be opened (`AF-NET-031`).
+    /// A listening socket could not be opened (`AF-NET-002`).
     #[error(
-        "AF-NET-031 cannot listen for DNS over {transport} on {addr}: {source}.\nNext: free the port, or set dns.listen to another address."
+        "AF-NET-002 cannot listen for DNS over {transport} on {addr}: {source}.\nNext: free the port, or set dns.listen to another address."
     )]
     Bind {
         /// The address asked for.

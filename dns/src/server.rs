@@ -61,11 +61,9 @@ impl DnsServer {
         })?;
         let handler = Handler::new(&config, &checked, sightings, metrics.clone())?;
         let (tcp, udp) = bind_sockets(config.listen, checked.udp_sockets)?;
-        let local_addr = tcp.local_addr().map_err(|source| DnsError::Bind {
-            addr: config.listen,
-            transport: "tcp",
-            source,
-        })?;
+        let local_addr = tcp
+            .local_addr()
+            .map_err(|source| bind_error(config.listen, "tcp", source))?;
 
         let mut server = Server::new(handler);
         for socket in udp {

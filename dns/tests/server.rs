@@ -42,7 +42,7 @@ async fn several_udp_sockets_share_the_port_and_tcp_uses_the_same_one() {
 }
 
 #[tokio::test]
-async fn a_taken_address_fails_before_serving_with_af_net_031() {
+async fn a_taken_address_fails_before_serving_with_af_net_002() {
     let first = DnsServer::bind(config(upstream()), Arc::new(IgnoreSightings))
         .await
         .expect("binds");
@@ -53,7 +53,7 @@ async fn a_taken_address_fails_before_serving_with_af_net_031() {
         .err()
         .expect("second bind fails");
     assert!(matches!(error, DnsError::Bind { .. }), "{error:?}");
-    assert!(error.to_string().starts_with("AF-NET-031"), "{error}");
+    assert!(error.to_string().starts_with("AF-NET-002"), "{error}");
 }
 
 #[tokio::test]

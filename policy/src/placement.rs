@@ -216,14 +216,14 @@ pub fn check(runtime: &Runtime) -> Vec<(FieldPath, Report)> {
             } else {
                 root.key("domain")
             };
-            problems.push((field, localhost_domain(&target.name)));
+            problems.push((field, localhost_domain(&format!("target {}", target.name))));
         }
     }
     if runtime.targets.is_empty()
         && matches!(runtime_provider, Some(Ok(Provider::Kubernetes)))
         && runtime.domain.as_deref().is_some_and(is_localhost)
     {
-        problems.push((root.key("domain"), localhost_domain("of the runtime")));
+        problems.push((root.key("domain"), localhost_domain("runtime")));
     }
 
     if problems.is_empty()
@@ -302,10 +302,11 @@ fn is_localhost(domain: &str) -> bool {
     domain == "localhost" || domain.ends_with(".localhost")
 }
 
-fn localhost_domain(target: &str) -> Report {
+/// AF-SCH-004 for `what` ("target eu", "runtime").
+fn localhost_domain(what: &str) -> Report {
     Report::new(
         &codes::SCH_LOCALHOST_DOMAIN,
-        format!("The Kubernetes target {target} still has a localhost domain."),
+        format!("The Kubernetes {what} still has a localhost domain."),
     )
 }
 

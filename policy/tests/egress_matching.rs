@@ -454,3 +454,12 @@ fn rules_in_order_lists_the_most_specific_first() {
     let order: Vec<_> = c.rules_in_order().iter().map(|(id, _, _)| id.0).collect();
     assert_eq!(order, [2, 1, 0]);
 }
+
+#[test]
+fn a_full_width_address_is_the_address_it_spells() {
+    let c = catalogue(None, vec![rule("127.0.0.1", Mode::Allow)]);
+    check(
+        &c,
+        &[("GET", "１２７.０.０.１", 80, "/", Mode::Allow, Some(0))],
+    );
+}

@@ -2,7 +2,7 @@
 //! `docs/sidecar-config.md`). Parsed and checked once at start; the data path only ever sees
 //! the typed, compiled [`Settings`].
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -78,7 +78,7 @@ pub struct Listeners {
     /// Transparent TLS.
     #[serde(default = "Listeners::default_tls")]
     pub transparent_tls: TransparentTls,
-    /// DNS. Reserved: the af-dns server is wired here by the lead (see `main.rs`).
+    /// The environment's DNS server (af-dns), UDP and TCP.
     #[serde(default = "Listeners::default_dns")]
     pub dns: DnsListener,
 }
@@ -97,25 +97,30 @@ impl Default for Listeners {
 impl Listeners {
     fn default_proxy() -> ProxyListener {
         ProxyListener {
-            listen: Some(SocketAddr::from(([0, 0, 0, 0], 3128))),
+            listen: listen_3128(),
         }
     }
     fn default_http() -> TransparentHttp {
         TransparentHttp {
-            listen: Some(SocketAddr::from(([0, 0, 0, 0], 80))),
+            listen: listen_80(),
             advertised_port: 80,
         }
     }
     fn default_tls() -> TransparentTls {
         TransparentTls {
-            listen: Some(SocketAddr::from(([0, 0, 0, 0], 443))),
+            listen: listen_443(),
             upstream_port: 443,
         }
     }
     fn default_dns() -> DnsListener {
         DnsListener {
-            listen: Some(SocketAddr::from(([0, 0, 0, 0], 53))),
+            listen: listen_53(),
             inside_resolver: None,
+            answer_v4: None,
+            answer_v6: None,
+            inside_zones: Vec::new(),
+            udp_sockets: 0,
+            seen_capacity: None,
         }
     }
 }
@@ -125,6 +130,7 @@ impl Listeners {
 #[serde(deny_unknown_fields)]
 pub struct ProxyListener {
     /// Bind address, default `0.0.0.0:3128`.
+    #[serde(default = "listen_3128")]
     pub listen: Option<SocketAddr>,
 }
 
@@ -133,6 +139,7 @@ pub struct ProxyListener {
 #[serde(deny_unknown_fields)]
 pub struct TransparentHttp {
     /// Bind address, default `0.0.0.0:80`.
+    #[serde(default = "listen_80")]
     pub listen: Option<SocketAddr>,
     /// The port requests are decided and forwarded on (never taken from `Host`), default 80.
     #[serde(default = "default_port_80")]
@@ -144,23 +151,88 @@ pub struct TransparentHttp {
 #[serde(deny_unknown_fields)]
 pub struct TransparentTls {
     /// Bind address, default `0.0.0.0:443`.
+    #[serde(default = "listen_443")]
     pub listen: Option<SocketAddr>,
     /// The upstream port connections are decided and tunnelled to, default 443.
     #[serde(default = "default_port_443")]
     pub upstream_port: u16,
 }
 
-/// The DNS listener (served by af-dns, wired by the lead).
+/// The DNS listener, served by af-dns: outside names answer with `answer_v4`, inside names
+/// are forwarded to `inside_resolver`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DnsListener {
     /// Bind address (UDP and TCP), default `0.0.0.0:53`.
+    #[serde(default = "listen_53")]
     pub listen: Option<SocketAddr>,
-    /// The runtime's resolver for inside names (Docker: `127.0.0.11:53`).
+    /// The runtime's resolver for inside names (Docker: `127.0.0.11:53`). Required when DNS
+    /// is on.
     #[serde(default)]
     pub inside_resolver: Option<SocketAddr>,
+    /// The sidecar's own inside IPv4 address, the answer for every outside name. Required
+    /// when DNS is on.
+    #[serde(default)]
+    pub answer_v4: Option<Ipv4Addr>,
+    /// The sidecar's inside IPv6 address, answered for AAAA when the catalogue allows IPv6.
+    #[serde(default)]
+    pub answer_v6: Option<Ipv6Addr>,
+    /// The runtime's own zones, forwarded like inside names (e.g. `svc.cluster.local`).
+    #[serde(default)]
+    pub inside_zones: Vec<String>,
+    /// UDP sockets sharing the port (SO_REUSEPORT); 0 means one per core.
+    #[serde(default)]
+    pub udp_sockets: usize,
+    /// How many (name, type) pairs are remembered as seen; default af-dns's (65 536).
+    #[serde(default)]
+    pub seen_capacity: Option<usize>,
 }
 
+impl DnsListener {
+    /// The af-dns configuration, or `None` when DNS is off.
+    fn dns_config(
+        &self,
+        inside: &Inside,
+        allow_ipv6: bool,
+    ) -> Result<Option<af_dns::DnsConfig>, Report> {
+        let Some(listen) = self.listen else {
+            return Ok(None);
+        };
+        let (Some(answer_v4), Some(upstream)) = (self.answer_v4, self.inside_resolver) else {
+            return Err(refuse(
+                "listeners.dns needs answer_v4 and inside_resolver when it listens.",
+            )
+            .with_next("Set them, or set listeners.dns.listen to null to turn DNS off."));
+        };
+        let mut config = af_dns::DnsConfig::new(answer_v4, inside.subnets.clone(), upstream);
+        config.listen = listen;
+        config.udp_sockets = self.udp_sockets;
+        config.sidecar_v6 = self.answer_v6;
+        // AAAA gets an answer only when IPv6 is allowed and the sidecar has an address for it.
+        config.allow_ipv6 = allow_ipv6 && self.answer_v6.is_some();
+        config.inside_names = inside.names.clone();
+        config.inside_zones = self.inside_zones.clone();
+        if let Some(capacity) = self.seen_capacity {
+            config.seen_capacity = capacity;
+        }
+        config.validate().map_err(crate::dns::refusal)?;
+        Ok(Some(config))
+    }
+}
+
+// A listener missing from the file listens on its default address; `listen: null` turns it off.
+fn listen_3128() -> Option<SocketAddr> {
+    Some(SocketAddr::from(([0, 0, 0, 0], 3128)))
+}
+fn listen_80() -> Option<SocketAddr> {
+    Some(SocketAddr::from(([0, 0, 0, 0], 80)))
+}
+fn listen_443() -> Option<SocketAddr> {
+    Some(SocketAddr::from(([0, 0, 0, 0], 443)))
+}
+fn listen_53() -> Option<SocketAddr> {
+    Some(SocketAddr::from(([0, 0, 0, 0], 53)))
+}
 fn default_port_80() -> u16 {
     80
 }
@@ -258,6 +330,8 @@ pub struct Settings {
     pub catalogue: Arc<Catalogue>,
     /// The resolver's address.
     pub resolver: SocketAddr,
+    /// The DNS server's configuration, when it is on.
+    pub dns: Option<af_dns::DnsConfig>,
 }
 
 fn refuse(statement: impl Into<String>) -> Report {
@@ -291,7 +365,13 @@ impl Config {
         if json {
             serde_json::from_str(text).map_err(|e| e.to_string())
         } else {
-            serde_saphyr::from_str(text).map_err(|e| e.to_string())
+            // The YAML reader draws a source snippet under its first line; the report keeps
+            // one line (it already names line and column).
+            serde_saphyr::from_str(text).map_err(|e| {
+                let full = e.to_string();
+                let first = full.lines().next().unwrap_or_default();
+                first.trim_start_matches("error: ").to_owned()
+            })
         }
     }
 
@@ -376,10 +456,15 @@ impl Config {
                 bound.push((name, addr));
             }
         }
+        let dns = self
+            .listeners
+            .dns
+            .dns_config(&self.inside, catalogue.allow_ipv6())?;
         Ok(Settings {
             config: self,
             catalogue: Arc::new(catalogue),
             resolver,
+            dns,
         })
     }
 }
@@ -427,6 +512,12 @@ egress:
       mode: allow
 admin:
   token: 0123456789abcdef0123
+inside:
+  subnets: ["198.51.100.0/24"]
+listeners:
+  dns:
+    answer_v4: 198.51.100.2
+    inside_resolver: 127.0.0.11:53
 "#;
 
     #[test]
@@ -441,11 +532,26 @@ admin:
         assert_eq!(s.config.listeners.transparent_http.advertised_port, 80);
         assert_eq!(s.config.admin.listen.port(), 9901);
         assert!(s.config.guard.trusted_networks.is_empty());
+        assert_eq!(s.config.listeners.proxy.listen, listen_3128());
+        assert_eq!(s.dns.map(|d| d.listen), listen_53());
+    }
+
+    #[test]
+    fn a_listener_is_off_only_when_its_listen_is_null() {
+        let text = MINIMAL.replace("  dns:\n", "  dns:\n    listen: null\n");
+        let s = Config::parse(&text, false)
+            .expect("parses")
+            .check()
+            .expect("checks");
+        assert!(s.dns.is_none());
+        let text = MINIMAL.replace("    answer_v4: 198.51.100.2\n", "");
+        let err = Config::parse(&text, false).expect("parses").check().err();
+        assert!(err.is_some_and(|e| e.statement.contains("answer_v4")));
     }
 
     #[test]
     fn json_is_accepted_and_unknown_keys_are_refused() {
-        let json = r#"{"env":"e","resolver":"127.0.0.1","egress":{},"admin":{"token":"0123456789abcdef"}}"#;
+        let json = r#"{"env":"e","resolver":"127.0.0.1","egress":{},"admin":{"token":"0123456789abcdef"},"listeners":{"dns":{"listen":null}}}"#;
         let s = Config::parse(json, true)
             .expect("parses")
             .check()
@@ -463,6 +569,27 @@ admin:
         assert_eq!(err.code.code, "AF-NET-001");
         assert!(err.statement.contains("egress does not compile"), "{err}");
         assert!(err.statement.contains("rules[0].rate_limit"), "{err}");
+    }
+
+    #[test]
+    fn a_json_file_is_read_as_json_and_a_yaml_error_names_its_line() {
+        let dir = std::env::temp_dir().join(format!("af-proxy-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let json = dir.join("sidecar.json");
+        std::fs::write(
+            &json,
+            r#"{"env":"e","resolver":"127.0.0.1:53","egress":{"default":"allow"},"admin":{"token":"0123456789abcdef"}}"#,
+        )
+        .expect("write");
+        let s = Config::load(&json).expect("loads");
+        assert_eq!(s.config.env, "e");
+        let yaml = dir.join("sidecar.yaml");
+        std::fs::write(&yaml, "env: e\nlimits:\n  max_connections: [\n").expect("write");
+        let err = Config::load(&yaml).err().expect("refused");
+        assert_eq!(err.code.code, "AF-NET-001");
+        assert!(err.statement.contains("line"), "{err}");
+        assert!(!err.statement.contains('\n'), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod admin;
 pub mod answer;
 pub mod config;
 pub mod decide;
+pub mod dns;
 pub mod forward;
 pub mod guard;
 pub mod journal;

@@ -23,7 +23,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("AF_PROXY_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,hickory_server=warn")),
         )
         .init();
     // Checked before anything is bound.
@@ -52,7 +52,6 @@ fn main() -> ExitCode {
                 return ExitCode::from(report.exit_status().code());
             }
         };
-        // DNS wiring goes next to the other listeners in `sidecar::start` (see the note there).
         let journal = running.journal.clone();
         tokio::select! {
             () = running.wait() => {}

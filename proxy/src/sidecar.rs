@@ -4,12 +4,14 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use af_dns::DnsServer;
 use af_policy::error::{Report, codes};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::admin::{self, Admin};
 use crate::config::{Limits, Settings};
+use crate::dns::{self, JournalSightings};
 use crate::forward;
 use crate::guard::{Guard, GuardSettings};
 use crate::journal::{Journal, JournalSettings};
@@ -28,6 +30,10 @@ pub struct Running {
     pub transparent_tls: Option<SocketAddr>,
     /// The admin API's bound address.
     pub admin: SocketAddr,
+    /// The DNS server's bound address (UDP and TCP), when DNS is on.
+    pub dns: Option<SocketAddr>,
+    /// The DNS server; dropping it stops it.
+    _dns_server: Option<DnsServer>,
     /// The journal, for other writers (the DNS server's sightings).
     pub journal: Journal,
     /// Counters.
@@ -136,10 +142,20 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
     let proxy = bind("proxy", ls.proxy.listen).await?;
     let http = bind("transparent_http", ls.transparent_http.listen).await?;
     let tls = bind("transparent_tls", ls.transparent_tls.listen).await?;
-    // DNS: the lead wires af-dns here once both branches are merged, e.g.
-    //   let dns = af_dns::DnsServer::bind(dns_config_from(&config.listeners.dns, &config.inside), observer).await?;
-    // where `observer` journals first sightings as `journal::Entry::DnsSighting` through
-    // `journal.record(..)`. `listeners.dns` and `inside.names` are already in the config.
+    let dns = match settings.dns {
+        Some(dns_config) => {
+            let observer = Arc::new(JournalSightings {
+                journal: journal.clone(),
+                catalogue: state.catalogue.clone(),
+            });
+            Some(
+                DnsServer::bind(dns_config, observer)
+                    .await
+                    .map_err(dns::refusal)?,
+            )
+        }
+        None => None,
+    };
 
     let addr = |l: &Option<TcpListener>| l.as_ref().and_then(|l| l.local_addr().ok());
     let mut running = Running {
@@ -147,6 +163,8 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
         transparent_http: addr(&http),
         transparent_tls: addr(&tls),
         admin: addr(&admin_listener).unwrap_or(config.admin.listen),
+        dns: dns.as_ref().map(DnsServer::local_addr),
+        _dns_server: dns,
         journal: journal.clone(),
         metrics: metrics.clone(),
         tasks: Vec::new(),

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 
 use foldhash::fast::RandomState;
 
-use super::host::{CanonicalHost, canonicalize, ip_literal};
+use super::host::{CanonicalHost, HostBuf, MAX_HOST_LEN, canonicalize, ip_literal};
 use super::pattern::{
     HostPattern, is_canonical_path, parse_host_port, parse_method, parse_path, path_has_prefix,
     path_only,
@@ -268,12 +268,12 @@ impl Catalogue {
 
     /// Decide one request. Allocates nothing for an ASCII host.
     pub fn decide(&self, target: &Target<'_>) -> Decision {
-        let Ok(host) = canonicalize(target.host) else {
+        let mut buf: HostBuf = [0; MAX_HOST_LEN];
+        let Ok(host) = canonicalize(target.host, &mut buf) else {
             return self.refusal(Reason::InvalidHost);
         };
-        let path = path_only(target.path);
-        let best = self.scan(host.as_str(), target.port, Some((target.method, path)));
-        if best.host_has_path_rules && !is_canonical_path(path) {
+        let best = self.scan(&host, target.port, Some((target.method, target.path)));
+        if best.host_has_path_rules && !is_canonical_path(path_only(target.path)) {
             return self.refusal(Reason::NonCanonicalPath);
         }
         self.conclude(best.request, &best)
@@ -281,10 +281,11 @@ impl Catalogue {
 
     /// Decide a host before any request is seen: a CONNECT authority or a TLS SNI.
     pub fn decide_host(&self, host: &str, port: u16) -> Decision {
-        let Ok(host) = canonicalize(host) else {
+        let mut buf: HostBuf = [0; MAX_HOST_LEN];
+        let Ok(host) = canonicalize(host, &mut buf) else {
             return self.refusal(Reason::InvalidHost);
         };
-        let best = self.scan(host.as_str(), port, None);
+        let best = self.scan(&host, port, None);
         self.conclude(best.host, &best)
     }
 
@@ -325,10 +326,11 @@ impl Catalogue {
 
     /// One pass over every rule that can match `host`: exact names or addresses, each suffix
     /// at a label boundary, then the scanned patterns.
-    fn scan(&self, host: &str, port: u16, request: Option<(&str, &str)>) -> Best {
+    fn scan(&self, host: &CanonicalHost<'_>, port: u16, request: Option<(&str, &str)>) -> Best {
         let mut best = Best::default();
         let mut visit = |index: u32| self.visit(index, port, request, &mut best);
-        if let Some(ip) = ip_literal(host) {
+        let name = host.as_str();
+        if let Some(ip) = host.maybe_ip.then(|| ip_literal(name)).flatten() {
             self.ips
                 .get(&ip)
                 .into_iter()
@@ -343,26 +345,37 @@ impl Catalogue {
             return best;
         }
         self.exact
-            .get(host)
+            .get(name)
             .into_iter()
             .flatten()
             .copied()
             .for_each(&mut visit);
-        if self.suffix_label_counts != 0 {
-            let mut labels = label_count(host);
-            let mut rest = host;
-            while let Some((_, suffix)) = rest.split_once('.') {
-                labels -= 1;
-                if self.suffix_label_counts & (1 << labels.min(63)) != 0
-                    && let Some(rules) = self.suffixes.get(suffix)
-                {
+        // Each proper suffix (1 to labels - 1 labels), from the shortest, looked up only under
+        // label counts some rule has; the walk stops once no longer suffix can match.
+        let mut wanted = self.suffix_label_counts & ((1u64 << host.labels.min(63)) - 1);
+        let mut labels = 0;
+        let mut end_of_label = name.len();
+        while wanted != 0 {
+            let Some(dot) = name.as_bytes()[..end_of_label]
+                .iter()
+                .rposition(|&b| b == b'.')
+            else {
+                break;
+            };
+            labels += 1;
+            let bit = 1 << labels.min(63);
+            if wanted & bit != 0 {
+                if labels < 63 {
+                    wanted &= !bit;
+                }
+                if let Some(rules) = self.suffixes.get(&name[dot + 1..]) {
                     rules.iter().copied().for_each(&mut visit);
                 }
-                rest = suffix;
             }
+            end_of_label = dot;
         }
         for &index in &self.scanned {
-            if self.rules[index as usize].pattern.matches_name(host) {
+            if self.rules[index as usize].pattern.matches_name(name) {
                 visit(index);
             }
         }
@@ -475,7 +488,7 @@ impl Catalogue {
         if !host_matches || rule.port.is_some_and(|own| own != port) {
             return None;
         }
-        rule.request_specificity(method, path_only(path))
+        rule.request_specificity(method, path)
     }
 }
 

@@ -4,7 +4,7 @@ use serde::Serialize;
 use thiserror::Error;
 use url::Url;
 
-use super::host::canonicalize;
+use super::host::{MAX_HOST_LEN, canonicalize};
 use super::{Catalogue, Decision, Mode, RuleId, Target};
 
 /// Why a URL could not be explained.
@@ -78,7 +78,9 @@ impl Catalogue {
             port,
             path: &path,
         });
-        let canonical = canonicalize(&host).map_err(|_| UrlError::NoHost(url.to_owned()))?;
+        let mut buf = [0; MAX_HOST_LEN];
+        let canonical =
+            canonicalize(&host, &mut buf).map_err(|_| UrlError::NoHost(url.to_owned()))?;
         let mut matched: Vec<_> = (0..self.len())
             .filter_map(|i| {
                 let id = RuleId(u32::try_from(i).ok()?);

@@ -22,75 +22,130 @@ pub enum HostError {
     Invalid(String),
 }
 
-/// A host in the catalogue's canonical form, borrowed when the input already was canonical.
-///
-/// ASCII input with upper case is lower-cased into a stack buffer, so the proxy's hot path (HTTP
-/// `Host` and TLS SNI are ASCII on the wire) never allocates; only a Unicode host goes through
-/// IDNA.
-#[allow(clippy::large_enum_variant)] // The buffer lives on the stack on purpose: no allocation.
-pub(crate) enum CanonicalHost<'a> {
-    /// The input was already canonical.
-    Borrowed(&'a str),
-    /// ASCII input lower-cased on the stack.
-    Lowered(LoweredHost),
-    /// A Unicode host converted to punycode.
-    Converted(String),
-}
-
-/// An ASCII host lower-cased into a fixed buffer.
-pub(crate) struct LoweredHost {
-    buf: [u8; MAX_HOST_LEN],
-    len: usize,
-}
-
-impl LoweredHost {
-    fn new(host: &[u8]) -> Self {
-        let mut lowered = LoweredHost {
-            buf: [0; MAX_HOST_LEN],
-            len: host.len(),
-        };
-        for (dst, src) in lowered.buf.iter_mut().zip(host) {
-            *dst = src.to_ascii_lowercase();
-        }
-        lowered
-    }
-
-    fn as_str(&self) -> &str {
-        // Only ASCII bytes are ever copied into `buf`.
-        std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default()
-    }
+/// A host in the catalogue's canonical form, and how many labels it has.
+pub(crate) struct CanonicalHost<'a> {
+    /// The canonical text: the input itself, the input lower-cased into the caller's buffer, or
+    /// (for a Unicode host only) a punycode conversion.
+    pub(crate) text: Cow<'a, str>,
+    /// Number of labels (dots plus one).
+    pub(crate) labels: usize,
+    /// Whether the text can be an IP literal (it starts with a digit or `[`, or has a colon).
+    pub(crate) maybe_ip: bool,
 }
 
 impl CanonicalHost<'_> {
     /// The canonical text.
     pub(crate) fn as_str(&self) -> &str {
-        match self {
-            CanonicalHost::Borrowed(s) => s,
-            CanonicalHost::Lowered(host) => host.as_str(),
-            CanonicalHost::Converted(s) => s,
-        }
+        &self.text
     }
 }
 
-/// Bring `host` to canonical form without allocating when it is ASCII.
-pub(crate) fn canonicalize(host: &str) -> Result<CanonicalHost<'_>, HostError> {
+/// A stack buffer for a lower-cased host.
+pub(crate) type HostBuf = [u8; MAX_HOST_LEN];
+
+/// Bring `host` to canonical form in one pass over its bytes. ASCII input is borrowed or
+/// lower-cased into `buf`, so the proxy's hot path (HTTP `Host` and TLS SNI are ASCII on the
+/// wire) never allocates; only a Unicode host goes through IDNA.
+pub(crate) fn canonicalize<'a>(
+    host: &'a str,
+    buf: &'a mut HostBuf,
+) -> Result<CanonicalHost<'a>, HostError> {
     let host = host.strip_suffix('.').unwrap_or(host);
     if host.is_empty() {
         return Err(HostError::Empty);
     }
-    if !host.is_ascii() {
-        return idna::domain_to_ascii(host)
-            .map(CanonicalHost::Converted)
-            .map_err(|_| HostError::Invalid(host.to_owned()));
-    }
     if host.len() > MAX_HOST_LEN {
+        return match host.is_ascii() {
+            true => Err(HostError::TooLong),
+            false => to_punycode(host),
+        };
+    }
+    let shape = ByteShape::of(host.as_bytes());
+    if !shape.ascii {
+        return to_punycode(host);
+    }
+    let (upper, colons, labels) = (shape.upper, shape.colon, shape.dots + 1);
+    let text = if upper {
+        let lowered = &mut buf[..host.len()];
+        for (dst, src) in lowered.iter_mut().zip(host.as_bytes()) {
+            *dst = src.to_ascii_lowercase();
+        }
+        let lowered: &'a [u8] = lowered;
+        // Lower-casing ASCII keeps it ASCII, so this never fails.
+        std::str::from_utf8(lowered).map_err(|_| HostError::Invalid(host.to_owned()))?
+    } else {
+        host
+    };
+    let first = host.as_bytes()[0];
+    Ok(CanonicalHost {
+        text: Cow::Borrowed(text),
+        labels,
+        maybe_ip: colons || first.is_ascii_digit() || first == b'[',
+    })
+}
+
+/// What one pass over a host's bytes tells: eight bytes at a time, since this runs for every
+/// request the sidecar decides.
+#[derive(Debug, PartialEq, Eq)]
+struct ByteShape {
+    ascii: bool,
+    upper: bool,
+    colon: bool,
+    dots: usize,
+}
+
+impl ByteShape {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+
+    fn of(bytes: &[u8]) -> ByteShape {
+        let (chunks, tail) = bytes.as_chunks::<8>();
+        let mut last = [0u8; 8];
+        last[..tail.len()].copy_from_slice(tail);
+        let mut shape = ByteShape {
+            ascii: true,
+            upper: false,
+            colon: false,
+            dots: 0,
+        };
+        for word in chunks.iter().chain(std::iter::once(&last)) {
+            let word = u64::from_le_bytes(*word);
+            if word & Self::HIGH != 0 {
+                shape.ascii = false;
+                return shape;
+            }
+            // For bytes below 0x80, adding (0x80 - c) sets a byte's high bit exactly when the
+            // byte is at least c, and never carries into the next byte.
+            let at_least_a = word + Self::ONES * (0x80 - u64::from(b'A'));
+            let past_z = word + Self::ONES * (0x80 - u64::from(b'Z') - 1);
+            shape.upper |= at_least_a & !past_z & Self::HIGH != 0;
+            shape.colon |= Self::equal_bytes(word, b':') != 0;
+            shape.dots += Self::equal_bytes(word, b'.').count_ones() as usize;
+        }
+        shape
+    }
+
+    /// The high bit of each byte of `word` that equals `byte` (all bytes below 0x80).
+    fn equal_bytes(word: u64, byte: u8) -> u64 {
+        let diff = word ^ (Self::ONES * u64::from(byte));
+        // A byte is zero exactly when adding 0x7f leaves its high bit clear.
+        !((diff + Self::ONES * 0x7f) | diff) & Self::HIGH
+    }
+}
+
+fn to_punycode(host: &str) -> Result<CanonicalHost<'static>, HostError> {
+    let converted = idna::domain_to_ascii(host).map_err(|_| HostError::Invalid(host.to_owned()))?;
+    if converted.len() > MAX_HOST_LEN {
         return Err(HostError::TooLong);
     }
-    if host.bytes().any(|b| b.is_ascii_uppercase()) {
-        Ok(CanonicalHost::Lowered(LoweredHost::new(host.as_bytes())))
-    } else {
-        Ok(CanonicalHost::Borrowed(host))
-    }
+    let labels = converted.bytes().filter(|&b| b == b'.').count() + 1;
+    // IDNA maps full-width digits to ASCII ones, so a converted name can be an address.
+    let maybe_ip = converted.starts_with(|c: char| c.is_ascii_digit());
+    Ok(CanonicalHost {
+        text: Cow::Owned(converted),
+        labels,
+        maybe_ip,
+    })
 }
 
 /// The canonical form of a host: lower case, no trailing dot, IDN as punycode.
@@ -101,20 +156,16 @@ pub(crate) fn canonicalize(host: &str) -> Result<CanonicalHost<'_>, HostError> {
 /// assert_eq!(normalize_host("bücher.example").unwrap(), "xn--bcher-kva.example");
 /// ```
 pub fn normalize_host(host: &str) -> Result<Cow<'_, str>, HostError> {
-    Ok(match canonicalize(host)? {
-        CanonicalHost::Borrowed(s) => Cow::Borrowed(s),
-        CanonicalHost::Lowered(lowered) => Cow::Owned(lowered.as_str().to_owned()),
-        CanonicalHost::Converted(s) => Cow::Owned(s),
+    let trimmed = host.strip_suffix('.').unwrap_or(host);
+    let mut buf = [0; MAX_HOST_LEN];
+    Ok(match canonicalize(host, &mut buf)?.text {
+        Cow::Borrowed(text) if text == trimmed => Cow::Borrowed(trimmed),
+        text => Cow::Owned(text.into_owned()),
     })
 }
 
 /// The address a host names when it is an IP literal (`203.0.113.7`, `::1` or `[::1]`).
 pub(crate) fn ip_literal(host: &str) -> Option<IpAddr> {
-    // Names are the common case: only text that can start an address is parsed.
-    let first = *host.as_bytes().first()?;
-    if !(first.is_ascii_hexdigit() || first == b'[' || first == b':') {
-        return None;
-    }
     let inner = host
         .strip_prefix('[')
         .and_then(|h| h.strip_suffix(']'))
@@ -154,6 +205,46 @@ mod tests {
     fn empty_and_oversize_hosts_are_refused() {
         assert_eq!(normalize_host("."), Err(HostError::Empty));
         assert_eq!(normalize_host(&"a".repeat(254)), Err(HostError::TooLong));
+    }
+
+    #[test]
+    fn byte_shape_matches_a_byte_by_byte_reading() {
+        for host in [
+            "a",
+            "api.example.com",
+            "API.EXAMPLE.COM",
+            "z.Z.a.A.@.[.`.{",
+            "[2001:db8::1]",
+            "a.b.c.d.e.f.g.h.i.j.k",
+            "bücher.example",
+            "exactly8",
+            "sixteen.bytes.xx",
+        ] {
+            let bytes = host.as_bytes();
+            let expected = ByteShape {
+                ascii: host.is_ascii(),
+                upper: host.is_ascii() && bytes.iter().any(u8::is_ascii_uppercase),
+                colon: host.is_ascii() && host.contains(':'),
+                dots: host.matches('.').count(),
+            };
+            let mut shape = ByteShape::of(bytes);
+            if !shape.ascii {
+                // Reading stops at the first non-ASCII byte; IDNA takes over from there.
+                shape.dots = expected.dots;
+            }
+            assert_eq!(shape, expected, "{host}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn byte_shape_agrees_with_the_obvious_reading(host in "[ -~]{0,80}") {
+            let shape = ByteShape::of(host.as_bytes());
+            proptest::prop_assert!(shape.ascii);
+            proptest::prop_assert_eq!(shape.upper, host.bytes().any(|b| b.is_ascii_uppercase()));
+            proptest::prop_assert_eq!(shape.colon, host.contains(':'));
+            proptest::prop_assert_eq!(shape.dots, host.matches('.').count());
+        }
     }
 
     #[test]

@@ -148,10 +148,11 @@ fn parse_name_pattern(host: &str) -> Result<HostPattern, String> {
         Some(rest) => (true, rest),
         None => (false, host),
     };
-    let rest = canonicalize(rest)
+    let mut buf = [0; MAX_HOST_LEN];
+    let rest = canonicalize(rest, &mut buf)
         .map_err(|e| format!("{host:?}: {e}"))?
-        .as_str()
-        .to_owned();
+        .text
+        .into_owned();
     if rest.len() > MAX_HOST_LEN {
         return Err(format!("{host:?} is longer than {MAX_HOST_LEN} characters"));
     }
@@ -232,20 +233,20 @@ pub(crate) fn parse_method(method: &str) -> Result<Box<str>, String> {
     Ok(method.to_ascii_uppercase().into())
 }
 
-/// `path` (without query) falls under `prefix` on a segment boundary.
+/// `path` (a request target, possibly with a query) falls under `prefix` on a segment boundary.
 pub(crate) fn path_has_prefix(path: &str, prefix: &str) -> bool {
-    if prefix == "/" {
-        return true;
-    }
-    match path.strip_prefix(prefix) {
-        Some(rest) => rest.is_empty() || rest.starts_with('/') || prefix.ends_with('/'),
-        None => false,
-    }
+    let Some(rest) = path.strip_prefix(prefix) else {
+        return false;
+    };
+    prefix.ends_with('/') || matches!(rest.as_bytes().first(), None | Some(b'/' | b'?' | b'#'))
 }
 
 /// The path part of a request target: everything before `?` or `#`.
 pub(crate) fn path_only(path: &str) -> &str {
-    path.split(['?', '#']).next().unwrap_or(path)
+    match path.bytes().position(|b| b == b'?' || b == b'#') {
+        Some(end) => &path[..end],
+        None => path,
+    }
 }
 
 /// Whether a path can be compared as written: no dot segments, no empty segments, no
@@ -354,6 +355,9 @@ mod tests {
         assert!(!path_has_prefix("/administrator", "/admin"));
         assert!(path_has_prefix("/v1/x", "/v1/"));
         assert!(path_has_prefix("/anything", "/"));
+        assert!(path_has_prefix("/admin?x=1", "/admin"));
+        assert!(!path_has_prefix("/admin-x?y", "/admin"));
+        assert!(!path_has_prefix("/v1?/admin", "/admin"));
     }
 
     #[test]

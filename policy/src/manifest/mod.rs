@@ -2,8 +2,8 @@
 //! line and column.
 //!
 //! Reading goes in three passes over one parse: the YAML is read into a positioned tree
-//! ([`yaml`], refusing anchors, aliases and duplicate keys), the tree is checked against the
-//! JSON Schema derived from the typed model ([`structure`]: unknown keys with did-you-mean,
+//! (`yaml`, refusing anchors, aliases and duplicate keys), the tree is checked against the
+//! JSON Schema derived from the typed model (`structure`: unknown keys with did-you-mean,
 //! types, required keys), and each section whose shape is sound is deserialized and checked for
 //! what a schema cannot say (names, dependencies, egress rules, placement). All problems are
 //! collected and sorted by position.

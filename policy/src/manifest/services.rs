@@ -8,12 +8,18 @@ use super::names::dns_label_problem;
 use super::path::FieldPath;
 use crate::error::{Report, codes};
 
-/// Every problem with `services`, each at its path from the top of the manifest.
-pub(crate) fn check(services: &[Service]) -> Vec<(FieldPath, Report)> {
+/// Every problem with `services`, each at its path from the top of the manifest. A `None` is a
+/// service whose shape was refused: the others are still checked, but a dependency is only
+/// called missing when every service could be read, since it may name the unreadable one.
+pub(crate) fn check(services: &[Option<Service>]) -> Vec<(FieldPath, Report)> {
     let list = FieldPath::root().key("services");
     let mut problems = Vec::new();
     let mut first_named: HashMap<&str, usize> = HashMap::new();
-    for (i, service) in services.iter().enumerate() {
+    let readable = services
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| Some((i, s.as_ref()?)));
+    for (i, service) in readable {
         let at = list.index(i);
         if let Some(report) = dns_label_problem(&service.name, "service name") {
             problems.push((at.key("name"), report));
@@ -124,17 +130,21 @@ fn check_fields(service: &Service, at: &FieldPath) -> Vec<(FieldPath, Report)> {
 
 /// Missing dependencies, and every dependency cycle (named, at the entry that closes it).
 fn check_dependencies(
-    services: &[Service],
+    services: &[Option<Service>],
     index: &HashMap<&str, usize>,
     list: &FieldPath,
 ) -> Vec<(FieldPath, Report)> {
     let mut problems = Vec::new();
     // edges[v] = (position in depends_on, service it names)
+    let complete = services.iter().all(Option::is_some);
+    let name = |i: usize| services[i].as_ref().map_or("", |s| s.name.as_str());
     let mut edges: Vec<Vec<(usize, usize)>> = vec![Vec::new(); services.len()];
     for (i, service) in services.iter().enumerate() {
+        let Some(service) = service else { continue };
         for (k, dependency) in service.depends_on.iter().enumerate() {
             match index.get(dependency.as_str()) {
                 Some(&j) => edges[i].push((k, j)),
+                None if !complete => {}
                 None => problems.push((
                     list.index(i).key("depends_on").index(k),
                     Report::new(
@@ -178,11 +188,8 @@ fn check_dependencies(
                 }
                 Mark::OnPath => {
                     let from = path.iter().position(|(u, _)| *u == w).unwrap_or_default();
-                    let mut cycle: Vec<&str> = path[from..]
-                        .iter()
-                        .map(|(u, _)| services[*u].name.as_str())
-                        .collect();
-                    cycle.push(&services[w].name);
+                    let mut cycle: Vec<&str> = path[from..].iter().map(|(u, _)| name(*u)).collect();
+                    cycle.push(name(w));
                     problems.push((
                         list.index(v).key("depends_on").index(k),
                         Report::new(

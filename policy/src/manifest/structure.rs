@@ -7,7 +7,7 @@
 use saphyr::Scalar;
 use serde_json::{Map, Value as Json};
 
-use super::path::FieldPath;
+use super::path::{FieldPath, Segment};
 use super::problem::Problem;
 use super::yaml::{Node, Value};
 use crate::error::{Report, codes};
@@ -127,7 +127,7 @@ impl<'s> Walker<'s> {
                     key,
                     Report::new(
                         &codes::MAN_WRONG_TYPE,
-                        format!("A key in {} is not a string.", place(path)),
+                        format!("A key {} is not a string.", place(path)),
                     )
                     .with_next("Write the key as text."),
                 ));
@@ -196,9 +196,10 @@ impl<'s> Walker<'s> {
             ) => " (put it in quotes)",
             _ => "",
         };
-        let about = about
-            .map(|a| format!(" {}: {a}", leaf(path)))
-            .unwrap_or_default();
+        let about = match (about, path.segments().last()) {
+            (Some(about), Some(Segment::Key(key))) => format!(" {key}: {about}"),
+            _ => String::new(),
+        };
         finding(
             path,
             node,
@@ -423,12 +424,5 @@ fn place(path: &FieldPath) -> String {
         "at the top level".to_owned()
     } else {
         format!("in {path}")
-    }
-}
-
-fn leaf(path: &FieldPath) -> String {
-    match path.segments().last() {
-        Some(super::path::Segment::Key(k)) => k.clone(),
-        _ => subject(path),
     }
 }

@@ -2,7 +2,7 @@
 
 use serde::de::DeserializeOwned;
 
-use super::model::{MANIFEST_VERSION, Manifest};
+use super::model::{MANIFEST_VERSION, Manifest, Service};
 use super::names::dns_label_problem;
 use super::path::FieldPath;
 use super::problem::{Location, Problem};
@@ -10,11 +10,20 @@ use super::schema::SCHEMA;
 use super::services;
 use super::structure::{self, Finding};
 use super::yaml::{self, Node, Value};
+use crate::egress::{Catalogue, EgressSpec};
 use crate::error::{Report, codes};
 use crate::placement;
 
-/// Read `text` as a manifest.
+/// Read `text` as a manifest; on refusal, every problem sorted by position.
 pub(crate) fn validate(text: &str) -> Result<Manifest, Vec<Problem>> {
+    read(text).map_err(|mut problems| {
+        problems.sort_by_key(|p| p.location);
+        problems.dedup();
+        problems
+    })
+}
+
+fn read(text: &str) -> Result<Manifest, Vec<Problem>> {
     let document = yaml::parse(text);
     let mut problems = document.problems;
     let Some(root) = document.root else {
@@ -39,8 +48,6 @@ pub(crate) fn validate(text: &str) -> Result<Manifest, Vec<Problem>> {
             manifest
         });
     problems.extend(findings.into_iter().map(|f| f.problem));
-    problems.sort_by_key(|p| p.location);
-    problems.dedup();
     match manifest {
         Some(manifest) if problems.is_empty() => Ok(manifest),
         _ => Err(problems),
@@ -83,13 +90,33 @@ impl<'t, 'a> Sections<'t, 'a> {
         {
             self.refuse(FieldPath::root().key("name"), report);
         }
-        let services = self.section::<Vec<_>>("services");
+        let services = self.items::<Service>("services");
         if let Some(services) = &services {
             for (path, report) in services::check(services) {
                 self.refuse(path, report);
             }
         }
-        let egress = self.section("egress");
+        let services = services.and_then(|s| s.into_iter().collect::<Option<Vec<_>>>());
+        let egress = self.section::<EgressSpec>("egress");
+        if let Some(Err(rule_problems)) = egress.as_ref().map(Catalogue::compile) {
+            let rules = FieldPath::root().key("egress").key("rules");
+            for problem in rule_problems {
+                let host = egress
+                    .as_ref()
+                    .and_then(|e| e.rules.get(problem.rule))
+                    .map_or("", |r| r.host.as_str());
+                self.refuse(
+                    rules.index(problem.rule).key(problem.field),
+                    Report::new(
+                        &codes::MAN_BAD_RULE,
+                        format!(
+                            "The {} of egress rule {} ({host}) cannot be used: {}.",
+                            problem.field, problem.rule, problem.message
+                        ),
+                    ),
+                );
+            }
+        }
         let runtime = self.section("runtime");
         if let Some(runtime) = &runtime {
             let under = FieldPath::root().key("runtime");
@@ -115,27 +142,49 @@ impl<'t, 'a> Sections<'t, 'a> {
     /// The section under `key` (its default when absent), or `None` when its shape is wrong.
     fn section<T: DeserializeOwned + Default>(&mut self, key: &str) -> Option<T> {
         let path = FieldPath::root().key(key);
+        match self.root.get(key) {
+            None => Some(T::default()),
+            Some(node) => self.read(node, path),
+        }
+    }
+
+    /// The list under `key` (empty when absent), each item read only if its own shape is sound;
+    /// `None` when the list itself is not a list.
+    fn items<T: DeserializeOwned>(&mut self, key: &str) -> Option<Vec<Option<T>>> {
+        let path = FieldPath::root().key(key);
+        let Some(node) = self.root.get(key) else {
+            return Some(Vec::new());
+        };
+        let Value::Seq(items) = &node.value else {
+            return None;
+        };
+        Some(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| self.read(item, path.index(i)))
+                .collect(),
+        )
+    }
+
+    /// `node` as a `T`, or `None` when a shape problem lies at or under `path`.
+    fn read<T: DeserializeOwned>(&mut self, node: &Node<'_>, path: FieldPath) -> Option<T> {
         if self.findings.iter().any(|f| f.path.starts_with(&path)) {
             return None;
         }
-        let Some(node) = self.root.get(key) else {
-            return Some(T::default());
-        };
         match serde_json::from_value(node.to_json()) {
-            Ok(section) => Some(section),
+            Ok(value) => Some(value),
             Err(e) => {
                 // The schema and the types are one description, so this is a bug in af; say so
-                // rather than accept the section unread.
-                self.refuse(
-                    path,
-                    Report::new(
-                        &codes::MAN_WRONG_TYPE,
-                        format!("{key} could not be read: {e}."),
-                    )
-                    .with_next(
-                        "Correct the value; if it matches `af schema`, report this as a bug in af.",
-                    ),
+                // rather than accept the value unread.
+                let report = Report::new(
+                    &codes::MAN_WRONG_TYPE,
+                    format!("{path} could not be read: {e}."),
+                )
+                .with_next(
+                    "Correct the value; if it matches `af schema`, report this as a bug in af.",
                 );
+                self.refuse(path, report);
                 None
             }
         }

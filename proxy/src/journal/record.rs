@@ -96,6 +96,10 @@ pub struct DnsSighting {
     pub qtype: String,
     /// How the DNS server answered (af-dns `AnswerKind`: outside, inside, localhost, ...).
     pub answer: String,
+    /// The mode the catalogue gives this host (decided for port 443).
+    pub mode: &'static str,
+    /// The rule that gives it, or `default`.
+    pub rule: String,
 }
 
 /// The fields the admin API filters on, read back from a stored line.

@@ -93,6 +93,8 @@ pub struct Setup {
     pub tls_port: u16,
     /// Trusted networks.
     pub trusted: Vec<String>,
+    /// The body of `listeners.dns` (YAML indented by four spaces); DNS is off by default.
+    pub dns: String,
 }
 
 impl Setup {
@@ -104,6 +106,7 @@ impl Setup {
             http_port: 80,
             tls_port: 443,
             trusted: vec![TRUSTED.to_owned()],
+            dns: "    listen: null".to_owned(),
         }
     }
 
@@ -111,7 +114,7 @@ impl Setup {
     pub fn yaml(&self, journal: &Path, listen: &Listen) -> String {
         let trusted: Vec<String> = self.trusted.iter().map(|t| format!("\"{t}\"")).collect();
         format!(
-            "env: test-env\nresolver: \"{resolver}\"\negress:\n{egress}\nadmin:\n  listen: \"{admin}\"\n  token: {TOKEN}\nlisteners:\n  proxy:\n    listen: \"{proxy}\"\n  transparent_http:\n    listen: \"{http}\"\n    advertised_port: {http_port}\n  transparent_tls:\n    listen: \"{tls}\"\n    upstream_port: {tls_port}\n  dns:\n    listen: null\nguard:\n  trusted_networks: [{trusted}]\njournal:\n  dir: \"{journal}\"\n{extra}\n",
+            "env: test-env\nresolver: \"{resolver}\"\negress:\n{egress}\nadmin:\n  listen: \"{admin}\"\n  token: {TOKEN}\nlisteners:\n  proxy:\n    listen: \"{proxy}\"\n  transparent_http:\n    listen: \"{http}\"\n    advertised_port: {http_port}\n  transparent_tls:\n    listen: \"{tls}\"\n    upstream_port: {tls_port}\n  dns:\n{dns}\nguard:\n  trusted_networks: [{trusted}]\njournal:\n  dir: \"{journal}\"\n{extra}\n",
             resolver = self.resolver,
             egress = self.egress,
             admin = listen.admin,
@@ -123,6 +126,7 @@ impl Setup {
             trusted = trusted.join(", "),
             journal = journal.display(),
             extra = self.extra,
+            dns = self.dns,
         )
     }
 }
@@ -194,6 +198,9 @@ impl Sidecar {
     }
     pub fn admin(&self) -> Admin {
         Admin(self.running.admin)
+    }
+    pub fn dns(&self) -> SocketAddr {
+        self.running.dns.unwrap()
     }
 }
 
