@@ -63,9 +63,9 @@ struct AllArgs {
     /// Use this af-proxy binary instead of building the static release one.
     #[arg(long)]
     af_proxy: Option<PathBuf>,
-    /// af-proxy serves DNS (af-dns wired in): measure it in the dns scenario.
+    /// Leave af-proxy's DNS listener off (for a binary from before af-dns was wired in).
     #[arg(long)]
-    af_dns: bool,
+    no_af_dns: bool,
     /// Where results are written.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -133,7 +133,7 @@ fn all(args: AllArgs) -> Result<()> {
             args.scenarios
         },
     };
-    let mut systems = systems::all(AfProxy::new(binary, args.af_dns));
+    let mut systems = systems::all(AfProxy::new(binary, !args.no_af_dns));
     if !args.systems.is_empty() {
         systems.retain(|s| args.systems.iter().any(|n| n == s.name()));
     }

@@ -11,16 +11,17 @@ use super::tunnel::find_head_end;
 use crate::error::{BenchError, Result};
 
 /// Opens `count` client connections to `proxy`, each completing one
-/// keep-alive request for `url` (absolute form), and returns them open.
-/// At most `parallel` are being set up at once, so the proxy's upstream pool
-/// stays small and the measurement is about client connections.
+/// keep-alive request for `url` (absolute form), and returns the ones that
+/// did (within 10 s each) and how many did not. At most `parallel` are being
+/// set up at once, so the proxy's upstream pool stays small and the
+/// measurement is about client connections.
 pub async fn open(
     proxy: SocketAddr,
     url: &str,
     host: &str,
     count: usize,
     parallel: usize,
-) -> Result<Vec<TcpStream>> {
+) -> Result<(Vec<TcpStream>, usize)> {
     let request = Arc::new(format!("GET {url} HTTP/1.1\r\nHost: {host}\r\n\r\n").into_bytes());
     let gate = Arc::new(Semaphore::new(parallel));
     let mut tasks = Vec::with_capacity(count);
@@ -28,17 +29,21 @@ pub async fn open(
         let (request, gate) = (request.clone(), gate.clone());
         tasks.push(tokio::spawn(async move {
             let _permit = gate.acquire_owned().await;
-            one(proxy, &request).await
+            tokio::time::timeout(std::time::Duration::from_secs(10), one(proxy, &request)).await
         }));
     }
     let mut conns = Vec::with_capacity(count);
+    let mut failed = 0;
     for t in tasks {
-        conns.push(
-            t.await
-                .map_err(|e| BenchError::Protocol(format!("idle task: {e}")))??,
-        );
+        match t
+            .await
+            .map_err(|e| BenchError::Protocol(format!("idle task: {e}")))?
+        {
+            Ok(Ok(conn)) => conns.push(conn),
+            _ => failed += 1,
+        }
     }
-    Ok(conns)
+    Ok((conns, failed))
 }
 
 /// One connection, one request, the whole response read, connection kept.

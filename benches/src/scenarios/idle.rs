@@ -21,27 +21,28 @@ pub fn run(running: &Running, ctx: &Ctx<'_>) -> Result<(LoadResult, f64)> {
     let count = ctx.load.idle_connections;
     ctx.rt.block_on(async {
         // Warm up: buffers, pools and lazily built state exist before "before".
-        let warm = idle::open(proxy, &url, &host, 64, 16).await?;
+        let (warm, _) = idle::open(proxy, &url, &host, 64, 16).await?;
         drop(warm);
         tokio::time::sleep(Duration::from_millis(500)).await;
         let before = proc::sample(pid)?;
-        let conns = idle::open(proxy, &url, &host, count, 64).await?;
+        let (conns, failed) = idle::open(proxy, &url, &host, count, 64).await?;
         tokio::time::sleep(Duration::from_secs(1)).await;
         let after = proc::sample(pid)?;
         // A proxy that drops idle client connections holds no memory for them:
         // count only the ones still open, and report the others as errors.
         let closed = idle::closed(&conns).await;
+        let conns_len = conns.len();
         drop(conns);
-        let open = count - closed;
+        let open = conns_len - closed;
         if open == 0 {
             return Err(BenchError::Protocol(format!(
-                "the proxy closed all {count} idle connections"
+                "of {count} idle connections none stayed open ({failed} not set up, {closed} closed by the proxy)"
             )));
         }
         let load = LoadResult {
             ops: open as u64,
             secs: 1.0,
-            errors: closed as u64,
+            errors: (failed + closed) as u64,
             ..LoadResult::default()
         };
         let per_conn = after.rss_kib.saturating_sub(before.rss_kib) as f64 / open as f64;

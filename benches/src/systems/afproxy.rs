@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use super::{Endpoint, Env, Ready, Running, Support, System};
 use crate::error::{BenchError, Result};
@@ -19,7 +20,7 @@ pub const TARGET: &str = "x86_64-unknown-linux-gnu";
 /// af-proxy, started from `binary`.
 pub struct AfProxy {
     binary: PathBuf,
-    /// Whether the binary serves DNS (af-dns wired into af-proxy).
+    /// Whether to turn on the DNS listener (af-dns inside af-proxy).
     dns: bool,
 }
 
@@ -77,9 +78,7 @@ impl System for AfProxy {
 
     fn support(&self, scenario: Scenario) -> Support {
         match scenario {
-            Scenario::Dns if !self.dns => {
-                Support::Pending("af-dns not yet wired into af-proxy (pass --af-dns)".into())
-            }
+            Scenario::Dns if !self.dns => Support::Pending("run without --no-af-dns".into()),
             Scenario::InterceptedHttps => {
                 Support::Pending("TLS interception is a later issue".into())
             }
@@ -91,16 +90,22 @@ impl System for AfProxy {
         (!self.binary.is_file()).then(|| format!("{} not built", self.binary.display()))
     }
 
-    fn start(&self, _env: &Env) -> Result<Running> {
+    fn start(&self, env: &Env) -> Result<Running> {
         let dir = super::config_dir()?;
         let port = super::free_port()?;
         let admin = super::free_port()?;
         let dns = super::free_port()?;
         let journal = dir.path().join("journal");
-        let dns_listen = if self.dns {
-            serde_json::Value::String(format!("127.0.0.1:{dns}"))
+        // DNS as the sidecar serves it: every outside name answers the
+        // sidecar's address; the runtime resolver (for inside names) is never asked.
+        let dns_listener = if self.dns {
+            serde_json::json!({
+                "listen": format!("127.0.0.1:{dns}"),
+                "answer_v4": env.dns_answer.to_string(),
+                "inside_resolver": "127.0.0.1:9",
+            })
         } else {
-            serde_json::Value::Null
+            serde_json::json!({ "listen": null })
         };
         // The resolver is never asked: every request names 127.0.0.1.
         let config = serde_json::json!({
@@ -108,11 +113,12 @@ impl System for AfProxy {
             "egress": { "default": "allow", "rules": [] },
             "resolver": "127.0.0.1:9",
             "guard": { "trusted_networks": ["127.0.0.0/8"] },
+            "inside": { "subnets": ["10.254.0.0/16"] },
             "listeners": {
                 "proxy": { "listen": format!("127.0.0.1:{port}") },
                 "transparent_http": { "listen": null },
                 "transparent_tls": { "listen": null },
-                "dns": { "listen": dns_listen },
+                "dns": dns_listener,
             },
             "admin": { "listen": format!("127.0.0.1:{admin}"), "token": "af-bench-admin-token-0123" },
             "journal": { "dir": journal },
@@ -124,7 +130,20 @@ impl System for AfProxy {
         let (ready, endpoint) = (Ready::Tcp, Endpoint::Proxy(([127, 0, 0, 1], port).into()));
         let mut running = super::launch("af-proxy", cmd, dir, port, ready, endpoint)?;
         if self.dns {
-            running.dns = Some(([127, 0, 0, 1], dns).into());
+            let addr = ([127, 0, 0, 1], dns).into();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !crate::load::dnsperf::probe(addr) {
+                if Instant::now() > deadline {
+                    return Err(BenchError::NotReady {
+                        system: "af-proxy (dns)".into(),
+                        port: dns,
+                        secs: 10,
+                        detail: String::new(),
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            running.dns = Some(addr);
         }
         Ok(running)
     }
