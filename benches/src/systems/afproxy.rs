@@ -78,7 +78,7 @@ impl System for AfProxy {
 
     fn support(&self, scenario: Scenario) -> Support {
         match scenario {
-            Scenario::Dns if !self.dns => Support::Pending("run without --no-af-dns".into()),
+            Scenario::Dns if !self.dns => Support::Pending("DNS listener off (--no-af-dns)".into()),
             Scenario::InterceptedHttps => {
                 Support::Pending("TLS interception is a later issue".into())
             }
