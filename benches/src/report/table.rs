@@ -173,6 +173,7 @@ mod tests {
                 Scenario::Dns,
                 Status::Pending("not wired".into()),
             ),
+            dns,
         ];
         let text = render(&rows);
         let lines: Vec<&str> = text.lines().collect();
