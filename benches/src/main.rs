@@ -1,1 +1,195 @@
-fn main() {}
+//! af-benches: af-proxy and af-dns side by side with their peers, on loopback,
+//! in front of one local upstream. See benches/README.md.
+
+mod bench;
+mod error;
+mod load;
+mod proc;
+mod report;
+mod scenarios;
+mod systems;
+mod upstream;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use clap::{Parser, Subcommand};
+
+use crate::error::{BenchError, Result};
+use crate::scenarios::{Load, Scenario};
+use crate::systems::AfProxy;
+
+/// af-proxy and af-dns against direct, squid, tinyproxy, privoxy, mitmproxy, dnsmasq and unbound.
+#[derive(Parser)]
+#[command(version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build af-proxy, run every scenario against every system, print the table, write results.
+    All(AllArgs),
+    /// The local upstream (started by `all`; not for direct use).
+    #[command(hide = true)]
+    Upstream(upstream::Ports),
+    /// af-dns as a server (started by `all`; not for direct use).
+    #[command(hide = true)]
+    AfDns(systems::AfDnsArgs),
+}
+
+#[derive(clap::Args)]
+struct AllArgs {
+    /// CI mode: one round, 2 s runs, 1000 idle connections, results in quick.{json,svg}.
+    #[arg(long)]
+    quick: bool,
+    /// Rounds (default 3, 1 with --quick).
+    #[arg(long)]
+    rounds: Option<u32>,
+    /// Seconds per timed run (default 8, 2 with --quick).
+    #[arg(long)]
+    duration: Option<u64>,
+    /// Idle connections in the memory scenario (default 10000, 1000 with --quick).
+    #[arg(long)]
+    idle: Option<usize>,
+    /// Only these scenarios (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    scenarios: Vec<Scenario>,
+    /// Only these systems (comma-separated names as in the table).
+    #[arg(long, value_delimiter = ',')]
+    systems: Vec<String>,
+    /// Use this af-proxy binary instead of building the static release one.
+    #[arg(long)]
+    af_proxy: Option<PathBuf>,
+    /// Leave af-proxy's DNS listener off (for a binary from before af-dns was wired in).
+    #[arg(long)]
+    no_af_dns: bool,
+    /// Where results are written.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Machine label recorded with the results.
+    #[arg(long, env = "AF_BENCH_MACHINE", default_value = "rust-docker")]
+    machine: String,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::All(args) => all(args),
+        Command::Upstream(ports) => serve_upstream(ports),
+        Command::AfDns(args) => systems::serve_af_dns(args),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("af-benches: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve_upstream(ports: upstream::Ports) -> Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| BenchError::io("start tokio", e))?
+        .block_on(upstream::serve(ports))
+}
+
+fn all(args: AllArgs) -> Result<()> {
+    // 10k idle client connections plus the proxy's own: children inherit this.
+    let nofile = rlimit::increase_nofile_limit(200_000)
+        .map_err(|e| BenchError::io("raise RLIMIT_NOFILE", e))?;
+    let idle = args.idle.unwrap_or(if args.quick { 1_000 } else { 10_000 });
+    if nofile < idle as u64 + 1_000 {
+        eprintln!("warning: RLIMIT_NOFILE is only {nofile}; the idle-memory scenario may fail");
+    }
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = manifest.parent().unwrap_or(manifest);
+    let pinned = tempfile::Builder::new()
+        .prefix("af-bench-bin-")
+        .tempdir()
+        .map_err(|e| BenchError::io("create binary dir", e))?;
+    let binary = match args.af_proxy {
+        Some(path) => path,
+        None => {
+            AfProxy::build(root)?;
+            // The target directory is shared: pin this build so a later build
+            // from another work tree cannot swap the binary mid-run.
+            AfProxy::pin(&AfProxy::default_binary(root), pinned.path())?
+        }
+    };
+    let plan = bench::Plan {
+        rounds: args.rounds.unwrap_or(if args.quick { 1 } else { 3 }).max(1),
+        load: Load {
+            duration: Duration::from_secs(args.duration.unwrap_or(if args.quick { 2 } else { 8 })),
+            idle_connections: idle,
+        },
+        scenarios: if args.scenarios.is_empty() {
+            Scenario::ALL.to_vec()
+        } else {
+            args.scenarios
+        },
+    };
+    let mut systems = systems::all(AfProxy::new(binary, !args.no_af_dns));
+    if !args.systems.is_empty() {
+        systems.retain(|s| args.systems.iter().any(|n| n == s.name()));
+    }
+    let (runs, rows) = bench::run(&plan, &systems)?;
+    let table = report::table::render(&rows);
+    println!("{table}");
+
+    let out = args.out.unwrap_or_else(|| manifest.join("results"));
+    std::fs::create_dir_all(&out)
+        .map_err(|e| BenchError::io(format!("create {}", out.display()), e))?;
+    let stem = if args.quick { "quick" } else { "latest" };
+    let date = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    let machine = describe_machine(&args.machine);
+    let results = report::json::Results {
+        date: date.clone(),
+        machine: machine.clone(),
+        quick: args.quick,
+        rounds: plan.rounds,
+        duration_secs: plan.load.duration.as_secs(),
+        idle_connections: plan.load.idle_connections,
+        rows,
+        runs,
+    };
+    let json = out.join(format!("{stem}.json"));
+    report::json::write(&results, &json)?;
+    let title = format!(
+        "af-benches {date} on {machine} (medians of {} rounds)",
+        plan.rounds
+    );
+    let svg = out.join(format!("{stem}.svg"));
+    report::chart::draw(&results.rows, &title, &svg)?;
+    let txt = out.join(format!("{stem}.txt"));
+    std::fs::write(&txt, format!("{title}\n\n{table}"))
+        .map_err(|e| BenchError::io(format!("write {}", txt.display()), e))?;
+    eprintln!(
+        "wrote {}, {} and {}",
+        json.display(),
+        svg.display(),
+        txt.display()
+    );
+    Ok(())
+}
+
+/// "rust-docker: 2 cores, 24 GiB, Linux 6.x".
+fn describe_machine(label: &str) -> String {
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let mem_gib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| proc::parse_status_kib(&m, "MemTotal:"))
+        .map(|kib| (kib as f64 / 1024.0 / 1024.0).round() as u64)
+        .unwrap_or(0);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!(
+        "{label}: {cores} cores, {mem_gib} GiB, Linux {}",
+        kernel.trim()
+    )
+}

@@ -1,0 +1,108 @@
+//! The run: every scenario × every system × every round, interleaved.
+
+use std::net::Ipv4Addr;
+
+use crate::error::{BenchError, Result};
+use crate::report::{self, Row, Status};
+use crate::scenarios::{self, Ctx, Load, Measurement, Scenario};
+use crate::systems::{Env, Support, System};
+use crate::upstream::Upstream;
+
+/// What to run.
+pub struct Plan {
+    /// Rounds; each round visits every system once per scenario.
+    pub rounds: u32,
+    /// Load settings.
+    pub load: Load,
+    /// Scenarios, in table order.
+    pub scenarios: Vec<Scenario>,
+}
+
+/// Runs the plan and returns the per-run measurements and the table rows.
+pub fn run(plan: &Plan, systems: &[Box<dyn System>]) -> Result<(Vec<Measurement>, Vec<Row>)> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| BenchError::io("start tokio", e))?;
+    let work = tempfile::Builder::new()
+        .prefix("af-bench-work-")
+        .tempdir()
+        .map_err(|e| BenchError::io("create work dir", e))?;
+    let upstream = Upstream::spawn(work.path())?;
+    let env = Env {
+        dns_answer: Ipv4Addr::new(127, 0, 0, 2),
+    };
+    let ctx = Ctx {
+        rt: &rt,
+        upstream: &upstream,
+        load: &plan.load,
+        work: work.path(),
+        env: &env,
+    };
+    let mut runs: Vec<Measurement> = Vec::new();
+    let mut failures: Vec<(String, Scenario, String)> = Vec::new();
+    for round in 0..plan.rounds {
+        for &scenario in &plan.scenarios {
+            let takers: Vec<&dyn System> = systems
+                .iter()
+                .map(|s| s.as_ref())
+                .filter(|s| s.support(scenario) == Support::Yes && s.missing().is_none())
+                .collect();
+            // Rotate the order each round (A B C, B C A, …) so no system always
+            // runs first, on a cold machine, or right after the same neighbour.
+            let n = takers.len().max(1);
+            for i in 0..takers.len() {
+                let system = takers[(i + round as usize) % n];
+                eprint!(
+                    "round {}/{} {:<18} {:<10} ",
+                    round + 1,
+                    plan.rounds,
+                    scenario.name(),
+                    system.name()
+                );
+                match scenarios::measure(scenario, system, round, &ctx) {
+                    Ok(m) => {
+                        eprintln!("{} {}", report::table::figure(m.value), m.unit.label());
+                        runs.push(m);
+                    }
+                    Err(e) => {
+                        eprintln!("FAILED: {e}");
+                        failures.push((system.name().to_string(), scenario, e.to_string()));
+                    }
+                }
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    for &scenario in &plan.scenarios {
+        for system in systems {
+            let name = system.name();
+            let row = match system.support(scenario) {
+                Support::No => continue,
+                Support::Pending(reason) => Row::empty(name, scenario, Status::Pending(reason)),
+                Support::Yes => match system.missing() {
+                    Some(reason) => Row::empty(name, scenario, Status::Missing(reason)),
+                    None => {
+                        let mine: Vec<&Measurement> = runs
+                            .iter()
+                            .filter(|m| m.system == name && m.scenario == scenario)
+                            .collect();
+                        if mine.is_empty() {
+                            let reason = failures
+                                .iter()
+                                .find(|(s, sc, _)| s == name && *sc == scenario)
+                                .map(|(_, _, e)| e.clone())
+                                .unwrap_or_else(|| "no run".into());
+                            Row::empty(name, scenario, Status::Failed(reason))
+                        } else {
+                            Row::measured(name, scenario, &mine)
+                        }
+                    }
+                },
+            };
+            rows.push(row);
+        }
+    }
+    report::fill_ratios(&mut rows);
+    Ok((runs, rows))
+}

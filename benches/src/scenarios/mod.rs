@@ -1,0 +1,223 @@
+//! The scenarios: what load each one sends, and what it reports.
+
+mod connect;
+mod dns;
+mod http;
+mod https;
+mod idle;
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::error::{BenchError, Result};
+use crate::load::LoadResult;
+use crate::proc;
+use crate::systems::{Env, Running, System};
+use crate::upstream::Upstream;
+
+/// One scenario of the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scenario {
+    /// Plain HTTP, keep-alive connections, small bodies.
+    HttpKeepAlive,
+    /// Plain HTTP, a new connection per request (`Connection: close`).
+    HttpNewConn,
+    /// Plain HTTP, keep-alive, 1 MiB bodies.
+    Http1m,
+    /// Bulk bytes through a CONNECT tunnel.
+    ConnectBulk,
+    /// DNS A queries for random outside names.
+    Dns,
+    /// Memory per idle keep-alive client connection.
+    IdleMemory,
+    /// HTTPS through an intercepting proxy.
+    InterceptedHttps,
+}
+
+impl Scenario {
+    /// Every scenario, in table order.
+    pub const ALL: [Scenario; 7] = [
+        Scenario::HttpKeepAlive,
+        Scenario::HttpNewConn,
+        Scenario::Http1m,
+        Scenario::ConnectBulk,
+        Scenario::Dns,
+        Scenario::IdleMemory,
+        Scenario::InterceptedHttps,
+    ];
+
+    /// Name shown in the table.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::HttpKeepAlive => "http-keepalive",
+            Scenario::HttpNewConn => "http-newconn",
+            Scenario::Http1m => "http-1mib",
+            Scenario::ConnectBulk => "connect-bulk",
+            Scenario::Dns => "dns",
+            Scenario::IdleMemory => "idle-memory",
+            Scenario::InterceptedHttps => "intercepted-https",
+        }
+    }
+
+    /// Unit of the scenario's headline figure.
+    pub fn unit(self) -> Unit {
+        match self {
+            Scenario::ConnectBulk => Unit::MegabytesPerSec,
+            Scenario::Dns => Unit::QueriesPerSec,
+            Scenario::IdleMemory => Unit::KibPerConn,
+            _ => Unit::RequestsPerSec,
+        }
+    }
+}
+
+/// Unit of a headline figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Unit {
+    /// Requests per second (higher is better).
+    #[serde(rename = "req/s")]
+    RequestsPerSec,
+    /// Megabytes (10^6) per second (higher is better).
+    #[serde(rename = "MB/s")]
+    MegabytesPerSec,
+    /// DNS queries per second (higher is better).
+    #[serde(rename = "qps")]
+    QueriesPerSec,
+    /// KiB of resident memory per idle connection (lower is better).
+    #[serde(rename = "KiB/conn")]
+    KibPerConn,
+}
+
+impl Unit {
+    /// As printed.
+    pub fn label(self) -> &'static str {
+        match self {
+            Unit::RequestsPerSec => "req/s",
+            Unit::MegabytesPerSec => "MB/s",
+            Unit::QueriesPerSec => "qps",
+            Unit::KibPerConn => "KiB/conn",
+        }
+    }
+
+    /// Whether a larger figure is better.
+    pub fn higher_is_better(self) -> bool {
+        self != Unit::KibPerConn
+    }
+}
+
+/// How hard and how long to push.
+#[derive(Debug, Clone)]
+pub struct Load {
+    /// Measured duration of each timed run.
+    pub duration: Duration,
+    /// Idle connections opened in the memory scenario.
+    pub idle_connections: usize,
+}
+
+/// What a scenario needs besides the system.
+pub struct Ctx<'a> {
+    /// Async runtime for the tokio clients.
+    pub rt: &'a tokio::runtime::Runtime,
+    /// The shared upstream.
+    pub upstream: &'a Upstream,
+    /// Load settings.
+    pub load: &'a Load,
+    /// Scratch directory (wrk scripts, the DNS query file).
+    pub work: &'a Path,
+    /// Addresses passed to systems.
+    pub env: &'a Env,
+}
+
+/// One measured run of one system in one scenario.
+#[derive(Debug, Clone, Serialize)]
+pub struct Measurement {
+    /// System name.
+    pub system: String,
+    /// Scenario.
+    pub scenario: Scenario,
+    /// Round number, from 0.
+    pub round: u32,
+    /// Headline figure in `unit`.
+    pub value: f64,
+    /// Its unit.
+    pub unit: Unit,
+    /// What the load generator saw.
+    pub load: LoadResult,
+    /// CPU seconds (user + system) the system's processes used during the run.
+    pub cpu_secs: Option<f64>,
+    /// CPU seconds per 10k requests/queries, or per GB for a tunnel.
+    pub cpu_per_unit: Option<f64>,
+    /// Peak resident memory (VmHWM) of the system's processes, KiB.
+    pub peak_rss_kib: Option<u64>,
+}
+
+/// Starts `system`, runs `scenario` against it, stops it.
+pub fn measure(
+    scenario: Scenario,
+    system: &dyn System,
+    round: u32,
+    ctx: &Ctx<'_>,
+) -> Result<Measurement> {
+    let running = system.start(ctx.env)?;
+    let pid = running.pid();
+    let before = pid.map(proc::sample).transpose()?;
+    let (load, value) = match scenario {
+        Scenario::HttpKeepAlive | Scenario::HttpNewConn | Scenario::Http1m => {
+            let r = http::run(scenario, &running, ctx)?;
+            let v = r.ops as f64 / r.secs;
+            (r, v)
+        }
+        Scenario::ConnectBulk => {
+            let r = connect::run(&running, ctx)?;
+            let v = r.bytes as f64 / 1e6 / r.secs;
+            (r, v)
+        }
+        Scenario::Dns => {
+            let r = dns::run(&running, ctx)?;
+            let v = r.ops as f64 / r.secs;
+            (r, v)
+        }
+        Scenario::IdleMemory => idle::run(&running, ctx)?,
+        Scenario::InterceptedHttps => {
+            let r = https::run(&running, ctx)?;
+            let v = r.ops as f64 / r.secs;
+            (r, v)
+        }
+    };
+    let after = pid.map(proc::sample).transpose()?;
+    drop(running);
+    let cpu_secs = before.zip(after).map(|(b, a)| a.cpu_secs - b.cpu_secs);
+    let cpu_per_unit = cpu_secs.and_then(|cpu| match scenario {
+        Scenario::IdleMemory => None,
+        Scenario::ConnectBulk => (load.bytes > 0).then(|| cpu / (load.bytes as f64 / 1e9)),
+        _ => (load.ops > 0).then(|| cpu * 10_000.0 / load.ops as f64),
+    });
+    if value.is_nan() || load.ops == 0 {
+        return Err(BenchError::Protocol(format!(
+            "{} completed nothing ({} errors)",
+            scenario.name(),
+            load.errors
+        )));
+    }
+    Ok(Measurement {
+        system: system.name().to_string(),
+        scenario,
+        round,
+        value,
+        unit: scenario.unit(),
+        load,
+        cpu_secs,
+        cpu_per_unit,
+        peak_rss_kib: after.map(|a| a.hwm_kib),
+    })
+}
+
+/// The forward proxy address of a running system, or `None` for direct.
+fn proxy_of(running: &Running) -> Option<std::net::SocketAddr> {
+    match running.endpoint {
+        crate::systems::Endpoint::Proxy(addr) => Some(addr),
+        _ => None,
+    }
+}

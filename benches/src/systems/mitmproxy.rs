@@ -1,0 +1,52 @@
+//! mitmproxy (mitmdump): intercepting proxy, quiet, upstream certificate not
+//! verified (the upstream's certificate is self-signed).
+
+use std::process::Command;
+
+use super::{Endpoint, Env, Ready, Running, Support, System};
+use crate::error::Result;
+use crate::scenarios::Scenario;
+
+/// mitmdump as an intercepting forward proxy.
+pub struct Mitmproxy;
+
+impl System for Mitmproxy {
+    fn name(&self) -> &'static str {
+        "mitmproxy"
+    }
+
+    fn support(&self, scenario: Scenario) -> Support {
+        if scenario == Scenario::InterceptedHttps {
+            Support::Yes
+        } else {
+            Support::No
+        }
+    }
+
+    fn missing(&self) -> Option<String> {
+        super::missing_program("mitmdump")
+    }
+
+    fn start(&self, _env: &Env) -> Result<Running> {
+        let dir = super::config_dir()?;
+        let port = super::free_port()?;
+        let mut cmd = Command::new("mitmdump");
+        cmd.arg("--listen-host")
+            .arg("127.0.0.1")
+            .arg("--listen-port")
+            .arg(port.to_string())
+            .arg("--set")
+            .arg(format!("confdir={}", dir.path().display()))
+            .arg("--ssl-insecure")
+            .arg("--quiet")
+            .arg("--set")
+            .arg("flow_detail=0")
+            .arg("--set")
+            .arg("termlog_verbosity=error");
+        let ca = dir.path().join("mitmproxy-ca-cert.pem");
+        let endpoint = Endpoint::Proxy(([127, 0, 0, 1], port).into());
+        let mut running = super::launch("mitmproxy", cmd, dir, port, Ready::Tcp, endpoint)?;
+        running.ca_cert = Some(ca);
+        Ok(running)
+    }
+}

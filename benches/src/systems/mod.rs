@@ -1,0 +1,280 @@
+//! The systems under test: how to configure, start and stop each one.
+//!
+//! Every system gets its own generated configuration in a temporary
+//! directory and a free high port on 127.0.0.1; nothing relies on a system
+//! service or on the distribution's configuration files.
+
+mod afdns;
+mod afproxy;
+mod direct;
+mod dnsmasq;
+mod mitmproxy;
+mod privoxy;
+mod squid;
+mod tinyproxy;
+mod unbound;
+
+use std::fs::File;
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tempfile::TempDir;
+
+pub use afdns::{ServeArgs as AfDnsArgs, serve as serve_af_dns};
+pub use afproxy::AfProxy;
+
+use crate::error::{BenchError, Result};
+use crate::scenarios::Scenario;
+
+/// Whether a system takes part in a scenario.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Support {
+    /// Measured.
+    Yes,
+    /// Belongs in the table but cannot be measured yet; the reason is shown.
+    Pending(String),
+    /// Not this kind of system (e.g. a DNS server in an HTTP scenario).
+    No,
+}
+
+/// What the harness knows when it starts a system.
+#[derive(Debug, Clone)]
+pub struct Env {
+    /// The address every DNS system answers for every name.
+    pub dns_answer: std::net::Ipv4Addr,
+}
+
+/// One benchmarked system.
+pub trait System {
+    /// Name shown in the table.
+    fn name(&self) -> &'static str;
+    /// Whether it takes part in `scenario`.
+    fn support(&self, scenario: Scenario) -> Support;
+    /// Why it cannot run on this machine (a program not installed), if so.
+    fn missing(&self) -> Option<String>;
+    /// Starts it and waits until it serves.
+    fn start(&self, env: &Env) -> Result<Running>;
+}
+
+/// Every system the harness knows, `direct` and af-proxy first.
+pub fn all(af_proxy: AfProxy) -> Vec<Box<dyn System>> {
+    vec![
+        Box::new(direct::Direct),
+        Box::new(af_proxy),
+        Box::new(squid::Squid),
+        Box::new(tinyproxy::Tinyproxy),
+        Box::new(privoxy::Privoxy),
+        Box::new(mitmproxy::Mitmproxy),
+        Box::new(afdns::AfDns),
+        Box::new(dnsmasq::Dnsmasq),
+        Box::new(unbound::Unbound),
+    ]
+}
+
+/// How a running system is reached.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Endpoint {
+    /// No intermediary: clients talk to the upstream itself.
+    Direct,
+    /// An HTTP forward proxy (absolute-form and CONNECT) at this address.
+    Proxy(SocketAddr),
+    /// A DNS server (UDP) at this address.
+    Dns(SocketAddr),
+}
+
+/// A started system; stopped when dropped.
+#[derive(Debug)]
+pub struct Running {
+    /// Where to send load.
+    pub endpoint: Endpoint,
+    /// A DNS listener of a system that is also a proxy (af-proxy with af-dns).
+    pub dns: Option<SocketAddr>,
+    /// The CA certificate (PEM) an intercepting system signs with.
+    pub ca_cert: Option<PathBuf>,
+    child: Option<Child>,
+    // Held so the generated configuration outlives the process.
+    _dir: Option<TempDir>,
+}
+
+impl Running {
+    /// A system with no process of its own (`direct`).
+    pub fn direct() -> Self {
+        Self {
+            endpoint: Endpoint::Direct,
+            dns: None,
+            ca_cert: None,
+            child: None,
+            _dir: None,
+        }
+    }
+
+    /// The process whose tree is sampled for CPU and memory, if any.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            stop(child);
+        }
+    }
+}
+
+/// SIGTERM, a grace period, then SIGKILL.
+pub fn stop(child: &mut Child) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// How to tell that a freshly started system serves.
+#[derive(Debug, Clone, Copy)]
+pub enum Ready {
+    /// Its TCP port accepts.
+    Tcp,
+    /// It answers a DNS query on UDP.
+    Dns,
+}
+
+/// A private directory for a system's configuration; world-readable so that
+/// peers which drop privileges (squid, tinyproxy) can still read it.
+pub fn config_dir() -> Result<TempDir> {
+    let dir = tempfile::Builder::new()
+        .prefix("af-bench-")
+        .tempdir()
+        .map_err(|e| BenchError::io("create config dir", e))?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| BenchError::io("chmod config dir", e))?;
+    Ok(dir)
+}
+
+/// Writes `text` to `dir/name` and returns the path.
+pub fn write_config(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
+    let path = dir.join(name);
+    std::fs::write(&path, text)
+        .map_err(|e| BenchError::io(format!("write {}", path.display()), e))?;
+    Ok(path)
+}
+
+/// A free port on 127.0.0.1, free for both TCP and UDP.
+pub fn free_port() -> Result<u16> {
+    for _ in 0..100 {
+        let tcp = TcpListener::bind("127.0.0.1:0").map_err(|e| BenchError::io("pick port", e))?;
+        let port = tcp
+            .local_addr()
+            .map_err(|e| BenchError::io("pick port", e))?
+            .port();
+        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    Err(BenchError::Protocol("no free port on 127.0.0.1".into()))
+}
+
+/// Whether `program` is on PATH (or is an existing path).
+pub fn find_program(program: &str) -> Option<PathBuf> {
+    let p = Path::new(program);
+    if p.components().count() > 1 {
+        return p.is_file().then(|| p.to_path_buf());
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")])
+            .map(|d| d.join(program))
+            .find(|c| c.is_file())
+    })
+}
+
+/// The "not installed" reason for a missing program.
+pub fn missing_program(program: &str) -> Option<String> {
+    find_program(program)
+        .is_none()
+        .then(|| format!("{program} not installed"))
+}
+
+/// Spawns `cmd` with its output in `dir`, waits until it serves on `port`.
+pub fn launch(
+    name: &'static str,
+    mut cmd: Command,
+    dir: TempDir,
+    port: u16,
+    ready: Ready,
+    endpoint: Endpoint,
+) -> Result<Running> {
+    let out = File::create(dir.path().join("stdout.log")).map_err(|e| BenchError::io("log", e))?;
+    let err = File::create(dir.path().join("stderr.log")).map_err(|e| BenchError::io("log", e))?;
+    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    let child = cmd
+        .spawn()
+        .map_err(|source| BenchError::Spawn { program, source })?;
+    let mut running = Running {
+        endpoint,
+        dns: None,
+        ca_cert: None,
+        child: Some(child),
+        _dir: Some(dir),
+    };
+    let timeout = Duration::from_secs(20);
+    let deadline = Instant::now() + timeout;
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    loop {
+        let detail = || stderr_tail(running._dir.as_ref());
+        if let Some(child) = running.child.as_mut()
+            && let Ok(Some(status)) = child.try_wait()
+        {
+            return Err(BenchError::Exited {
+                system: name.into(),
+                status: status.to_string(),
+                detail: detail(),
+            });
+        }
+        let up = match ready {
+            Ready::Tcp => TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok(),
+            Ready::Dns => crate::load::dnsperf::probe(addr),
+        };
+        if up {
+            return Ok(running);
+        }
+        if Instant::now() > deadline {
+            return Err(BenchError::NotReady {
+                system: name.into(),
+                port,
+                secs: timeout.as_secs(),
+                detail: detail(),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn stderr_tail(dir: Option<&TempDir>) -> String {
+    let Some(dir) = dir else { return String::new() };
+    let mut text = String::new();
+    for f in ["stderr.log", "stdout.log"] {
+        text.push_str(&std::fs::read_to_string(dir.path().join(f)).unwrap_or_default());
+    }
+    let lines: Vec<&str> = text.lines().rev().take(6).collect();
+    if lines.is_empty() {
+        String::new()
+    } else {
+        let tail: Vec<&str> = lines.into_iter().rev().collect();
+        format!(": {}", tail.join(" | "))
+    }
+}
