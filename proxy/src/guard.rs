@@ -264,7 +264,7 @@ pub struct GuardSettings {
     pub inside: Vec<IpNet>,
     /// Trusted upstream networks (tests).
     pub trusted: Vec<IpNet>,
-    /// The sidecar's own addresses (its DNS answers and bound listener addresses).
+    /// The sidecar's own inside addresses (its DNS answers), never dialled.
     pub own: Vec<IpAddr>,
     /// Upstream connect timeout.
     pub connect_timeout: Duration,

@@ -71,24 +71,16 @@ async fn bind(name: &str, addr: Option<SocketAddr>) -> Result<Option<TcpListener
     })
 }
 
-/// The sidecar's own addresses: what its DNS answers with and every listener bound to a
-/// specific address. The guard never dials them, so no tunnel can loop through the sidecar.
+/// The sidecar's own inside addresses: what its DNS answers every outside name with. The guard
+/// never dials them, so no request or tunnel can loop through the sidecar. (Listener addresses
+/// are not added: a listener bound to loopback must not make loopback upstreams unreachable,
+/// and the classifier already refuses the sidecar's other, private or loopback, addresses.)
 fn own_addresses(config: &crate::config::Config) -> Vec<IpAddr> {
     let dns = &config.listeners.dns;
-    let ls = &config.listeners;
-    let listeners = [
-        ls.proxy.listen,
-        ls.transparent_http.listen,
-        ls.transparent_tls.listen,
-        dns.listen,
-        Some(config.admin.listen),
-    ];
     dns.answer_v4
         .map(IpAddr::V4)
         .into_iter()
         .chain(dns.answer_v6.map(IpAddr::V6))
-        .chain(listeners.into_iter().flatten().map(|a| a.ip()))
-        .filter(|ip| !ip.is_unspecified())
         .collect()
 }
 

@@ -246,3 +246,29 @@ async fn a_name_resolving_to_the_sidecar_itself_is_refused_and_never_loops() {
     let (head, _s) = connect_tunnel(sc.proxy(), "198.51.100.2:443").await;
     assert!(head.starts_with("HTTP/1.1 403"), "{head}");
 }
+
+#[tokio::test]
+async fn a_sidecar_listening_on_an_upstream_address_still_reaches_that_upstream() {
+    // The upstream and the sidecar's listeners share 127.0.0.1 here, as in the benchmark: only
+    // the sidecar's DNS answer address is its own, not every address a listener is bound to.
+    let up = Upstream::http(
+        "127.0.0.1:0".parse().unwrap(),
+        Replies::new(Reply::ok("hello")),
+    )
+    .await
+    .unwrap();
+    let dns = resolver(vec![(
+        "api.allowed.test",
+        vec!["127.0.0.1".parse().unwrap()],
+    )])
+    .await;
+    let mut setup = Setup::new(&egress(&[("*", "allow")]), dns.addr);
+    setup.trusted = vec!["127.0.0.1/32".into()];
+    let sc = Sidecar::start(&setup).await;
+    let got = proxy_get(
+        sc.proxy(),
+        &format!("http://api.allowed.test:{}/", up.addr().port()),
+    )
+    .await;
+    assert_eq!(got.status, 200, "{}", got.body);
+}
