@@ -15,6 +15,8 @@ pub mod guard;
 pub mod journal;
 pub mod limits;
 pub mod listener;
+pub mod message;
 pub mod metrics;
+pub mod modes;
 pub mod sidecar;
 pub mod state;

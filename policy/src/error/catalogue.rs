@@ -117,6 +117,12 @@ catalogue! {
     RUN_NOT_OURS = "AF-RUN-045", Runtime,
         "An object with af's name exists but af did not create it.",
         "Remove or rename that object yourself, or choose another --env; af touched nothing.";
+    RUN_INBOX_TIMEOUT = "AF-RUN-050", Runtime,
+        "No captured message matched before the timeout.",
+        "Run `af inbox list` to see what arrived, or raise --timeout.";
+    RUN_WEBHOOK = "AF-RUN-051", Usage,
+        "The webhook could not be built or delivered.",
+        "Check the provider, event and --set values; `af webhook trigger --help` lists them.";
     NET_CONFIG = "AF-NET-001", Network,
         "The sidecar's configuration is invalid, so it did not start.",
         "Fix the field named in the sidecar configuration.";
@@ -153,6 +159,9 @@ catalogue! {
     NET_UNAUTHORIZED = "AF-NET-020", Network,
         "The admin API refused a request without the right token.",
         "Send the environment's admin token as a Bearer token.";
+    NET_DELIVERY = "AF-NET-023", Network,
+        "The sidecar could not deliver a request to a service inside the environment.",
+        "Check the service name, port and path, and that the service is up with `af status`.";
     NET_ADMIN_BAD_REQUEST = "AF-NET-021", Network,
         "The admin API could not understand a request.",
         "Correct the query parameter named.";
@@ -168,4 +177,28 @@ catalogue! {
     NET_DNS_STOPPED = "AF-NET-032", Network,
         "The sidecar's DNS server stopped on its own.",
         "Restart the sidecar; if it repeats, report it with the sidecar's log.";
+    NET_CAPTURE_NO_HANDLER = "AF-NET-040", Network,
+        "The host is under capture but no provider handler answers this request.",
+        "Name the host exactly in its capture rule to record any request, or mock it.";
+    NET_CAPTURE_PAYLOAD = "AF-NET-041", Network,
+        "The captured request's payload is not what the provider accepts.",
+        "Fix the payload named; the real provider would refuse it too.";
+    NET_BODY_TOO_LARGE = "AF-NET-042", Network,
+        "The request body is larger than the mode reads.",
+        "Send a smaller body, or set the host to allow.";
+    NET_LIVE_CREDENTIAL = "AF-NET-043", Network,
+        "The request carried a live-looking credential, so it was refused and not recorded.",
+        "Use the provider's test key in the environment; live keys never leave it.";
+    NET_SANDBOX_CREDENTIAL = "AF-NET-044", Network,
+        "The host is in sandbox mode but no test credential is configured for it.",
+        "Set the environment variable the rule's credential names before af up.";
+    NET_CLIENT_REJECTED_CERT = "AF-NET-045", Network,
+        "The client refused the environment's certificate (it pins certificates or lacks the CA).",
+        "Set this host to allow so it is tunnelled untouched, or trust the environment CA.";
+    NET_INTERCEPT = "AF-NET-046", Network,
+        "The TLS connection could not be opened for interception.",
+        "`af net log` shows the error; set the host to allow to tunnel it untouched.";
+    NET_SMTP = "AF-NET-047", Network,
+        "The SMTP listener refused a mail.",
+        "Send a well-formed message with at least one recipient.";
 }

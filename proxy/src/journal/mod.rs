@@ -23,7 +23,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::metrics::Metrics;
 pub use reader::Query;
-pub use record::{DecisionRecord, DnsSighting, Entry};
+pub use record::{DecisionRecord, DnsSighting, Entry, MessageRecord};
 use tail::Tail;
 use writer::{Pending, Writer};
 

@@ -6,6 +6,8 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
+use crate::message::Message;
+
 /// One journal line: the envelope every kind shares, then the kind's own fields.
 #[derive(Debug, Clone, Serialize)]
 pub struct Record<'a> {
@@ -28,6 +30,8 @@ pub enum Entry {
     Decision(DecisionRecord),
     /// The DNS server saw a name for the first time.
     DnsSighting(DnsSighting),
+    /// A message captured by capture mode or the SMTP listener: what `af inbox` shows.
+    Message(MessageRecord),
 }
 
 impl Entry {
@@ -35,7 +39,7 @@ impl Entry {
     pub fn blocked(&self) -> Option<bool> {
         match self {
             Entry::Decision(d) => Some(!d.allowed),
-            Entry::DnsSighting(_) => None,
+            Entry::DnsSighting(_) | Entry::Message(_) => None,
         }
     }
 }
@@ -100,6 +104,21 @@ pub struct DnsSighting {
     pub mode: &'static str,
     /// The rule that gives it, or `default`.
     pub rule: String,
+}
+
+/// A captured message and where it came from.
+#[derive(Debug, Clone, Serialize)]
+pub struct MessageRecord {
+    /// `capture` (an API call answered by capture mode) or `smtp`.
+    pub via: &'static str,
+    /// The client's address.
+    pub client: SocketAddr,
+    /// The host the message was sent to (the API host, or the SMTP server name).
+    pub host: String,
+    /// The rule that decided, when the catalogue was asked.
+    pub rule: Option<String>,
+    /// The message.
+    pub message: Message,
 }
 
 /// The fields the admin API filters on, read back from a stored line.

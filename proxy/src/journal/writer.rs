@@ -89,6 +89,7 @@ impl Writer {
             let (host, blocked) = match &pending.entry {
                 Entry::Decision(d) => (Some(d.host.clone().into_boxed_str()), Some(!d.allowed)),
                 Entry::DnsSighting(s) => (Some(s.host.clone().into_boxed_str()), None),
+                Entry::Message(m) => (Some(m.host.clone().into_boxed_str()), None),
             };
             buf.extend_from_slice(&line);
             line.pop();

@@ -95,6 +95,8 @@ pub struct Setup {
     pub trusted: Vec<String>,
     /// The body of `listeners.dns` (YAML indented by four spaces); DNS is off by default.
     pub dns: String,
+    /// The body of `listeners.smtp` (YAML indented by four spaces); SMTP is off by default.
+    pub smtp: String,
 }
 
 impl Setup {
@@ -107,6 +109,7 @@ impl Setup {
             tls_port: 443,
             trusted: vec![TRUSTED.to_owned()],
             dns: "    listen: null".to_owned(),
+            smtp: "    listen: []".to_owned(),
         }
     }
 
@@ -114,7 +117,7 @@ impl Setup {
     pub fn yaml(&self, journal: &Path, listen: &Listen) -> String {
         let trusted: Vec<String> = self.trusted.iter().map(|t| format!("\"{t}\"")).collect();
         format!(
-            "env: test-env\nresolver: \"{resolver}\"\negress:\n{egress}\nadmin:\n  listen: \"{admin}\"\n  token: {TOKEN}\nlisteners:\n  proxy:\n    listen: \"{proxy}\"\n  transparent_http:\n    listen: \"{http}\"\n    advertised_port: {http_port}\n  transparent_tls:\n    listen: \"{tls}\"\n    upstream_port: {tls_port}\n  dns:\n{dns}\nguard:\n  trusted_networks: [{trusted}]\njournal:\n  dir: \"{journal}\"\n{extra}\n",
+            "env: test-env\nresolver: \"{resolver}\"\negress:\n{egress}\nadmin:\n  listen: \"{admin}\"\n  token: {TOKEN}\nlisteners:\n  proxy:\n    listen: \"{proxy}\"\n  transparent_http:\n    listen: \"{http}\"\n    advertised_port: {http_port}\n  transparent_tls:\n    listen: \"{tls}\"\n    upstream_port: {tls_port}\n  dns:\n{dns}\n  smtp:\n{smtp}\nguard:\n  trusted_networks: [{trusted}]\njournal:\n  dir: \"{journal}\"\n{extra}\n",
             resolver = self.resolver,
             egress = self.egress,
             admin = listen.admin,
@@ -127,6 +130,7 @@ impl Setup {
             journal = journal.display(),
             extra = self.extra,
             dns = self.dns,
+            smtp = self.smtp,
         )
     }
 }

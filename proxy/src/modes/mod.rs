@@ -1,0 +1,60 @@
+//! The modes that answer locally instead of forwarding: mock (fixture packs), capture
+//! (provider-shaped answers, recorded as inbox messages) and synth (generated answers). Each
+//! takes a buffered [`Exchange`] and makes an [`Answer`]; none does I/O.
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+
+/// A client request, buffered, as the answering modes see it.
+#[derive(Debug, Clone, Copy)]
+pub struct Exchange<'a> {
+    /// The method.
+    pub method: &'a Method,
+    /// The decided host (lower-case, no trailing dot).
+    pub host: &'a str,
+    /// The path, without the query.
+    pub path: &'a str,
+    /// The query string, without `?`.
+    pub query: Option<&'a str>,
+    /// The request headers.
+    pub headers: &'a HeaderMap,
+    /// The whole body (within the mode's cap).
+    pub body: &'a [u8],
+}
+
+impl Exchange<'_> {
+    /// The `Content-Type` media type, lower-cased, without parameters.
+    pub fn media_type(&self) -> Option<String> {
+        let v = self.headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
+        Some(v.split(';').next()?.trim().to_ascii_lowercase())
+    }
+}
+
+/// An answer the sidecar makes itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The status.
+    pub status: StatusCode,
+    /// Headers (the sidecar adds its `X-Af-*` headers when it sends the answer).
+    pub headers: HeaderMap,
+    /// The body.
+    pub body: Bytes,
+}
+
+impl Answer {
+    /// An answer with `content_type` and `body`.
+    pub fn new(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Self {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        Self {
+            status,
+            headers,
+            body: body.into(),
+        }
+    }
+
+    /// A JSON answer.
+    pub fn json(status: StatusCode, value: &serde_json::Value) -> Self {
+        Self::new(status, "application/json", value.to_string())
+    }
+}
