@@ -1,9 +1,10 @@
 //! The one place a request becomes a verdict and a journal record.
 //!
-//! Every listener describes what it saw as an [`Ask`]; [`decide`] asks the catalogue, applies
-//! what this sidecar can serve (allow and block only: interception is the next issue, so a mode
-//! that needs it is refused with AF-NET-012, never allowed), and returns a [`Ticket`] that the
-//! caller closes exactly once with how the request ended. Closing the ticket writes the record.
+//! Every listener describes what it saw as an [`Ask`]; [`decide`] asks the catalogue and
+//! returns a [`Verdict`] (refuse, tunnel, intercept, or serve an HTTP request in its mode) and a
+//! [`Ticket`] that the caller closes exactly once with how the request ended. Closing the ticket
+//! writes the record. A tunnel whose host needs TLS opened is refused with AF-NET-012 when the
+//! sidecar has no environment CA: it is never allowed instead.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use crate::answer::Refusal;
 use crate::journal::{DecisionRecord, Entry};
 use crate::metrics::{Outcome, Via};
 use crate::state::State;
-use af_policy::egress::{Mode, Reason, Target};
+use af_policy::egress::{Mode, Reason, RuleId, Target};
 
 /// What a listener saw.
 #[derive(Debug, Clone, Copy)]
@@ -35,6 +36,17 @@ pub struct Ask<'a> {
     pub path: &'a str,
     /// Whether this is a tunnel (CONNECT or TLS) decided on the host alone.
     pub tunnel: bool,
+}
+
+impl Ask<'_> {
+    /// The scheme the client used: `https` inside an intercepted connection.
+    pub fn scheme(&self) -> &'static str {
+        if self.via == Via::Intercept {
+            "https"
+        } else {
+            "http"
+        }
+    }
 }
 
 /// The host as the catalogue compares it (lower-case, no trailing dot, IDN in punycode, no
@@ -62,7 +74,8 @@ pub fn explain_command(ask: &Ask<'_>, host: &str) -> String {
         };
         format!("af net explain GET https://{host}{port}/")
     } else {
-        let port = if ask.port == 80 {
+        let default_port = if ask.via == Via::Intercept { 443 } else { 80 };
+        let port = if ask.port == default_port {
             String::new()
         } else {
             format!(":{}", ask.port)
@@ -72,12 +85,29 @@ pub fn explain_command(ask: &Ask<'_>, host: &str) -> String {
         } else {
             ask.method
         };
-        format!("af net explain {method} http://{host}{port}{}", ask.path)
+        format!(
+            "af net explain {method} {}://{host}{port}{}",
+            ask.scheme(),
+            ask.path
+        )
     }
 }
 
-/// Decide a request: the ticket to close, and the refusal to answer with if it is refused.
-pub fn decide(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, Option<Refusal>) {
+/// What to do with a decided request or connection.
+#[derive(Debug)]
+pub enum Verdict {
+    /// Refuse it with this answer.
+    Refuse(Refusal),
+    /// A tunnel decided on its host alone: dial and copy bytes untouched.
+    Tunnel,
+    /// A tunnel whose host needs TLS opened: intercept it and decide each request inside.
+    Intercept,
+    /// An HTTP request: serve it in this mode (allow, sandbox, mock, capture or synth).
+    Serve(Mode),
+}
+
+/// Decide a request or a tunnel: the ticket to close, and what to do.
+pub fn decide(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, Verdict) {
     let host = normalize_host(ask.host);
     let cat = &state.catalogue;
     let decision = if ask.tunnel {
@@ -92,61 +122,77 @@ pub fn decide(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, Option<Refusal>) {
     };
     let label = cat.rule_label(decision.rule).to_owned();
     let reason = decision.reason.as_str();
-    // A plain HTTP request is decided with its method and path, so only the mode matters; a
-    // tunnel decided on the host alone would need TLS opened to honour paths or methods.
-    let unserved =
-        !matches!(decision.mode, Mode::Allow | Mode::Block) || (ask.tunnel && decision.open_tls);
-    let refusal = if unserved {
-        let why = if decision.mode.needs_interception() {
-            format!("its mode is {}", decision.mode)
+    // A tunnel whose host needs TLS opened is intercepted even when the host's own verdict is
+    // block: a path or method rule may allow some requests inside it.
+    let verdict = if ask.tunnel && decision.open_tls {
+        if state.intercept.is_some() {
+            Verdict::Intercept
         } else {
-            "its rule limits paths or methods, which needs TLS interception".to_owned()
-        };
-        Some(Refusal {
-            rule: Some(label.clone()),
-            ..Refusal::new(
-                StatusCode::FORBIDDEN,
-                &codes::NET_MODE_UNSERVED,
-                "mode_unserved",
-                format!(
-                    "{host}:{} was refused by {label} because {why}, which this sidecar does not serve yet",
-                    ask.port
-                ),
-            )
-        })
+            unserved(ask, &host, &label, decision.mode)
+        }
     } else if decision.mode == Mode::Block {
-        let explain = explain_command(ask, &host);
-        let what = if ask.tunnel {
-            format!("A connection to {host}:{}", ask.port)
-        } else {
-            format!("{} http://{host}{}", ask.method, ask.path)
-        };
-        let by = match decision.reason {
-            Reason::InvalidHost => "because its host is not a valid host name".to_owned(),
-            Reason::NonCanonicalPath => {
-                "because its path has dot segments or needless escapes where a path rule applies"
-                    .to_owned()
-            }
-            Reason::Rule | Reason::Default => format!("by {label}"),
-        };
-        Some(Refusal {
-            decision: "block",
-            rule: Some(label.clone()),
-            ..Refusal::new(
-                StatusCode::FORBIDDEN,
-                &codes::NET_BLOCKED,
-                reason,
-                format!("{what} was refused {by}."),
-            )
-            .with_next(format!(
-                "Run `{explain}` to see which rule decided, and add a rule to allow it."
-            ))
-        })
+        Verdict::Refuse(blocked(ask, &host, &label, decision.reason))
+    } else if ask.tunnel {
+        Verdict::Tunnel
     } else {
-        None
+        Verdict::Serve(decision.mode)
     };
-    let ticket = Ticket::new(state, ask, host, Some(decision.mode), Some(label), reason);
-    (ticket, refusal)
+    let mut ticket = Ticket::new(state, ask, host, Some(decision.mode), Some(label), reason);
+    ticket.rule = decision.rule;
+    (ticket, verdict)
+}
+
+/// The refusal of a tunnel that needs TLS opened when the sidecar has no environment CA.
+fn unserved(ask: &Ask<'_>, host: &str, label: &str, mode: Mode) -> Verdict {
+    let why = if mode.needs_interception() {
+        format!("its mode is {mode}")
+    } else {
+        "its rule limits paths or methods".to_owned()
+    };
+    Verdict::Refuse(Refusal {
+        rule: Some(label.to_owned()),
+        ..Refusal::new(
+            StatusCode::FORBIDDEN,
+            &codes::NET_MODE_UNSERVED,
+            "mode_unserved",
+            format!(
+                "{host}:{} was refused by {label} because {why}, which needs TLS interception, and this sidecar has no environment CA",
+                ask.port
+            ),
+        )
+        .with_next("Give the sidecar a tls: section (af up does), or set the host to allow.")
+    })
+}
+
+/// The refusal of a request or connection the catalogue blocks.
+fn blocked(ask: &Ask<'_>, host: &str, label: &str, reason: Reason) -> Refusal {
+    let explain = explain_command(ask, host);
+    let what = if ask.tunnel {
+        format!("A connection to {host}:{}", ask.port)
+    } else {
+        format!("{} {}://{host}{}", ask.method, ask.scheme(), ask.path)
+    };
+    let by = match reason {
+        Reason::InvalidHost => "because its host is not a valid host name".to_owned(),
+        Reason::NonCanonicalPath => {
+            "because its path has dot segments or needless escapes where a path rule applies"
+                .to_owned()
+        }
+        Reason::Rule | Reason::Default => format!("by {label}"),
+    };
+    Refusal {
+        decision: "block",
+        rule: Some(label.to_owned()),
+        ..Refusal::new(
+            StatusCode::FORBIDDEN,
+            &codes::NET_BLOCKED,
+            reason.as_str(),
+            format!("{what} was refused {by}."),
+        )
+        .with_next(format!(
+            "Run `{explain}` to see which rule decided, and add a rule to allow it."
+        ))
+    }
 }
 
 /// Journal a request refused before the catalogue was asked (bad request, no SNI, limits).
@@ -161,6 +207,7 @@ pub struct Ticket {
     state: Arc<State>,
     via: Via,
     mode: Option<Mode>,
+    rule: Option<RuleId>,
     started: Instant,
     record: DecisionRecord,
 }
@@ -178,6 +225,7 @@ impl Ticket {
             state: state.clone(),
             via: ask.via,
             mode,
+            rule: None,
             started: Instant::now(),
             record: DecisionRecord {
                 via: ask.via.as_str(),
@@ -186,7 +234,7 @@ impl Ticket {
                 host,
                 port: ask.port,
                 path: ask.path.to_owned(),
-                tls: ask.via == Via::Tls,
+                tls: matches!(ask.via, Via::Tls | Via::Intercept),
                 mode: mode.map(Mode::as_str),
                 rule,
                 reason: reason.to_owned(),
@@ -206,10 +254,30 @@ impl Ticket {
         &self.record.host
     }
 
+    /// The rule that decided, if one did (not the default).
+    pub fn rule(&self) -> Option<RuleId> {
+        self.rule
+    }
+
+    /// The label of the rule that decided (`rules[N] host` or `default`).
+    pub fn rule_label(&self) -> Option<&str> {
+        self.record.rule.as_deref()
+    }
+
+    /// The connection was opened for interception: each request inside it is decided and
+    /// journaled on its own, so the connection itself leaves no record.
+    pub fn superseded(self) {}
+
+    /// The sidecar answered the request itself (mock, capture, synth): nothing left the
+    /// environment. `up` is the request body read, `down` the answer's body.
+    pub fn answered(self, status: u16, up: u64, down: u64) {
+        self.finish(false, Some(status), up, down, Outcome::Answered);
+    }
+
     /// The request was refused (nothing left the environment).
     pub fn refused(mut self, refusal: &Refusal) {
         let status = match self.via {
-            Via::Tls => None,
+            Via::Tls | Via::Smtp => None,
             _ => Some(refusal.status.as_u16()),
         };
         self.record.reason.clone_from(&refusal.reason);

@@ -14,11 +14,21 @@ pub enum Via {
     Transparent,
     /// The transparent TLS listener (decided on SNI).
     Tls,
+    /// A request inside a TLS connection the sidecar opened (from CONNECT or transparent TLS).
+    Intercept,
+    /// The SMTP listener.
+    Smtp,
 }
 
 impl Via {
     /// Every listener kind.
-    pub const ALL: [Via; 3] = [Via::Proxy, Via::Transparent, Via::Tls];
+    pub const ALL: [Via; 5] = [
+        Via::Proxy,
+        Via::Transparent,
+        Via::Tls,
+        Via::Intercept,
+        Via::Smtp,
+    ];
 
     /// The name in the journal and metrics.
     pub const fn as_str(self) -> &'static str {
@@ -26,6 +36,8 @@ impl Via {
             Via::Proxy => "proxy",
             Via::Transparent => "transparent",
             Via::Tls => "tls",
+            Via::Intercept => "intercept",
+            Via::Smtp => "smtp",
         }
     }
 }
@@ -39,22 +51,31 @@ pub enum Outcome {
     Refused,
     /// Allowed but the upstream could not be reached or failed.
     UpstreamError,
+    /// Answered by the sidecar itself (mock, capture, synth).
+    Answered,
 }
 
 impl Outcome {
-    const ALL: [Outcome; 3] = [Outcome::Forwarded, Outcome::Refused, Outcome::UpstreamError];
+    const ALL: [Outcome; 4] = [
+        Outcome::Forwarded,
+        Outcome::Refused,
+        Outcome::UpstreamError,
+        Outcome::Answered,
+    ];
 
     const fn as_str(self) -> &'static str {
         match self {
             Outcome::Forwarded => "forwarded",
             Outcome::Refused => "refused",
             Outcome::UpstreamError => "upstream_error",
+            Outcome::Answered => "answered",
         }
     }
 }
 
 const MODES: usize = Mode::ALL.len();
 const OUTCOMES: usize = Outcome::ALL.len();
+const VIAS: usize = Via::ALL.len();
 
 fn mode_index(mode: Mode) -> usize {
     Mode::ALL.iter().position(|m| *m == mode).unwrap_or(0)
@@ -63,7 +84,7 @@ fn mode_index(mode: Mode) -> usize {
 /// Every counter the sidecar exposes.
 #[derive(Default)]
 pub struct Metrics {
-    requests: [[[AtomicU64; OUTCOMES]; MODES]; 3],
+    requests: [[[AtomicU64; OUTCOMES]; MODES]; VIAS],
     /// Requests refused before a mode was known (bad request, no SNI, limits).
     unclassified_refusals: AtomicU64,
     bytes_up: AtomicU64,
@@ -77,6 +98,9 @@ pub struct Metrics {
     journal_evicted_records: AtomicU64,
     journal_evicted_segments: AtomicU64,
     journal_write_errors: AtomicU64,
+    leaves_minted: AtomicU64,
+    leaves_evicted: AtomicU64,
+    messages_captured: AtomicU64,
 }
 
 impl Metrics {
@@ -159,6 +183,21 @@ impl Metrics {
         self.journal_written.load(Relaxed) + self.journal_write_errors.load(Relaxed)
     }
 
+    /// A leaf certificate was minted for interception.
+    pub fn leaf_minted(&self) {
+        self.leaves_minted.fetch_add(1, Relaxed);
+    }
+
+    /// A leaf certificate was evicted from the bounded cache.
+    pub fn leaf_evicted(&self) {
+        self.leaves_evicted.fetch_add(1, Relaxed);
+    }
+
+    /// A message was captured for the inbox.
+    pub fn message_captured(&self) {
+        self.messages_captured.fetch_add(1, Relaxed);
+    }
+
     /// Journal loss counters for the admin API.
     pub fn journal_losses(&self) -> JournalLosses {
         JournalLosses {
@@ -190,7 +229,7 @@ impl Metrics {
             }
         }
         let losses = self.journal_losses();
-        let simple: [(&str, &str, &str, u64); 12] = [
+        let simple: [(&str, &str, &str, u64); 15] = [
             (
                 "af_proxy_refused_undecided_total",
                 "counter",
@@ -262,6 +301,24 @@ impl Metrics {
                 "counter",
                 "Journal records lost to write errors.",
                 losses.write_errors,
+            ),
+            (
+                "af_proxy_tls_leaves_minted_total",
+                "counter",
+                "Leaf certificates minted for TLS interception.",
+                self.leaves_minted.load(Relaxed),
+            ),
+            (
+                "af_proxy_tls_leaf_cache_evictions_total",
+                "counter",
+                "Leaf certificates evicted from the bounded cache (tls.leaf_cache).",
+                self.leaves_evicted.load(Relaxed),
+            ),
+            (
+                "af_proxy_messages_captured_total",
+                "counter",
+                "Messages captured for the inbox (capture mode and SMTP).",
+                self.messages_captured.load(Relaxed),
             ),
         ];
         for (name, kind, help, value) in simple {

@@ -14,10 +14,12 @@ use crate::config::{Limits, Settings};
 use crate::dns::{self, JournalSightings};
 use crate::forward;
 use crate::guard::{Guard, GuardSettings};
+use crate::intercept::{Authority, Interception, upstream};
 use crate::journal::{Journal, JournalSettings};
 use crate::limits::ConnectionLimit;
 use crate::listener;
 use crate::metrics::{Metrics, Via};
+use crate::modes::ModeSettings;
 use crate::state::{State, Tuning};
 
 /// A running sidecar: where it listens, and its tasks (aborted on drop).
@@ -32,6 +34,8 @@ pub struct Running {
     pub admin: SocketAddr,
     /// The DNS server's bound address (UDP and TCP), when DNS is on.
     pub dns: Option<SocketAddr>,
+    /// The SMTP listener's bound addresses.
+    pub smtp: Vec<SocketAddr>,
     /// The DNS server; dropping it stops it.
     _dns_server: Option<DnsServer>,
     /// The journal, for other writers (the DNS server's sightings).
@@ -130,6 +134,34 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
         )
     })?;
     let guard = Arc::new(guard);
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let tls = config.tls.as_ref();
+    let intercept = tls
+        .map(|t| {
+            Authority::load(
+                &t.ca_cert_pem,
+                &t.ca_key_pem,
+                t.leaf_cache,
+                &provider,
+                metrics.clone(),
+            )
+            .and_then(|authority| Interception::new(authority, provider.clone()))
+            .map(Arc::new)
+        })
+        .transpose()
+        .map_err(|e| Report::new(&codes::NET_CONFIG, format!("{e}.")))?;
+    let https_client = upstream::client(
+        guard.clone(),
+        provider.clone(),
+        tls.and_then(|t| t.extra_upstream_roots_pem.as_deref()),
+        l.pool_max_idle_per_host,
+    )
+    .map_err(|e| Report::new(&codes::NET_CONFIG, format!("{e}.")))?;
+    let modes = ModeSettings {
+        mock_body_bytes: config.modes.mock_body_bytes,
+        capture_body_bytes: config.modes.capture_body_bytes,
+        credentials: config.modes.credentials.clone(),
+    };
     if !config.guard.trusted_networks.is_empty() {
         tracing::warn!(networks = ?config.guard.trusted_networks, "guard: trusted upstream networks are set; loopback/private addresses in them will be dialled");
     }
@@ -138,6 +170,9 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
         journal: journal.clone(),
         metrics: metrics.clone(),
         client: forward::http::client(guard.clone(), l.pool_max_idle_per_host),
+        https_client,
+        intercept,
+        modes,
         guard,
         limit: ConnectionLimit::new(l.max_connections, metrics.clone()),
         tuning: Tuning {
@@ -156,6 +191,10 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
     let proxy = bind("proxy", ls.proxy.listen).await?;
     let http = bind("transparent_http", ls.transparent_http.listen).await?;
     let tls = bind("transparent_tls", ls.transparent_tls.listen).await?;
+    let mut smtp = Vec::with_capacity(ls.smtp.listen.len());
+    for addr in &ls.smtp.listen {
+        smtp.extend(bind("smtp", Some(*addr)).await?);
+    }
     let dns = match settings.dns {
         Some(dns_config) => {
             let observer = Arc::new(JournalSightings {
@@ -172,29 +211,33 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
     };
 
     let addr = |l: &Option<TcpListener>| l.as_ref().and_then(|l| l.local_addr().ok());
+    let smtp_addrs = smtp.iter().filter_map(|l| l.local_addr().ok()).collect();
     let mut running = Running {
         proxy: addr(&proxy),
         transparent_http: addr(&http),
         transparent_tls: addr(&tls),
         admin: addr(&admin_listener).unwrap_or(config.admin.listen),
         dns: dns.as_ref().map(DnsServer::local_addr),
+        smtp: smtp_addrs,
         _dns_server: dns,
         journal: journal.clone(),
         metrics: metrics.clone(),
         tasks: Vec::new(),
     };
-    for (listener, via) in [
+    let listeners = [
         (proxy, Via::Proxy),
         (http, Via::Transparent),
         (tls, Via::Tls),
-    ] {
-        if let Some(listener) = listener {
-            running.tasks.push(tokio::spawn(listener::accept_loop(
-                listener,
-                state.clone(),
-                via,
-            )));
-        }
+    ]
+    .into_iter()
+    .filter_map(|(l, via)| l.map(|l| (l, via)))
+    .chain(smtp.into_iter().map(|l| (l, Via::Smtp)));
+    for (listener, via) in listeners {
+        running.tasks.push(tokio::spawn(listener::accept_loop(
+            listener,
+            state.clone(),
+            via,
+        )));
     }
     if let Some(admin_listener) = admin_listener {
         let admin = Arc::new(Admin {

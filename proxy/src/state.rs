@@ -5,9 +5,12 @@ use std::time::Duration;
 
 use crate::forward::http::HttpClient;
 use crate::guard::Guard;
+use crate::intercept::Interception;
+use crate::intercept::upstream::HttpsClient;
 use crate::journal::Journal;
 use crate::limits::ConnectionLimit;
 use crate::metrics::Metrics;
+use crate::modes::ModeSettings;
 use af_policy::egress::Catalogue;
 
 /// The sidecar's shared state.
@@ -22,6 +25,12 @@ pub struct State {
     pub guard: Arc<Guard>,
     /// The pooled upstream HTTP client (dials through the guard).
     pub client: HttpClient,
+    /// The pooled upstream HTTPS client for intercepted requests (dials through the guard).
+    pub https_client: HttpsClient,
+    /// TLS interception, when the sidecar has an environment CA.
+    pub intercept: Option<Arc<Interception>>,
+    /// What the answering modes work from.
+    pub modes: ModeSettings,
     /// The connection cap.
     pub limit: ConnectionLimit,
     /// Timeouts and sizes.

@@ -24,6 +24,7 @@ use super::{DialOutcome, upstream_refusal};
 use crate::answer::Refusal;
 use crate::decide::Ticket;
 use crate::guard::{DialError, Guard};
+use crate::intercept::upstream::HttpsClient;
 
 /// The `Via` the sidecar adds to forwarded requests.
 const VIA: &str = "1.1 af-proxy";
@@ -88,10 +89,39 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// Forward `req` to `http://host:port` + its path with `authority` as its only `Host` header:
+/// Which pooled client a request leaves through.
+#[derive(Clone, Copy)]
+pub enum Upstream<'a> {
+    /// Plain HTTP (the proxy's absolute-form requests, transparent HTTP).
+    Http(&'a HttpClient),
+    /// HTTPS with the upstream's certificate verified (requests inside an intercepted
+    /// connection).
+    Https(&'a HttpsClient),
+}
+
+impl Upstream<'_> {
+    fn scheme(self) -> &'static str {
+        match self {
+            Upstream::Http(_) => "http",
+            Upstream::Https(_) => "https",
+        }
+    }
+
+    async fn request(
+        self,
+        req: Request<CountingBody>,
+    ) -> Result<Response<Incoming>, hyper_util::client::legacy::Error> {
+        match self {
+            Upstream::Http(client) => client.request(req).await,
+            Upstream::Https(client) => client.request(req).await,
+        }
+    }
+}
+
+/// Forward `req` to `scheme://host:port` + its path with `authority` as its only `Host` header:
 /// the upstream is always asked for the host that was decided.
 pub async fn forward(
-    client: &HttpClient,
+    upstream: Upstream<'_>,
     req: Request<Incoming>,
     host: &str,
     port: u16,
@@ -124,7 +154,8 @@ pub async fn forward(
     } else {
         host.to_owned()
     };
-    let uri = match Uri::try_from(format!("http://{bracketed}:{port}{path}")) {
+    let scheme = upstream.scheme();
+    let uri = match Uri::try_from(format!("{scheme}://{bracketed}:{port}{path}")) {
         Ok(uri) => uri,
         Err(e) => {
             let refusal = upstream_refusal(
@@ -159,7 +190,7 @@ pub async fn forward(
             count: up.clone(),
         },
     );
-    match client.request(req).await {
+    match upstream.request(req).await {
         Ok(resp) => {
             let (mut parts, body) = resp.into_parts();
             strip_hop_by_hop(&mut parts.headers);

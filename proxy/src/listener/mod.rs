@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use af_policy::error::codes;
-use http::{Request, Response, StatusCode};
+use http::uri::Authority;
+use http::{Request, Response, StatusCode, header};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -64,6 +65,9 @@ pub async fn accept_loop(listener: TcpListener, state: Arc<State>, via: Via) {
                         Via::Proxy => proxy::serve(state, stream, conn).await,
                         Via::Transparent => transparent_http::serve(state, stream, conn).await,
                         Via::Tls => transparent_tls::serve(state, stream, conn).await,
+                        Via::Smtp => crate::smtp::serve(state, stream, conn).await,
+                        // Not a listener: requests inside an opened TLS connection.
+                        Via::Intercept => {}
                     }
                 });
             }
@@ -155,4 +159,32 @@ where
 pub fn bad_request(state: &Arc<State>, ask: &Ask<'_>, refusal: Refusal) -> Response<ProxyBody> {
     refuse_undecided(state, ask, &refusal);
     refusal.response()
+}
+
+/// The one host a request names: its absolute-form (or HTTP/2) authority or its single `Host`
+/// header; `None` when it names none. Two `Host` headers, or an authority and a `Host` that
+/// disagree, are refused: an upstream might serve the one that was not decided.
+pub fn request_authority(req: &Request<Incoming>) -> Result<Option<Authority>, &'static str> {
+    let mut hosts = req.headers().get_all(header::HOST).iter();
+    let header_host = hosts
+        .next()
+        .map(|h| h.to_str().map_err(|_| "has a Host header that is not text"))
+        .transpose()?;
+    if hosts.next().is_some() {
+        return Err("has more than one Host header");
+    }
+    let named = match (req.uri().authority(), header_host) {
+        (Some(uri), Some(host)) if !uri.as_str().eq_ignore_ascii_case(host) => {
+            return Err("names one host in its URL and another in its Host header");
+        }
+        (Some(uri), _) => uri.as_str(),
+        (None, Some(host)) => host,
+        (None, None) => return Ok(None),
+    };
+    named
+        .parse::<Authority>()
+        .ok()
+        .filter(|a| !a.host().is_empty())
+        .map(Some)
+        .ok_or("has no usable Host header")
 }

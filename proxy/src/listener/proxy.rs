@@ -12,10 +12,12 @@ use tokio::net::TcpStream;
 
 use super::{Conn, bad_request, serve_http};
 use crate::answer::Refusal;
-use crate::decide::{Ask, decide};
-use crate::forward::http::{ProxyBody, forward};
+use crate::decide::{Ask, Ticket, Verdict, decide};
+use crate::forward::http::ProxyBody;
 use crate::forward::{DialOutcome, tunnel, upstream_refusal};
+use crate::intercept::{Protocols, session};
 use crate::metrics::Via;
+use crate::respond::{Origin, refuse, respond};
 use crate::state::State;
 
 /// Serve one client connection.
@@ -67,20 +69,16 @@ async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Respon
             return bad_request(&state, &ask, refusal);
         }
     };
-    ask.host = host;
-    ask.port = uri.port_u16().unwrap_or(80);
-    let (ticket, refusal) = decide(&state, &ask);
-    if let Some(refusal) = refusal {
-        let resp = refusal.response();
-        ticket.refused(&refusal);
-        return resp;
-    }
-    let host = ticket.host().to_owned();
+    let origin = Origin {
+        via: Via::Proxy,
+        client: conn.peer,
+        port: uri.port_u16().unwrap_or(80),
+    };
     let authority = authority
         .rsplit_once('@')
         .map_or(authority, |(_, a)| a)
         .to_owned();
-    forward(&state.client, req, &host, ask.port, &authority, ticket).await
+    respond(&state, origin, req, host, &authority).await
 }
 
 /// CONNECT: decide on the authority, dial through the guard, answer 200 and tunnel.
@@ -110,11 +108,13 @@ async fn connect(state: Arc<State>, conn: Conn, mut req: Request<Incoming>) -> R
     };
     ask.host = host;
     ask.port = port;
-    let (ticket, refusal) = decide(&state, &ask);
-    if let Some(refusal) = refusal {
-        let resp = refusal.response();
-        ticket.refused(&refusal);
-        return resp;
+    let (ticket, verdict) = decide(&state, &ask);
+    match verdict {
+        Verdict::Tunnel => {}
+        Verdict::Intercept => return intercept(state, conn, req, ticket, port),
+        Verdict::Refuse(refusal) => return refuse(ticket, &refusal),
+        // A CONNECT is always decided as a tunnel.
+        Verdict::Serve(_) => {}
     }
     let upstream = match state.guard.dial(ticket.host(), port).await {
         Ok(s) => s,
@@ -170,6 +170,41 @@ async fn connect(state: Arc<State>, conn: Conn, mut req: Request<Incoming>) -> R
                 0,
             ),
         }
+    });
+    Response::new(Either::Left(Full::new(Bytes::new())))
+}
+
+/// CONNECT to a host that needs TLS opened: answer 200, then open the client's TLS with the
+/// environment CA and serve the requests inside.
+fn intercept(
+    state: Arc<State>,
+    conn: Conn,
+    mut req: Request<Incoming>,
+    ticket: Ticket,
+    port: u16,
+) -> Response<ProxyBody> {
+    let on_upgrade = hyper::upgrade::on(&mut req);
+    tokio::spawn(async move {
+        let Some(interception) = state.intercept.clone() else {
+            return;
+        };
+        let _admitted = conn.admitted.clone();
+        let upgraded = match on_upgrade.await {
+            Ok(upgraded) => upgraded,
+            Err(e) => {
+                return ticket.upstream_failed(
+                    Some(200),
+                    &codes::NET_BAD_REQUEST,
+                    "tunnel",
+                    format!("the client connection could not be taken over: {e}"),
+                    0,
+                    0,
+                );
+            }
+        };
+        let host = ticket.host().to_owned();
+        let handshake = interception.accept(TokioIo::new(upgraded), &host, Protocols::Http);
+        session::open(state, conn, ticket, port, handshake).await;
     });
     Response::new(Either::Left(Full::new(Bytes::new())))
 }

@@ -5,14 +5,16 @@ use std::sync::Arc;
 
 use af_policy::error::codes;
 use http::StatusCode;
-use rustls::server::Acceptor;
+use rustls::server::{Accepted, Acceptor};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
+use tokio_rustls::StartHandshake;
 
 use super::Conn;
 use crate::answer::Refusal;
-use crate::decide::{Ask, decide, refuse_undecided};
+use crate::decide::{Ask, Verdict, decide, refuse_undecided};
 use crate::forward::{DialOutcome, tunnel};
+use crate::intercept::{Protocols, session};
 use crate::metrics::Via;
 use crate::state::State;
 
@@ -22,8 +24,13 @@ const MAX_HELLO: usize = 64 * 1024;
 
 /// What the ClientHello said.
 pub enum Hello {
-    /// A ClientHello; the server name if it carried one, and every byte read so far.
-    Parsed { sni: Option<String>, bytes: Vec<u8> },
+    /// A ClientHello; the server name if it carried one, every byte read so far (to replay
+    /// when tunnelling), and the accepted hello (to continue the handshake when intercepting).
+    Parsed {
+        sni: Option<String>,
+        bytes: Vec<u8>,
+        accepted: Box<Accepted>,
+    },
     /// Not TLS, or a malformed hello.
     NotTls(String),
 }
@@ -62,7 +69,11 @@ pub async fn read_client_hello(stream: &mut TcpStream) -> std::io::Result<Hello>
         match acceptor.accept() {
             Ok(Some(accepted)) => {
                 let sni = accepted.client_hello().server_name().map(str::to_owned);
-                return Ok(Hello::Parsed { sni, bytes });
+                return Ok(Hello::Parsed {
+                    sni,
+                    bytes,
+                    accepted: Box::new(accepted),
+                });
             }
             Ok(None) => continue,
             Err((e, _alert)) => return Ok(Hello::NotTls(format!("not a TLS ClientHello: {e}"))),
@@ -91,7 +102,7 @@ pub async fn serve(state: Arc<State>, mut stream: TcpStream, conn: Conn) {
         let refusal = Refusal::new(StatusCode::BAD_REQUEST, code, reason.to_owned(), statement);
         refuse_undecided(&state, &ask, &refusal);
     };
-    let (sni, bytes) = match hello {
+    let (sni, bytes, accepted) = match hello {
         Err(_) => {
             return refuse(
                 "client_hello_timeout",
@@ -120,14 +131,24 @@ pub async fn serve(state: Arc<State>, mut stream: TcpStream, conn: Conn) {
         Ok(Ok(Hello::Parsed {
             sni: Some(sni),
             bytes,
-        })) => (sni, bytes),
+            accepted,
+        })) => (sni, bytes, accepted),
     };
     ask.host = &sni;
-    let (ticket, refusal) = decide(&state, &ask);
-    if let Some(refusal) = refusal {
+    let (ticket, verdict) = decide(&state, &ask);
+    match verdict {
+        Verdict::Tunnel | Verdict::Serve(_) => {}
+        Verdict::Intercept => {
+            if let Some(interception) = state.intercept.clone() {
+                let start = StartHandshake::from_parts(*accepted, stream);
+                let host = ticket.host().to_owned();
+                let handshake = interception.finish(start, &host, Protocols::Http);
+                session::open(state.clone(), conn, ticket, port, handshake).await;
+            }
+            return;
+        }
         // Closing is the answer: a TLS client cannot read an HTTP 403.
-        ticket.refused(&refusal);
-        return;
+        Verdict::Refuse(refusal) => return ticket.refused(&refusal),
     }
     let upstream = match state.guard.dial(ticket.host(), port).await {
         Ok(s) => s,

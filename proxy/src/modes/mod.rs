@@ -1,9 +1,25 @@
-//! The modes that answer locally instead of forwarding: mock (fixture packs), capture
-//! (provider-shaped answers, recorded as inbox messages) and synth (generated answers). Each
-//! takes a buffered [`Exchange`] and makes an [`Answer`]; none does I/O.
+//! The modes beyond allow and block. Mock (fixture packs), capture (provider-shaped answers,
+//! recorded as inbox messages) and synth (generated answers) answer locally: each takes a
+//! buffered [`Exchange`] and makes an [`Answer`]. Sandbox forwards with a test credential
+//! swapped in ([`sandbox`]). None of them does I/O.
+
+pub mod sandbox;
+
+use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+
+/// What the answering modes work from, compiled from the configuration at start.
+#[derive(Debug, Clone, Default)]
+pub struct ModeSettings {
+    /// Largest request body mock and synth read.
+    pub mock_body_bytes: usize,
+    /// Largest request body capture reads.
+    pub capture_body_bytes: usize,
+    /// Test credentials for sandbox mode, by name.
+    pub credentials: BTreeMap<String, String>,
+}
 
 /// A client request, buffered, as the answering modes see it.
 #[derive(Debug, Clone, Copy)]

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+pub mod intercept;
+
 use af_fixtures::test_resolver::TestResolver;
 use af_fixtures::upstream::{Replies, Reply, Upstream};
 use af_proxy::config::Config;

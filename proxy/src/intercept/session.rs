@@ -1,0 +1,161 @@
+//! An intercepted connection: complete the handshake, then serve HTTP/2 or HTTP/1.1 (as ALPN
+//! chose) and decide every request on its own host. A request that names another host than
+//! the connection's is decided for that host: switching to a blocked host is refused.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+
+use af_policy::error::codes;
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_rustls::server::TlsStream;
+
+use super::HandshakeError;
+use crate::answer::Refusal;
+use crate::decide::{Ask, Ticket, refuse_undecided};
+use crate::forward::http::ProxyBody;
+use crate::limits::IdleIo;
+use crate::listener::{Conn, request_authority};
+use crate::metrics::Via;
+use crate::respond::{Origin, respond};
+use crate::state::State;
+
+/// HTTP/2 streams a client may open at once on one intercepted connection.
+const MAX_CONCURRENT_STREAMS: u32 = 128;
+
+/// Journal a failed interception handshake against the connection's ticket.
+fn handshake_failed(ticket: Ticket, error: &HandshakeError) {
+    let refusal = match error {
+        HandshakeError::ClientRejected { name, .. } => Refusal::new(
+            StatusCode::BAD_GATEWAY,
+            &codes::NET_CLIENT_REJECTED_CERT,
+            "client_rejected_certificate",
+            format!("{error}"),
+        )
+        .with_next(format!(
+            "If the client pins certificates, set {name} to allow so it is tunnelled untouched; otherwise make it trust the environment CA (SSL_CERT_FILE)."
+        )),
+        HandshakeError::Failed(_) => Refusal::new(
+            StatusCode::BAD_GATEWAY,
+            &codes::NET_INTERCEPT,
+            "intercept",
+            format!("{error}"),
+        ),
+    };
+    ticket.refused(&refusal);
+}
+
+/// Complete the handshake (within the ClientHello timeout), then serve the connection; a
+/// failed handshake is journaled against the connection's ticket.
+pub async fn open<IO>(
+    state: Arc<State>,
+    conn: Conn,
+    ticket: Ticket,
+    port: u16,
+    handshake: impl Future<Output = Result<TlsStream<IO>, HandshakeError>>,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    match tokio::time::timeout(state.tuning.client_hello_timeout, handshake).await {
+        Ok(Ok(tls)) => serve(state, conn, tls, ticket, port).await,
+        Ok(Err(e)) => handshake_failed(ticket, &e),
+        Err(_) => handshake_failed(
+            ticket,
+            &HandshakeError::Failed("the client did not finish the handshake in time".into()),
+        ),
+    }
+}
+
+/// Serve an opened connection until it closes or idles out. The connection's ticket is
+/// superseded: each request inside is journaled on its own.
+async fn serve<IO>(state: Arc<State>, conn: Conn, tls: TlsStream<IO>, ticket: Ticket, port: u16)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let connection_host = ticket.host().to_owned();
+    ticket.superseded();
+    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+    let t = state.tuning;
+    let io = TokioIo::new(IdleIo::new(tls, conn.activity.clone()));
+    let svc = {
+        let (state, conn) = (state.clone(), conn.clone());
+        service_fn(move |req| {
+            let (state, conn, host) = (state.clone(), conn.clone(), connection_host.clone());
+            async move { Ok::<_, Infallible>(handle(state, conn, host, port, req).await) }
+        })
+    };
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(t.header_read_timeout)
+        .max_buf_size(t.max_header_bytes.max(8192))
+        .keep_alive(true);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+        .max_header_list_size(u32::try_from(t.max_header_bytes).unwrap_or(u32::MAX));
+    let builder = if h2 {
+        builder.http2_only()
+    } else {
+        builder.http1_only()
+    };
+    tokio::select! {
+        r = builder.serve_connection(io, svc) => {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, peer = %conn.peer, "intercepted connection ended with an error");
+            }
+        }
+        () = conn.activity.idle_for(t.idle_timeout) => {
+            tracing::debug!(peer = %conn.peer, "intercepted connection idle, closed");
+        }
+    }
+}
+
+async fn handle(
+    state: Arc<State>,
+    conn: Conn,
+    connection_host: String,
+    port: u16,
+    req: Request<Incoming>,
+) -> Response<ProxyBody> {
+    let origin = Origin {
+        via: Via::Intercept,
+        client: conn.peer,
+        port,
+    };
+    // HTTP/2 carries the host in the URI; HTTP/1.1 in its one Host header. A request naming
+    // none is for the connection's host.
+    let (host, authority) = match request_authority(&req) {
+        Ok(Some(authority)) => (authority.host().to_owned(), authority.as_str().to_owned()),
+        Ok(None) => (connection_host.clone(), connection_host.clone()),
+        Err(problem) => {
+            let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
+            let ask = Ask {
+                via: Via::Intercept,
+                client: conn.peer,
+                method: req.method().as_str(),
+                host: &connection_host,
+                port,
+                path,
+                tunnel: false,
+            };
+            let refusal = Refusal::new(
+                StatusCode::BAD_REQUEST,
+                &codes::NET_BAD_REQUEST,
+                "bad_request",
+                format!("{} {path} {problem}, so it cannot be decided", ask.method),
+            )
+            .with_next("Send exactly one Host header naming the server.");
+            refuse_undecided(&state, &ask, &refusal);
+            return refusal.response();
+        }
+    };
+    respond(&state, origin, req, &host, &authority).await
+}

@@ -1,0 +1,109 @@
+//! Answering a request in the sidecar (mock, capture, synth): read the body within the mode's
+//! cap, check it for live secrets, make the answer, journal what was captured.
+
+use std::sync::Arc;
+
+use af_policy::egress::Mode;
+use af_policy::error::codes;
+use bytes::Bytes;
+use http::{HeaderValue, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Either, Full, Limited};
+use hyper::body::Incoming;
+
+use crate::answer::{self, Refusal};
+use crate::decide::Ticket;
+use crate::forward::http::ProxyBody;
+use crate::modes::{Answer, Exchange};
+use crate::respond::{live_credential, refuse};
+use crate::state::State;
+use crate::tripwire;
+
+/// Answer `req` in `mode` and close the ticket.
+pub async fn answer(
+    state: &Arc<State>,
+    mode: Mode,
+    req: Request<Incoming>,
+    ticket: Ticket,
+) -> Response<ProxyBody> {
+    let cap = match mode {
+        Mode::Capture => state.modes.capture_body_bytes,
+        _ => state.modes.mock_body_bytes,
+    };
+    let (parts, body) = req.into_parts();
+    let body: Bytes = match Limited::new(body, cap).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => {
+            let refusal = if e.is::<http_body_util::LengthLimitError>() {
+                Refusal::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &codes::NET_BODY_TOO_LARGE,
+                    "body_too_large",
+                    format!(
+                        "The request body to {} is larger than the {} KiB {mode} mode reads",
+                        ticket.host(),
+                        cap / 1024
+                    ),
+                )
+            } else {
+                Refusal::new(
+                    StatusCode::BAD_REQUEST,
+                    &codes::NET_BAD_REQUEST,
+                    "client_gone",
+                    format!("The request body could not be read: {e}"),
+                )
+            };
+            return refuse(ticket, &refusal);
+        }
+    };
+    if let Some(hit) = tripwire::scan_body(&body) {
+        return refuse(ticket, &live_credential(&hit));
+    }
+    let host = ticket.host().to_owned();
+    let exchange = Exchange {
+        method: &parts.method,
+        host: &host,
+        path: parts.uri.path(),
+        query: parts.uri.query(),
+        headers: &parts.headers,
+        body: &body,
+    };
+    match dispatch(state, mode, &ticket, &exchange) {
+        Ok(made) => {
+            let up = body.len() as u64;
+            let down = made.body.len() as u64;
+            let status = made.status.as_u16();
+            let resp = response(made, mode, ticket.rule_label());
+            ticket.answered(status, up, down);
+            resp
+        }
+        Err(refusal) => refuse(ticket, &refusal),
+    }
+}
+
+fn dispatch(
+    state: &Arc<State>,
+    mode: Mode,
+    ticket: &Ticket,
+    exchange: &Exchange<'_>,
+) -> Result<Answer, Refusal> {
+    let _ = (state, ticket, exchange);
+    Err(Refusal::new(
+        StatusCode::FORBIDDEN,
+        &codes::NET_MODE_UNSERVED,
+        "mode_unserved",
+        format!("{mode} is not served yet"),
+    ))
+}
+
+/// The answer as an HTTP response, marked with the sidecar's decision headers.
+fn response(made: Answer, mode: Mode, rule: Option<&str>) -> Response<ProxyBody> {
+    let mut resp = Response::new(Either::Left(Full::new(made.body)));
+    *resp.status_mut() = made.status;
+    *resp.headers_mut() = made.headers;
+    let h = resp.headers_mut();
+    h.insert(answer::DECISION, HeaderValue::from_static(mode.as_str()));
+    if let Some(rule) = rule.and_then(|r| HeaderValue::from_str(r).ok()) {
+        h.insert(answer::RULE, rule);
+    }
+    resp
+}

@@ -1,0 +1,151 @@
+//! One HTTP request, whichever way it came in (the proxy's absolute form, transparent HTTP, or
+//! inside an intercepted TLS connection): decided on its own host, method and path, checked by
+//! the live-credential tripwire, then refused, forwarded (allow, sandbox) or answered by the
+//! sidecar itself (mock, capture, synth).
+//!
+//! Framing is hyper's: a head with both `Transfer-Encoding` and `Content-Length` is read by
+//! its chunked encoding alone (RFC 9112 §6.3), differing `Content-Length`s are refused with 400,
+//! and every request is forwarded re-framed, so bytes smuggled after a body are read as the
+//! next request and decided on their own.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use af_policy::egress::Mode;
+use af_policy::error::codes;
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+
+use crate::answer::Refusal;
+use crate::decide::{Ask, Ticket, Verdict, decide};
+use crate::forward::http::{ProxyBody, Upstream, forward};
+use crate::metrics::Via;
+use crate::modes::sandbox;
+use crate::state::State;
+use crate::{local, tripwire};
+
+/// Where a request came from.
+#[derive(Debug, Clone, Copy)]
+pub struct Origin {
+    /// The listener (or `Intercept`).
+    pub via: Via,
+    /// The client.
+    pub client: SocketAddr,
+    /// The port the request is decided and forwarded on.
+    pub port: u16,
+}
+
+/// Decide and serve one request for `host`, asking the upstream for `authority` (the `Host` it
+/// gets).
+pub async fn respond(
+    state: &Arc<State>,
+    origin: Origin,
+    req: Request<Incoming>,
+    host: &str,
+    authority: &str,
+) -> Response<ProxyBody> {
+    let full_path = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    let path = tripwire::redact(full_path);
+    let ask = Ask {
+        via: origin.via,
+        client: origin.client,
+        method: req.method().as_str(),
+        host,
+        port: origin.port,
+        path: &path,
+        tunnel: false,
+    };
+    let (ticket, verdict) = decide(state, &ask);
+    let mode = match verdict {
+        Verdict::Refuse(refusal) => return refuse(ticket, &refusal),
+        Verdict::Serve(mode) => mode,
+        // An HTTP request is never decided as a tunnel.
+        Verdict::Tunnel | Verdict::Intercept => Mode::Block,
+    };
+    if let Some(hit) = tripwire::scan_head(full_path, req.headers()) {
+        return refuse(ticket, &live_credential(&hit));
+    }
+    let host = ticket.host().to_owned();
+    let upstream = match origin.via {
+        Via::Intercept => Upstream::Https(&state.https_client),
+        _ => Upstream::Http(&state.client),
+    };
+    match mode {
+        Mode::Allow => forward(upstream, req, &host, origin.port, authority, ticket).await,
+        Mode::Sandbox => {
+            let mut req = req;
+            if let Err(refusal) = with_test_credential(state, &ticket, &mut req) {
+                return refuse(ticket, &refusal);
+            }
+            forward(upstream, req, &host, origin.port, authority, ticket).await
+        }
+        Mode::Mock | Mode::Capture | Mode::Synth => local::answer(state, mode, req, ticket).await,
+        Mode::Block => {
+            let refusal = Refusal::new(
+                StatusCode::BAD_REQUEST,
+                &codes::NET_BAD_REQUEST,
+                "bad_request",
+                format!("{} {path} could not be decided as a request", ask.method),
+            );
+            refuse(ticket, &refusal)
+        }
+    }
+}
+
+/// Close the ticket as refused and answer.
+pub fn refuse(ticket: Ticket, refusal: &Refusal) -> Response<ProxyBody> {
+    let resp = refusal.response();
+    ticket.refused(refusal);
+    resp
+}
+
+/// The refusal for a live-looking secret (the secret itself is not in it).
+pub fn live_credential(hit: &tripwire::Hit) -> Refusal {
+    Refusal::new(
+        StatusCode::FORBIDDEN,
+        &codes::NET_LIVE_CREDENTIAL,
+        "live_credential",
+        hit.statement(),
+    )
+}
+
+/// Sandbox: the rule's test credential in place of the service's own, or a refusal.
+fn with_test_credential(
+    state: &State,
+    ticket: &Ticket,
+    req: &mut Request<Incoming>,
+) -> Result<(), Refusal> {
+    let host = ticket.host();
+    let rule = ticket.rule().map(|id| state.catalogue.rule(id));
+    let name = rule.and_then(|r| r.credential.as_deref());
+    let credential = name.and_then(|n| state.modes.credentials.get(n));
+    let Some(credential) = credential else {
+        let statement = match name {
+            Some(name) => format!(
+                "{host} is in sandbox mode and its credential {name} has no value in this environment, so the request was not forwarded with the service's own key"
+            ),
+            None => format!(
+                "{host} is in sandbox mode but its rule names no credential, so the request was not forwarded with the service's own key"
+            ),
+        };
+        let next = match name {
+            Some(name) => format!("Set {name} to the provider's test key before af up."),
+            None => "Add `credential: NAME` to the rule and set NAME before af up.".to_owned(),
+        };
+        return Err(Refusal::new(
+            StatusCode::FORBIDDEN,
+            &codes::NET_SANDBOX_CREDENTIAL,
+            "no_credential",
+            statement,
+        )
+        .with_next(next));
+    };
+    sandbox::swap(req.headers_mut(), host, credential).map_err(|e| {
+        Refusal::new(
+            StatusCode::FORBIDDEN,
+            &codes::NET_SANDBOX_CREDENTIAL,
+            "bad_credential",
+            e.to_string(),
+        )
+    })
+}
