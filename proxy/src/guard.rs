@@ -279,27 +279,7 @@ impl Guard {
         settings: GuardSettings,
         metrics: Arc<Metrics>,
     ) -> Result<Self, String> {
-        let mut ns = NameServerConfig::new(
-            settings.resolver.ip(),
-            true,
-            vec![ConnectionConfig::udp(), ConnectionConfig::tcp()],
-        );
-        for c in &mut ns.connections {
-            c.port = settings.resolver.port();
-        }
-        let mut builder = TokioResolver::builder_with_config(
-            ResolverConfig::from_name_servers(vec![ns]),
-            TokioRuntimeProvider::default(),
-        );
-        let opts = builder.options_mut();
-        opts.use_hosts_file = ResolveHosts::Never;
-        // Ask for both families even without IPv6, so an AAAA-only name is refused by the
-        // guard with its reason rather than failing as "not found".
-        opts.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
-        opts.timeout = settings.resolve_timeout;
-        opts.attempts = 2;
-        opts.ndots = 0;
-        let resolver = builder.build().map_err(|e| e.to_string())?;
+        let resolver = resolver_for(settings.resolver, settings.resolve_timeout)?;
         Ok(Self {
             catalogue,
             resolver,
@@ -407,6 +387,32 @@ impl Guard {
             reason,
         })
     }
+}
+
+/// A resolver asking only `server` (UDP, then TCP), never the hosts file, for both address
+/// families.
+pub fn resolver_for(server: SocketAddr, timeout: Duration) -> Result<TokioResolver, String> {
+    let mut ns = NameServerConfig::new(
+        server.ip(),
+        true,
+        vec![ConnectionConfig::udp(), ConnectionConfig::tcp()],
+    );
+    for c in &mut ns.connections {
+        c.port = server.port();
+    }
+    let mut builder = TokioResolver::builder_with_config(
+        ResolverConfig::from_name_servers(vec![ns]),
+        TokioRuntimeProvider::default(),
+    );
+    let opts = builder.options_mut();
+    opts.use_hosts_file = ResolveHosts::Never;
+    // Ask for both families even without IPv6, so an AAAA-only name is refused by the guard
+    // with its reason rather than failing as "not found".
+    opts.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
+    opts.timeout = timeout;
+    opts.attempts = 2;
+    opts.ndots = 0;
+    builder.build().map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -9,11 +9,11 @@ use af_policy::error::{Report, codes};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use crate::admin::{self, Admin};
+use crate::admin::{self, Admin, deliver};
 use crate::config::{Limits, Settings};
 use crate::dns::{self, JournalSightings};
 use crate::forward;
-use crate::guard::{Guard, GuardSettings};
+use crate::guard::{Guard, GuardSettings, resolver_for};
 use crate::intercept::{Authority, Interception, upstream};
 use crate::journal::{Journal, JournalSettings};
 use crate::limits::ConnectionLimit;
@@ -239,11 +239,27 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
             via,
         )));
     }
+    let inside = deliver::Inside {
+        names: config.inside.names.clone(),
+        subnets: config.inside.subnets.clone(),
+        resolver: match ls.dns.listen.and(ls.dns.inside_resolver) {
+            Some(server) => Some(
+                resolver_for(server, Limits::ms(l.resolve_timeout_ms)).map_err(|e| {
+                    Report::new(
+                        &codes::NET_CONFIG,
+                        format!("The inside resolver {server} could not be set up: {e}."),
+                    )
+                })?,
+            ),
+            None => None,
+        },
+    };
     if let Some(admin_listener) = admin_listener {
         let admin = Arc::new(Admin {
             journal,
             metrics,
             expected_auth: format!("Bearer {}", config.admin.token).into_bytes(),
+            inside,
         });
         running
             .tasks

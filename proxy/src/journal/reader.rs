@@ -22,11 +22,16 @@ pub struct Query {
     pub blocked: Option<bool>,
     /// Only records for this host (compared case-insensitively, trailing dot ignored).
     pub host: Option<String>,
+    /// Only captured messages (the inbox).
+    pub messages_only: bool,
 }
 
 impl Query {
     /// Whether a record passes the filters.
-    pub fn keeps(&self, host: Option<&str>, blocked: Option<bool>) -> bool {
+    pub fn keeps(&self, host: Option<&str>, blocked: Option<bool>, message: bool) -> bool {
+        if self.messages_only && !message {
+            return false;
+        }
         if let Some(want) = self.blocked
             && blocked != Some(want)
         {
@@ -43,7 +48,7 @@ impl Query {
 
     /// Whether a cached record passes the filters.
     pub fn keeps_cached(&self, c: &Cached) -> bool {
-        self.keeps(c.host.as_deref(), c.blocked)
+        self.keeps(c.host.as_deref(), c.blocked, c.message)
     }
 }
 
@@ -79,7 +84,8 @@ pub fn read_disk(dir: &Path, query: &Query, committed: u64) -> std::io::Result<V
                 return Ok(out);
             }
             let blocked = view.allowed.map(|a| !a);
-            if query.keeps(view.host.as_deref(), blocked) {
+            let message = view.kind.as_deref() == Some("message");
+            if query.keeps(view.host.as_deref(), blocked, message) {
                 out.push((view.seq, Bytes::from(line)));
                 if out.len() >= query.limit {
                     return Ok(out);

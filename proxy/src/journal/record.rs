@@ -132,6 +132,9 @@ pub struct StoredView {
     /// Allowed, for decisions.
     #[serde(default)]
     pub allowed: Option<bool>,
+    /// The record's kind (`decision`, `dns_sighting`, `message`).
+    #[serde(default)]
+    pub kind: Option<String>,
 }
 
 /// Format a time as RFC 3339 UTC with milliseconds (`2026-11-29T14:51:33.123Z`).

@@ -15,6 +15,8 @@ pub struct Cached {
     pub host: Option<Box<str>>,
     /// Refused decision (`Some(true)`), allowed decision, or not a decision.
     pub blocked: Option<bool>,
+    /// Whether the record is a captured message (for the inbox).
+    pub message: bool,
     /// The JSON line, without its newline.
     pub line: Bytes,
 }

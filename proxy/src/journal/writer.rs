@@ -97,6 +97,7 @@ impl Writer {
                 seq,
                 host,
                 blocked,
+                message: matches!(pending.entry, Entry::Message(_)),
                 line: Bytes::from(line),
             });
         }

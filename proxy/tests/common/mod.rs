@@ -298,6 +298,30 @@ impl Admin {
         send(&mut c, req.body(Empty::new()).unwrap()).await
     }
 
+    /// POST a JSON document to `path` with the right token.
+    pub async fn post_json(&self, path: &str, body: &Value) -> Got {
+        let stream = TcpStream::connect(self.0).await.unwrap();
+        let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let req = Request::post(path)
+            .header("host", "admin")
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .header("content-type", "application/json")
+            .body(http_body_util::Full::new(Bytes::from(body.to_string())))
+            .unwrap();
+        let resp = send.send_request(req).await.unwrap();
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        Got {
+            status,
+            headers,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        }
+    }
+
     /// GET `path` with the right token, as JSON.
     pub async fn json(&self, path: &str) -> Value {
         let got = self.get_with(path, Some(TOKEN)).await;

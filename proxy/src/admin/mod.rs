@@ -1,7 +1,11 @@
 //! The admin API, on its own listener and never mixed with the data path.
 //!
 //! `GET /healthz` (no token), and with `Authorization: Bearer <token>`: `GET /readyz`,
-//! `GET /v1/decisions`, `GET /v1/decisions/follow` (NDJSON stream), `GET /metrics`.
+//! `GET /v1/decisions`, `GET /v1/decisions/follow` (NDJSON stream), `GET /metrics`,
+//! `GET /v1/inbox`, `GET /v1/inbox/{seq}` ([`inbox`]) and `POST /v1/deliver` ([`deliver`]).
+
+pub mod deliver;
+pub mod inbox;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -35,7 +39,12 @@ pub struct Admin {
     pub metrics: Arc<Metrics>,
     /// `Bearer <token>`, precomputed.
     pub expected_auth: Vec<u8>,
+    /// Where `POST /v1/deliver` may deliver.
+    pub inside: deliver::Inside,
 }
+
+/// Largest `POST /v1/deliver` request body.
+const MAX_DELIVERY_BYTES: usize = 2 * 1024 * 1024;
 
 /// Accept admin connections forever.
 pub async fn accept_loop(listener: TcpListener, admin: Arc<Admin>) {
@@ -79,16 +88,19 @@ async fn route(admin: &Admin, req: Request<Incoming>) -> Response<AdminBody> {
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return resp;
     }
+    if req.method() == Method::POST && path == "/v1/deliver" {
+        return deliver(admin, req).await;
+    }
     if req.method() != Method::GET {
         let report = Report::new(
             &codes::NET_ADMIN_BAD_REQUEST,
-            format!(
-                "{} {path} is not supported; the admin API is read-only.",
-                req.method()
-            ),
+            format!("{} {path} is not supported.", req.method()),
         )
-        .with_next("Use GET.");
+        .with_next("Use GET, or POST /v1/deliver.");
         return error(StatusCode::METHOD_NOT_ALLOWED, &report);
+    }
+    if let Some(seq) = path.strip_prefix("/v1/inbox/") {
+        return inbox_message(admin, seq).await;
     }
     let query = req.uri().query().unwrap_or("");
     match path {
@@ -113,12 +125,16 @@ async fn route(admin: &Admin, req: Request<Incoming>) -> Response<AdminBody> {
             Ok(q) => follow(admin, q),
             Err(report) => error(StatusCode::BAD_REQUEST, &report),
         },
+        "/v1/inbox" => match inbox::InboxQuery::parse(query) {
+            Ok(q) => inbox_list(admin, &q).await,
+            Err(report) => error(StatusCode::BAD_REQUEST, &report),
+        },
         _ => {
             let report = Report::new(
                 &codes::NET_ADMIN_BAD_REQUEST,
                 format!("{path} is not an admin API route."),
             )
-            .with_next("Use /healthz, /readyz, /metrics, /v1/decisions or /v1/decisions/follow.");
+            .with_next("Use /healthz, /readyz, /metrics, /v1/decisions, /v1/decisions/follow, /v1/inbox or /v1/deliver.");
             error(StatusCode::NOT_FOUND, &report)
         }
     }
@@ -143,8 +159,7 @@ pub fn parse_query(query: &str, with_limit: bool) -> Result<Query, Report> {
     let mut q = Query {
         since: 0,
         limit: 100,
-        blocked: None,
-        host: None,
+        ..Query::default()
     };
     let bad = |name: &str, value: &str, want: &str| {
         Report::new(
@@ -227,35 +242,123 @@ async fn decisions(admin: &Admin, q: Query) -> Response<AdminBody> {
                 Some(seq) if lines.len() >= limit => seq,
                 _ => committed.max(since).max(last.unwrap_or(0)),
             };
-            let mut body =
-                Vec::with_capacity(lines.iter().map(|(_, l)| l.len() + 1).sum::<usize>() + 256);
-            body.extend_from_slice(b"{\"records\":[");
-            for (i, (_, line)) in lines.iter().enumerate() {
-                if i > 0 {
-                    body.push(b',');
-                }
-                body.extend_from_slice(line);
-            }
-            let losses = serde_json::to_string(&admin.metrics.journal_losses()).unwrap_or_default();
-            let tail = format!(
-                "],\"next_since\":{next_since},\"committed\":{committed},\"losses\":{losses}}}\n"
-            );
-            body.extend_from_slice(tail.as_bytes());
-            let mut resp = Response::new(Full::new(Bytes::from(body)).boxed_unsync());
+            records_page(admin, &lines, next_since, committed)
+        }
+        Err(e) => journal_unreadable(&e),
+    }
+}
+
+/// `GET /v1/inbox`: the newest matching messages; `next_since` is everything committed.
+async fn inbox_list(admin: &Admin, q: &inbox::InboxQuery) -> Response<AdminBody> {
+    let committed = admin.journal.committed();
+    match inbox::messages(&admin.journal, q).await {
+        Ok(lines) => records_page(admin, &lines, committed.max(q.since), committed),
+        Err(e) => journal_unreadable(&e),
+    }
+}
+
+/// `GET /v1/inbox/{seq}`: one message.
+async fn inbox_message(admin: &Admin, seq: &str) -> Response<AdminBody> {
+    let Ok(seq) = seq.parse::<u64>() else {
+        let report = Report::new(
+            &codes::NET_ADMIN_BAD_REQUEST,
+            format!("{seq:?} is not a message number."),
+        )
+        .with_next("Use the seq `af inbox list` shows.");
+        return error(StatusCode::BAD_REQUEST, &report);
+    };
+    match inbox::message(&admin.journal, seq).await {
+        Ok(Some(line)) => {
+            let mut resp = Response::new(Full::new(line).boxed_unsync());
             resp.headers_mut().insert(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("application/json"),
             );
             resp
         }
+        Ok(None) => {
+            let report = Report::new(
+                &codes::NET_ADMIN_BAD_REQUEST,
+                format!("No captured message has number {seq}; it never existed or was evicted with the oldest journal segment."),
+            )
+            .with_next("Run `af inbox list` to see the messages kept.");
+            error(StatusCode::NOT_FOUND, &report)
+        }
+        Err(e) => journal_unreadable(&e),
+    }
+}
+
+/// `POST /v1/deliver`: one request to a service inside the environment.
+async fn deliver(admin: &Admin, req: Request<Incoming>) -> Response<AdminBody> {
+    let body = match http_body_util::Limited::new(req.into_body(), MAX_DELIVERY_BYTES)
+        .collect()
+        .await
+    {
+        Ok(body) => body.to_bytes(),
         Err(e) => {
             let report = Report::new(
-                &codes::NET_JOURNAL,
-                format!("The journal could not be read: {e}."),
+                &codes::NET_ADMIN_BAD_REQUEST,
+                format!("The delivery request could not be read: {e}."),
             );
-            error(StatusCode::INTERNAL_SERVER_ERROR, &report)
+            return error(StatusCode::BAD_REQUEST, &report);
         }
+    };
+    let delivery: deliver::Delivery = match serde_json::from_slice(&body) {
+        Ok(d) => d,
+        Err(e) => {
+            let report = Report::new(
+                &codes::NET_ADMIN_BAD_REQUEST,
+                format!("The delivery request is not valid JSON of the documented shape: {e}."),
+            )
+            .with_next(
+                "Send {\"service\", \"port\", \"path\", \"method\", \"headers\", \"body\"}.",
+            );
+            return error(StatusCode::BAD_REQUEST, &report);
+        }
+    };
+    match admin.inside.deliver(delivery).await {
+        Ok(done) => text(
+            StatusCode::OK,
+            "application/json",
+            serde_json::to_string(&done).unwrap_or_default(),
+        ),
+        Err(report) => error(StatusCode::BAD_GATEWAY, &report),
     }
+}
+
+fn journal_unreadable(e: &std::io::Error) -> Response<AdminBody> {
+    let report = Report::new(
+        &codes::NET_JOURNAL,
+        format!("The journal could not be read: {e}."),
+    );
+    error(StatusCode::INTERNAL_SERVER_ERROR, &report)
+}
+
+/// The `/v1/decisions` document around `lines`.
+fn records_page(
+    admin: &Admin,
+    lines: &[(u64, Bytes)],
+    next_since: u64,
+    committed: u64,
+) -> Response<AdminBody> {
+    let mut body = Vec::with_capacity(lines.iter().map(|(_, l)| l.len() + 1).sum::<usize>() + 256);
+    body.extend_from_slice(b"{\"records\":[");
+    for (i, (_, line)) in lines.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(line);
+    }
+    let losses = serde_json::to_string(&admin.metrics.journal_losses()).unwrap_or_default();
+    let tail =
+        format!("],\"next_since\":{next_since},\"committed\":{committed},\"losses\":{losses}}}\n");
+    body.extend_from_slice(tail.as_bytes());
+    let mut resp = Response::new(Full::new(Bytes::from(body)).boxed_unsync());
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
 }
 
 fn follow(admin: &Admin, mut q: Query) -> Response<AdminBody> {

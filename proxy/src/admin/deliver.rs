@@ -1,0 +1,180 @@
+//! `POST /v1/deliver`: the sidecar, which sits on the environment's internal network, makes one
+//! HTTP request to one of the environment's own services for the orchestrator (`af webhook
+//! trigger`). Only the environment's service names are delivered to, resolved by the
+//! runtime's inside resolver, and only to addresses inside the environment's subnets.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use af_policy::error::{Report, codes};
+use bytes::Bytes;
+use hickory_resolver::TokioResolver;
+use http::{HeaderName, HeaderValue, Method, Request};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::rt::TokioIo;
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+use tokio::net::TcpStream;
+
+/// Largest response body returned to the caller.
+const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
+/// Time for the whole delivery.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where deliveries may go.
+pub struct Inside {
+    /// The environment's service names.
+    pub names: Vec<String>,
+    /// The environment's subnets; a name must resolve into one of them.
+    pub subnets: Vec<IpNet>,
+    /// The runtime's resolver for inside names (absent when DNS is off: nothing is delivered).
+    pub resolver: Option<TokioResolver>,
+}
+
+/// A delivery request.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Delivery {
+    /// The service's name inside the environment.
+    pub service: String,
+    /// Its port.
+    pub port: u16,
+    /// The path (with query) to request.
+    pub path: String,
+    /// The method, default POST.
+    #[serde(default = "Delivery::post")]
+    pub method: String,
+    /// Headers to send.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// The body, exactly as sent.
+    #[serde(default)]
+    pub body: String,
+}
+
+impl Delivery {
+    fn post() -> String {
+        "POST".to_owned()
+    }
+}
+
+/// What the service answered.
+#[derive(Debug, Serialize)]
+pub struct Delivered {
+    /// The status code.
+    pub status: u16,
+    /// The response headers (the last value of each name).
+    pub headers: BTreeMap<String, String>,
+    /// The body, as text (lossy UTF-8, at most 1 MiB).
+    pub body: String,
+}
+
+fn refuse(statement: String) -> Report {
+    Report::new(&codes::NET_DELIVERY, statement)
+}
+
+impl Inside {
+    /// Deliver `d`, or say why not.
+    pub async fn deliver(&self, d: Delivery) -> Result<Delivered, Report> {
+        if !self
+            .names
+            .iter()
+            .any(|n| n.eq_ignore_ascii_case(&d.service))
+        {
+            return Err(refuse(format!(
+                "{:?} is not a service of this environment ({}).",
+                d.service,
+                self.names.join(", ")
+            )));
+        }
+        if !d.path.starts_with('/') {
+            return Err(refuse(format!(
+                "The path {:?} does not start with /.",
+                d.path
+            )));
+        }
+        let addr = self.resolve(&d.service, d.port).await?;
+        tokio::time::timeout(TIMEOUT, send(addr, d))
+            .await
+            .map_err(|_| {
+                refuse(format!(
+                    "{addr} did not answer within {} s.",
+                    TIMEOUT.as_secs()
+                ))
+            })?
+    }
+
+    async fn resolve(&self, service: &str, port: u16) -> Result<SocketAddr, Report> {
+        let Some(resolver) = &self.resolver else {
+            return Err(refuse(
+                "The sidecar has no inside resolver (its DNS listener is off), so services cannot be found.".into(),
+            ));
+        };
+        let lookup = resolver
+            .lookup_ip(format!("{service}."))
+            .await
+            .map_err(|e| refuse(format!("The service {service} could not be resolved: {e}.")))?;
+        lookup
+            .iter()
+            .find(|ip| self.subnets.iter().any(|net| net.contains(ip)))
+            .map(|ip| SocketAddr::new(ip, port))
+            .ok_or_else(|| {
+                refuse(format!(
+                    "The service {service} resolved outside the environment's subnets, so nothing was sent."
+                ))
+            })
+    }
+}
+
+async fn send(addr: SocketAddr, d: Delivery) -> Result<Delivered, Report> {
+    let method = Method::from_bytes(d.method.as_bytes())
+        .map_err(|_| refuse(format!("{:?} is not an HTTP method.", d.method)))?;
+    let mut req = Request::builder()
+        .method(method)
+        .uri(&d.path)
+        .body(Full::new(Bytes::from(d.body)))
+        .map_err(|e| refuse(format!("The request could not be built: {e}.")))?;
+    let host = HeaderValue::from_str(&format!("{}:{}", d.service, d.port))
+        .map_err(|_| refuse("The service name cannot be a Host header.".into()))?;
+    req.headers_mut().insert(http::header::HOST, host);
+    for (name, value) in &d.headers {
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| refuse(format!("{name:?} is not a header name.")))?;
+        let value = HeaderValue::from_str(value)
+            .map_err(|_| refuse(format!("The value of {name} cannot be sent in a header.")))?;
+        req.headers_mut().insert(name, value);
+    }
+    let stream = TcpStream::connect(addr)
+        .await
+        .map_err(|e| refuse(format!("{addr} could not be reached: {e}.")))?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| refuse(format!("{addr} did not speak HTTP/1.1: {e}.")))?;
+    tokio::spawn(conn);
+    let resp = sender
+        .send_request(req)
+        .await
+        .map_err(|e| refuse(format!("{addr} failed the request: {e}.")))?;
+    let status = resp.status().as_u16();
+    let headers = resp
+        .headers()
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let body = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
+        .collect()
+        .await
+        .map_err(|e| refuse(format!("The answer from {addr} could not be read: {e}.")))?
+        .to_bytes();
+    Ok(Delivered {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    })
+}
