@@ -183,6 +183,7 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
             tunnel_buffer_bytes: l.tunnel_buffer_bytes,
             http_port: config.listeners.transparent_http.advertised_port,
             tls_port: config.listeners.transparent_tls.upstream_port,
+            smtp_max_message_bytes: config.listeners.smtp.max_message_bytes,
         },
     });
 

@@ -54,4 +54,6 @@ pub struct Tuning {
     pub http_port: u16,
     /// The port transparent TLS connections are decided and tunnelled to.
     pub tls_port: u16,
+    /// Largest mail the SMTP listener accepts.
+    pub smtp_max_message_bytes: usize,
 }
