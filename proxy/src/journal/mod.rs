@@ -220,10 +220,8 @@ mod tests {
         // Read back from disk (the tail holds only 4): contiguous, ending at 100, and exactly
         // the records that were not evicted.
         let query = Query {
-            since: 0,
             limit: 1000,
-            blocked: None,
-            host: None,
+            ..Query::default()
         };
         let got = journal.query(query).await.unwrap();
         let seqs: Vec<u64> = got.iter().map(|(s, _)| *s).collect();
@@ -265,10 +263,8 @@ mod tests {
         journal.record(decision(5));
         journal.drain(Duration::from_secs(5)).await;
         let query = Query {
-            since: 0,
             limit: 1000,
-            blocked: None,
-            host: None,
+            ..Query::default()
         };
         let got = journal.query(query).await.unwrap();
         let seqs: Vec<u64> = got.iter().map(|(s, _)| *s).collect();
