@@ -20,6 +20,8 @@ use crate::limits::ConnectionLimit;
 use crate::listener;
 use crate::metrics::{Metrics, Via};
 use crate::modes::ModeSettings;
+use crate::modes::pack::Packs;
+use crate::modes::synth::OpenApiDocs;
 use crate::state::{State, Tuning};
 
 /// A running sidecar: where it listens, and its tasks (aborted on drop).
@@ -161,6 +163,14 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
         mock_body_bytes: config.modes.mock_body_bytes,
         capture_body_bytes: config.modes.capture_body_bytes,
         credentials: config.modes.credentials.clone(),
+        packs: Packs::load(&config.modes.packs).map_err(|e| {
+            Report::new(&codes::NET_CONFIG, format!("modes.packs: {e}."))
+                .with_next("Fix the pack named (docs/mock-packs.md has the format).")
+        })?,
+        openapi: OpenApiDocs::load(&config.modes.openapi).map_err(|e| {
+            Report::new(&codes::NET_CONFIG, format!("modes.openapi: {e}."))
+                .with_next("Give an OpenAPI 3 description with paths.")
+        })?,
     };
     if !config.guard.trusted_networks.is_empty() {
         tracing::warn!(networks = ?config.guard.trusted_networks, "guard: trusted upstream networks are set; loopback/private addresses in them will be dialled");

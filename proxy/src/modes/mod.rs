@@ -3,7 +3,11 @@
 //! buffered [`Exchange`] and makes an [`Answer`]. Sandbox forwards with a test credential
 //! swapped in ([`sandbox`]). None of them does I/O.
 
+mod builtin;
+pub mod mock;
+pub mod pack;
 pub mod sandbox;
+pub mod synth;
 
 use std::collections::BTreeMap;
 
@@ -11,7 +15,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 
 /// What the answering modes work from, compiled from the configuration at start.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ModeSettings {
     /// Largest request body mock and synth read.
     pub mock_body_bytes: usize,
@@ -19,6 +23,10 @@ pub struct ModeSettings {
     pub capture_body_bytes: usize,
     /// Test credentials for sandbox mode, by name.
     pub credentials: BTreeMap<String, String>,
+    /// The built-in fixture packs and the repository's.
+    pub packs: pack::Packs,
+    /// The repository's OpenAPI descriptions.
+    pub openapi: synth::OpenApiDocs,
 }
 
 /// A client request, buffered, as the answering modes see it.
