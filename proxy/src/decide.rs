@@ -254,6 +254,11 @@ impl Ticket {
         &self.record.host
     }
 
+    /// The client's address.
+    pub fn client(&self) -> SocketAddr {
+        self.record.client
+    }
+
     /// The rule that decided, if one did (not the default).
     pub fn rule(&self) -> Option<RuleId> {
         self.rule

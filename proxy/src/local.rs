@@ -1,7 +1,9 @@
 //! Answering a request in the sidecar (mock, capture, synth): read the body within the mode's
 //! cap, check it for live secrets, make the answer, journal what was captured.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use af_policy::egress::Mode;
 use af_policy::error::codes;
@@ -13,7 +15,10 @@ use hyper::body::Incoming;
 use crate::answer::{self, Refusal};
 use crate::decide::Ticket;
 use crate::forward::http::ProxyBody;
-use crate::modes::{Answer, Exchange};
+use crate::journal::{Entry, MessageRecord};
+use crate::message::Message;
+use crate::modes::capture::{self, Captured};
+use crate::modes::{Answer, Exchange, mock, synth};
 use crate::respond::{live_credential, refuse};
 use crate::state::State;
 use crate::tripwire;
@@ -68,7 +73,8 @@ pub async fn answer(
         body: &body,
     };
     match dispatch(state, mode, &ticket, &exchange) {
-        Ok(made) => {
+        Ok((made, messages)) => {
+            record_messages(state, &ticket, ticket.client(), messages);
             let up = body.len() as u64;
             let down = made.body.len() as u64;
             let status = made.status.as_u16();
@@ -80,19 +86,63 @@ pub async fn answer(
     }
 }
 
+/// The answer the mode makes, and the messages capture recorded.
 fn dispatch(
-    state: &Arc<State>,
+    state: &State,
     mode: Mode,
     ticket: &Ticket,
     exchange: &Exchange<'_>,
-) -> Result<Answer, Refusal> {
-    let _ = (state, ticket, exchange);
-    Err(Refusal::new(
-        StatusCode::FORBIDDEN,
-        &codes::NET_MODE_UNSERVED,
-        "mode_unserved",
-        format!("{mode} is not served yet"),
-    ))
+) -> Result<(Answer, Vec<Message>), Box<Refusal>> {
+    let rule = ticket.rule().map(|id| state.catalogue.rule(id));
+    let modes = &state.modes;
+    let pack = modes
+        .packs
+        .for_rule(rule.and_then(|r| r.fixtures.as_deref()), exchange.host);
+    match mode {
+        Mode::Synth => {
+            let doc = rule
+                .and_then(|r| r.openapi.as_deref())
+                .and_then(|name| modes.openapi.get(name));
+            Ok((synth::answer(doc, pack, exchange), Vec::new()))
+        }
+        Mode::Capture => {
+            // A rule naming the host itself (not a pattern) may capture any request generically.
+            let named_exactly = rule.is_some_and(|r| !r.host.contains('*'));
+            match capture::capture(exchange, named_exactly, SystemTime::now()) {
+                Captured::Messages { answer, messages } => Ok((answer, messages)),
+                Captured::NoHandler => Err(Box::new(Refusal::new(
+                    StatusCode::NOT_IMPLEMENTED,
+                    &codes::NET_CAPTURE_NO_HANDLER,
+                    "capture_no_handler",
+                    format!(
+                        "{} {}{} is under capture but no provider handler answers it, and its rule does not name the host exactly",
+                        exchange.method, exchange.host, exchange.path
+                    ),
+                ))),
+                Captured::Refused(e) => Err(Box::new(Refusal::new(
+                    StatusCode::BAD_REQUEST,
+                    &codes::NET_CAPTURE_PAYLOAD,
+                    "capture_payload",
+                    e.to_string(),
+                ))),
+            }
+        }
+        _ => Ok((mock::answer(pack, exchange), Vec::new())),
+    }
+}
+
+/// Journal each captured message next to the decision.
+fn record_messages(state: &State, ticket: &Ticket, client: SocketAddr, messages: Vec<Message>) {
+    for message in messages {
+        state.metrics.message_captured();
+        state.journal.record(Entry::Message(MessageRecord {
+            via: "capture",
+            client,
+            host: ticket.host().to_owned(),
+            rule: ticket.rule_label().map(str::to_owned),
+            message,
+        }));
+    }
 }
 
 /// The answer as an HTTP response, marked with the sidecar's decision headers.

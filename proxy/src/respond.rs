@@ -114,7 +114,7 @@ fn with_test_credential(
     state: &State,
     ticket: &Ticket,
     req: &mut Request<Incoming>,
-) -> Result<(), Refusal> {
+) -> Result<(), Box<Refusal>> {
     let host = ticket.host();
     let rule = ticket.rule().map(|id| state.catalogue.rule(id));
     let name = rule.and_then(|r| r.credential.as_deref());
@@ -132,20 +132,22 @@ fn with_test_credential(
             Some(name) => format!("Set {name} to the provider's test key before af up."),
             None => "Add `credential: NAME` to the rule and set NAME before af up.".to_owned(),
         };
-        return Err(Refusal::new(
-            StatusCode::FORBIDDEN,
-            &codes::NET_SANDBOX_CREDENTIAL,
-            "no_credential",
-            statement,
-        )
-        .with_next(next));
+        return Err(Box::new(
+            Refusal::new(
+                StatusCode::FORBIDDEN,
+                &codes::NET_SANDBOX_CREDENTIAL,
+                "no_credential",
+                statement,
+            )
+            .with_next(next),
+        ));
     };
     sandbox::swap(req.headers_mut(), host, credential).map_err(|e| {
-        Refusal::new(
+        Box::new(Refusal::new(
             StatusCode::FORBIDDEN,
             &codes::NET_SANDBOX_CREDENTIAL,
             "bad_credential",
             e.to_string(),
-        )
+        ))
     })
 }

@@ -1,6 +1,8 @@
 //! `POST /v1/deliver`: the admin API delivers one request to a service inside the
 //! environment (what `af webhook trigger` uses), and to nothing else.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::net::SocketAddr;

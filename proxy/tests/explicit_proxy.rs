@@ -163,11 +163,12 @@ async fn origin_form_request_on_the_proxy_port_gets_400_saying_this_is_a_proxy()
 }
 
 #[tokio::test]
-async fn a_mode_that_needs_interception_is_refused_clearly_not_allowed() {
+async fn without_an_environment_ca_a_tunnel_that_needs_interception_is_refused_not_allowed() {
     let (_dns, up, sc) = setup(Replies::new(Reply::ok("x"))).await;
+    // Plain HTTP needs no interception: the sidecar answers it itself (no pack: a 404 miss).
     let got = proxy_get(sc.proxy(), "http://mock.allowed.test/").await;
-    assert_eq!(got.status, 403);
-    assert_eq!(got.header("x-af-code"), Some("AF-NET-012"));
+    assert_eq!(got.status, 404);
+    assert_eq!(got.header("x-af-decision"), Some("mock"));
     let (head, _s) = connect_tunnel(sc.proxy(), "mock.allowed.test:443").await;
     assert!(head.starts_with("HTTP/1.1 403"), "{head}");
     assert!(
@@ -176,10 +177,9 @@ async fn a_mode_that_needs_interception_is_refused_clearly_not_allowed() {
     );
     assert!(up.seen().is_empty());
     let recs = sc.admin().wait_records("host=mock.allowed.test", 2).await;
-    assert!(
-        recs.iter()
-            .all(|r| r["reason"] == "mode_unserved" && r["mode"] == "mock")
-    );
+    assert_eq!(recs[0]["status"], 404);
+    assert_eq!(recs[1]["reason"], "mode_unserved");
+    assert!(recs.iter().all(|r| r["mode"] == "mock" && r["allowed"] == false));
 }
 
 #[tokio::test]

@@ -2,6 +2,8 @@
 //! listener, HTTP/1.1 and HTTP/2, each request decided on its own host; sandbox credentials;
 //! the live-credential tripwire; smuggling shapes; clients that refuse the certificate.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::net::SocketAddr;
@@ -85,7 +87,7 @@ impl Env {
         &self,
         host: &str,
     ) -> hyper::client::conn::http1::SendRequest<http_body_util::Full<bytes::Bytes>> {
-        let connector = client(&[self.ca.cert_der.clone()], &[H1]);
+        let connector = client(&[&self.ca.cert_der], &[H1]);
         let tls = tls_via_connect(self.sc.proxy(), &self.authority(host), host, &connector)
             .await
             .unwrap();
@@ -145,7 +147,7 @@ async fn switching_host_inside_an_opened_connection_to_a_blocked_host_is_refused
 #[tokio::test]
 async fn http2_is_negotiated_and_each_stream_is_decided() {
     let env = Env::start(16).await;
-    let connector = client(&[env.ca.cert_der.clone()], &[H2, H1]);
+    let connector = client(&[&env.ca.cert_der], &[H2, H1]);
     let tls = tls_via_connect(
         env.sc.proxy(),
         &env.authority("api.paths.test"),
@@ -173,7 +175,7 @@ async fn http2_is_negotiated_and_each_stream_is_decided() {
 #[tokio::test]
 async fn the_transparent_tls_listener_intercepts_hosts_that_need_it() {
     let env = Env::start(16).await;
-    let connector = client(&[env.ca.cert_der.clone()], &[H1]);
+    let connector = client(&[&env.ca.cert_der], &[H1]);
     let tls = tls_direct(env.sc.tls(), "api.paths.test", &connector)
         .await
         .unwrap();
@@ -184,7 +186,7 @@ async fn the_transparent_tls_listener_intercepts_hosts_that_need_it() {
     assert_eq!(no.status, 403);
     // A plain allow host is still tunnelled untouched: the client sees the upstream's own
     // certificate, not one from the environment CA.
-    let upstream_only = client(&[env.up.certificate().unwrap()], &[H1]);
+    let upstream_only = client(&[&env.up.certificate().unwrap()], &[H1]);
     let tls = tls_direct(env.sc.tls(), "api.open.test", &upstream_only).await;
     assert!(tls.is_ok(), "allow host is tunnelled: {:?}", tls.err());
 }
@@ -260,7 +262,7 @@ async fn a_live_key_is_refused_on_every_path_and_never_recorded() {
 #[tokio::test]
 async fn a_smuggled_request_never_reaches_the_upstream() {
     let env = Env::start(16).await;
-    let connector = client(&[env.ca.cert_der.clone()], &[H1]);
+    let connector = client(&[&env.ca.cert_der], &[H1]);
     let open = || async {
         tls_via_connect(
             env.sc.proxy(),
@@ -312,7 +314,7 @@ async fn a_smuggled_request_never_reaches_the_upstream() {
 async fn a_client_that_rejects_the_certificate_is_journaled_with_advice() {
     let env = Env::start(16).await;
     // Trusts only the upstream's own certificate, as a pinning client would.
-    let pinned = client(&[env.up.certificate().unwrap()], &[H1]);
+    let pinned = client(&[&env.up.certificate().unwrap()], &[H1]);
     let failed = tls_via_connect(
         env.sc.proxy(),
         &env.authority("api.paths.test"),
@@ -325,7 +327,7 @@ async fn a_client_that_rejects_the_certificate_is_journaled_with_advice() {
     assert_eq!(recs[0]["code"], "AF-NET-045", "{recs:#?}");
     assert_eq!(recs[0]["reason"], "client_rejected_certificate");
     // Positive control: trusting the environment CA, the same host opens.
-    let trusting = client(&[env.ca.cert_der.clone()], &[H1]);
+    let trusting = client(&[&env.ca.cert_der], &[H1]);
     let tls = tls_via_connect(
         env.sc.proxy(),
         &env.authority("api.paths.test"),
@@ -339,7 +341,7 @@ async fn a_client_that_rejects_the_certificate_is_journaled_with_advice() {
 #[tokio::test]
 async fn the_leaf_cache_is_bounded_and_counts_evictions() {
     let env = Env::start(2).await;
-    let connector = client(&[env.ca.cert_der.clone()], &[H1]);
+    let connector = client(&[&env.ca.cert_der], &[H1]);
     for host in [
         "api.paths.test",
         "api.sandbox.test",

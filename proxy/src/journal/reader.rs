@@ -7,7 +7,7 @@ use std::path::Path;
 
 use bytes::Bytes;
 
-use super::record::StoredView;
+use super::record::{StoredView, refused};
 use super::segment;
 use super::tail::Cached;
 
@@ -83,7 +83,7 @@ pub fn read_disk(dir: &Path, query: &Query, committed: u64) -> std::io::Result<V
             if view.seq > committed {
                 return Ok(out);
             }
-            let blocked = view.allowed.map(|a| !a);
+            let blocked = view.allowed.map(|a| refused(a, view.code.is_some()));
             let message = view.kind.as_deref() == Some("message");
             if query.keeps(view.host.as_deref(), blocked, message) {
                 out.push((view.seq, Bytes::from(line)));

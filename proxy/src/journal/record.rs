@@ -35,10 +35,11 @@ pub enum Entry {
 }
 
 impl Entry {
-    /// Whether the record counts as refused for `blocked=true`.
+    /// Whether the record counts as refused for `blocked=true`: a decision that did not leave
+    /// and carries a refusal code (an answer made by mock, capture or synth is not refused).
     pub fn blocked(&self) -> Option<bool> {
         match self {
-            Entry::Decision(d) => Some(!d.allowed),
+            Entry::Decision(d) => Some(refused(d.allowed, d.code.is_some())),
             Entry::DnsSighting(_) | Entry::Message(_) => None,
         }
     }
@@ -121,6 +122,11 @@ pub struct MessageRecord {
     pub message: Message,
 }
 
+/// Whether a decision was refused: it did not leave and has a refusal code.
+pub fn refused(allowed: bool, coded: bool) -> bool {
+    !allowed && coded
+}
+
 /// The fields the admin API filters on, read back from a stored line.
 #[derive(Debug, Deserialize)]
 pub struct StoredView {
@@ -132,6 +138,9 @@ pub struct StoredView {
     /// Allowed, for decisions.
     #[serde(default)]
     pub allowed: Option<bool>,
+    /// The refusal or failure code, for decisions.
+    #[serde(default)]
+    pub code: Option<String>,
     /// The record's kind (`decision`, `dns_sighting`, `message`).
     #[serde(default)]
     pub kind: Option<String>,

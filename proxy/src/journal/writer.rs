@@ -86,11 +86,13 @@ impl Writer {
                 }
             }
             self.next_seq += 1;
-            let (host, blocked) = match &pending.entry {
-                Entry::Decision(d) => (Some(d.host.clone().into_boxed_str()), Some(!d.allowed)),
-                Entry::DnsSighting(s) => (Some(s.host.clone().into_boxed_str()), None),
-                Entry::Message(m) => (Some(m.host.clone().into_boxed_str()), None),
+            let blocked = pending.entry.blocked();
+            let host = match &pending.entry {
+                Entry::Decision(d) => &d.host,
+                Entry::DnsSighting(s) => &s.host,
+                Entry::Message(m) => &m.host,
             };
+            let host = Some(host.clone().into_boxed_str());
             buf.extend_from_slice(&line);
             line.pop();
             cached.push(Cached {

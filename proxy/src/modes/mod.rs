@@ -4,6 +4,7 @@
 //! swapped in ([`sandbox`]). None of them does I/O.
 
 mod builtin;
+pub mod capture;
 pub mod mock;
 pub mod pack;
 pub mod sandbox;

@@ -29,17 +29,13 @@ pub const SERVER_NAME: &str = "smtp.af.internal";
 /// The record's host when the client named no server (no TLS, or TLS without SNI).
 const UNNAMED_HOST: &str = "smtp";
 
-/// TODO(#7): take `listeners.smtp.max_message_bytes` from the state's tuning once it carries
-/// it; this is the configuration's default.
-const MAX_MESSAGE_BYTES: usize = 10 * 1024 * 1024;
-
 /// Bytes read from the client at once.
 const READ_BUFFER_BYTES: usize = 16 * 1024;
 
 /// Serve one SMTP client connection until it quits, goes idle or fails.
 pub async fn serve(state: Arc<State>, mut stream: TcpStream, conn: Conn) {
     let mut session = Session::new(Settings {
-        max_message_bytes: MAX_MESSAGE_BYTES,
+        max_message_bytes: state.tuning.smtp_max_message_bytes,
         starttls: state.intercept.is_some(),
     });
     let plain = Conversation {

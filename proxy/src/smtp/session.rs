@@ -203,7 +203,7 @@ impl Session {
                 out.replies.extend(reply(
                     500,
                     [5, 5, 2],
-                    "The line is longer than 1000 bytes; it was ignored.",
+                    &format!("The line is longer than {MAX_LINE_BYTES} bytes; it was ignored."),
                 ));
             } else {
                 self.line_complete(&line, out);
@@ -385,7 +385,11 @@ impl Session {
             return reply(501, [5, 1, 3], "The recipient address is empty.");
         }
         if envelope.to.len() >= MAX_RECIPIENTS {
-            return reply(452, [4, 5, 3], "Too many recipients; at most 100 per mail.");
+            return reply(
+                452,
+                [4, 5, 3],
+                &format!("Too many recipients; at most {MAX_RECIPIENTS} per mail."),
+            );
         }
         envelope.to.push(to.address.into_owned());
         reply(250, [2, 1, 5], "Recipient OK.")

@@ -72,10 +72,10 @@ pub fn pem(der: &CertificateDer<'_>) -> String {
 }
 
 /// A rustls client trusting exactly `roots`, offering `alpn`.
-pub fn client(roots: &[CertificateDer<'static>], alpn: &[&[u8]]) -> TlsConnector {
+pub fn client(roots: &[&CertificateDer<'static>], alpn: &[&[u8]]) -> TlsConnector {
     let mut store = rustls::RootCertStore::empty();
     for root in roots {
-        store.add(root.clone()).unwrap();
+        store.add((*root).clone()).unwrap();
     }
     let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),

@@ -180,7 +180,21 @@ pub struct Sidecar {
 
 impl Sidecar {
     pub async fn start(setup: &Setup) -> Self {
-        let journal_dir = TempDir::new("journal");
+        Self::start_in(setup, TempDir::new("journal")).await
+    }
+
+    /// Stop this sidecar and start another on the same journal (a restart).
+    pub async fn restart(self, setup: &Setup) -> Self {
+        let Sidecar {
+            running,
+            journal_dir,
+        } = self;
+        running.journal.drain(Duration::from_secs(5)).await;
+        drop(running);
+        Self::start_in(setup, journal_dir).await
+    }
+
+    async fn start_in(setup: &Setup, journal_dir: TempDir) -> Self {
         let yaml = setup.yaml(journal_dir.path(), &Listen::ephemeral());
         let settings = Config::parse(&yaml, false)
             .unwrap_or_else(|e| panic!("test config does not parse: {e}\n{yaml}"))
