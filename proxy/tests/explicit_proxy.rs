@@ -179,7 +179,10 @@ async fn without_an_environment_ca_a_tunnel_that_needs_interception_is_refused_n
     let recs = sc.admin().wait_records("host=mock.allowed.test", 2).await;
     assert_eq!(recs[0]["status"], 404);
     assert_eq!(recs[1]["reason"], "mode_unserved");
-    assert!(recs.iter().all(|r| r["mode"] == "mock" && r["allowed"] == false));
+    assert!(
+        recs.iter()
+            .all(|r| r["mode"] == "mock" && r["allowed"] == false)
+    );
 }
 
 #[tokio::test]

@@ -17,10 +17,10 @@ use tokio_rustls::server::TlsStream;
 
 use super::HandshakeError;
 use crate::answer::Refusal;
-use crate::decide::{Ask, Ticket, refuse_undecided};
+use crate::decide::Ticket;
 use crate::forward::http::ProxyBody;
 use crate::limits::IdleIo;
-use crate::listener::{Conn, request_authority};
+use crate::listener::{Conn, no_single_host, request_authority};
 use crate::metrics::Via;
 use crate::respond::{Origin, respond};
 use crate::state::State;
@@ -135,27 +135,7 @@ async fn handle(
     let (host, authority) = match request_authority(&req) {
         Ok(Some(authority)) => (authority.host().to_owned(), authority.as_str().to_owned()),
         Ok(None) => (connection_host.clone(), connection_host.clone()),
-        Err(problem) => {
-            let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
-            let ask = Ask {
-                via: Via::Intercept,
-                client: conn.peer,
-                method: req.method().as_str(),
-                host: &connection_host,
-                port,
-                path,
-                tunnel: false,
-            };
-            let refusal = Refusal::new(
-                StatusCode::BAD_REQUEST,
-                &codes::NET_BAD_REQUEST,
-                "bad_request",
-                format!("{} {path} {problem}, so it cannot be decided", ask.method),
-            )
-            .with_next("Send exactly one Host header naming the server.");
-            refuse_undecided(&state, &ask, &refusal);
-            return refusal.response();
-        }
+        Err(problem) => return no_single_host(&state, origin, &connection_host, &req, problem),
     };
     respond(&state, origin, req, &host, &authority).await
 }

@@ -26,6 +26,7 @@ use crate::decide::{Ask, refuse_undecided};
 use crate::forward::http::ProxyBody;
 use crate::limits::{Activity, Admitted, IdleIo};
 use crate::metrics::Via;
+use crate::respond::Origin;
 use crate::state::State;
 
 /// One admitted client connection.
@@ -153,6 +154,34 @@ where
             tracing::debug!(peer = %conn.peer, "client connection idle, closed");
         }
     }
+}
+
+/// A request that names no single host (`problem` says how): journal it and answer 400.
+pub fn no_single_host(
+    state: &Arc<State>,
+    origin: Origin,
+    host: &str,
+    req: &Request<Incoming>,
+    problem: &str,
+) -> Response<ProxyBody> {
+    let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    let ask = Ask {
+        via: origin.via,
+        client: origin.client,
+        method: req.method().as_str(),
+        host,
+        port: origin.port,
+        path,
+        tunnel: false,
+    };
+    let refusal = Refusal::new(
+        StatusCode::BAD_REQUEST,
+        &codes::NET_BAD_REQUEST,
+        "bad_request",
+        format!("{} {path} {problem}, so it cannot be decided", ask.method),
+    )
+    .with_next("Send exactly one Host header naming the server.");
+    bad_request(state, &ask, refusal)
 }
 
 /// A request the sidecar cannot use: journal it and answer 400.
