@@ -31,6 +31,8 @@ pub fn run(plan: &Plan, systems: &[Box<dyn System>]) -> Result<(Vec<Measurement>
     let upstream = Upstream::spawn(work.path())?;
     let env = Env {
         dns_answer: Ipv4Addr::new(127, 0, 0, 2),
+        upstream_https: upstream.https,
+        upstream_cert: upstream.cert.clone(),
     };
     let ctx = Ctx {
         rt: &rt,

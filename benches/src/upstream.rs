@@ -28,6 +28,11 @@ use crate::error::{BenchError, Result};
 pub const SMALL_BODY: usize = 128;
 /// Size of the large body.
 pub const LARGE_BODY: usize = 1 << 20;
+/// The small body: `SMALL_BODY` letters `a`.
+pub fn small_body() -> String {
+    "a".repeat(SMALL_BODY)
+}
+
 /// Path that answers the small body.
 pub const SMALL_PATH: &str = "/small";
 /// Path that answers the 1 MiB body.
@@ -52,7 +57,7 @@ pub struct Ports {
 
 /// Serves until killed.
 pub async fn serve(ports: Ports) -> Result<()> {
-    let small = Bytes::from(vec![b'a'; SMALL_BODY]);
+    let small = Bytes::from(small_body());
     let large = Bytes::from(vec![b'b'; LARGE_BODY]);
     let http = bind(ports.http).await?;
     let https = bind(ports.https).await?;

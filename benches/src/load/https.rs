@@ -57,6 +57,7 @@ pub async fn run(
     }
     let mut hist = super::oneshot::histogram()?;
     let mut result = LoadResult::default();
+    let mut first_error = None;
     for t in tasks {
         match t
             .await
@@ -67,11 +68,17 @@ pub async fn run(
                     .map_err(|e| BenchError::Protocol(e.to_string()))?;
                 result.bytes += bytes;
             }
-            Err(_) => result.errors += 1,
+            Err(e) => {
+                result.errors += 1;
+                first_error.get_or_insert(e);
+            }
         }
     }
     if hist.is_empty() {
-        return Err(BenchError::Protocol("no HTTPS request completed".into()));
+        let why = first_error.map_or_else(String::new, |e| format!(": {e}"));
+        return Err(BenchError::Protocol(format!(
+            "no HTTPS request completed{why}"
+        )));
     }
     result.secs = start.elapsed().as_secs_f64();
     result.ops = hist.len();

@@ -3,31 +3,70 @@
 //! The configuration follows `docs/sidecar-config.md`: egress default allow,
 //! loopback as a trusted upstream network (the address guard refuses
 //! loopback otherwise), the explicit proxy listener on a free port, the
-//! transparent listeners off, the journal in the temporary directory. The
-//! journal stays on: it is part of what every request costs.
+//! transparent and SMTP listeners off, the journal in the temporary
+//! directory. The journal stays on: it is part of what every request costs.
+//!
+//! Interception is configured in every run: a fresh environment CA in `tls`,
+//! the upstream's certificate as the one extra upstream root, and one rule
+//! for the upstream's HTTPS address (host and port, so no other scenario's
+//! traffic matches it) that needs TLS opened: `allow` limited to `paths: [/]`
+//! (each request decided, then forwarded over verified, pooled TLS), or, for
+//! the `af-proxy (mock)` twin, `mock` from a one-route pack answering the
+//! same body as the upstream.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use serde_json::{Value, json};
+
+use super::ca::EnvironmentCa;
 use super::{Endpoint, Env, Ready, Running, Support, System};
 use crate::error::{BenchError, Result};
 use crate::scenarios::Scenario;
+use crate::upstream::{self, SMALL_PATH};
 
 /// The target triple of the static build (the same artifact the Docker images use).
 pub const TARGET: &str = "x86_64-unknown-linux-gnu";
+
+/// The fixture pack the mock twin answers from, as a rule's `fixtures` names it.
+const MOCK_PACK: &str = "bench-pack.yaml";
+
+/// What af-proxy does with a request inside an intercepted connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answering {
+    /// Decide it, then forward it to the upstream over verified TLS.
+    Forward,
+    /// Answer it locally from a fixture pack (mock mode); nothing is forwarded.
+    Mock,
+}
 
 /// af-proxy, started from `binary`.
 pub struct AfProxy {
     binary: PathBuf,
     /// Whether to turn on the DNS listener (af-dns inside af-proxy).
     dns: bool,
+    answering: Answering,
 }
 
 impl AfProxy {
     /// af-proxy from an already built binary.
     pub fn new(binary: PathBuf, dns: bool) -> Self {
-        Self { binary, dns }
+        Self {
+            binary,
+            dns,
+            answering: Answering::Forward,
+        }
+    }
+
+    /// The same binary answering the intercepted host in mock mode: `af-proxy (mock)`,
+    /// measured in the intercepted-HTTPS scenario only.
+    pub fn mocking(&self) -> Self {
+        Self {
+            binary: self.binary.clone(),
+            dns: false,
+            answering: Answering::Mock,
+        }
     }
 
     /// Where the static release build lands for the workspace at `root`.
@@ -73,16 +112,20 @@ impl AfProxy {
 
 impl System for AfProxy {
     fn name(&self) -> &'static str {
-        "af-proxy"
+        match self.answering {
+            Answering::Forward => "af-proxy",
+            Answering::Mock => "af-proxy (mock)",
+        }
     }
 
     fn support(&self, scenario: Scenario) -> Support {
-        match scenario {
-            Scenario::Dns if !self.dns => Support::Pending("DNS listener off (--no-af-dns)".into()),
-            Scenario::InterceptedHttps => {
-                Support::Pending("TLS interception is a later issue".into())
+        match (self.answering, scenario) {
+            (Answering::Mock, Scenario::InterceptedHttps) => Support::Yes,
+            (Answering::Mock, _) => Support::No,
+            (Answering::Forward, Scenario::Dns) if !self.dns => {
+                Support::Pending("DNS listener off (--no-af-dns)".into())
             }
-            _ => Support::Yes,
+            (Answering::Forward, _) => Support::Yes,
         }
     }
 
@@ -99,18 +142,21 @@ impl System for AfProxy {
         // DNS as the sidecar serves it: every outside name answers the
         // sidecar's address; the runtime resolver (for inside names) is never asked.
         let dns_listener = if self.dns {
-            serde_json::json!({
+            json!({
                 "listen": format!("127.0.0.1:{dns}"),
                 "answer_v4": env.dns_answer.to_string(),
                 "inside_resolver": "127.0.0.1:9",
             })
         } else {
-            serde_json::json!({ "listen": null })
+            json!({ "listen": null })
         };
+        let ca = EnvironmentCa::generate()?;
+        let upstream_cert = std::fs::read_to_string(&env.upstream_cert)
+            .map_err(|e| BenchError::io(format!("read {}", env.upstream_cert.display()), e))?;
         // The resolver is never asked: every request names 127.0.0.1.
-        let config = serde_json::json!({
+        let config = json!({
             "env": "bench",
-            "egress": { "default": "allow", "rules": [] },
+            "egress": { "default": "allow", "rules": [self.intercepted_rule(env)] },
             "resolver": "127.0.0.1:9",
             "guard": { "trusted_networks": ["127.0.0.0/8"] },
             "inside": { "subnets": ["10.254.0.0/16"] },
@@ -119,16 +165,25 @@ impl System for AfProxy {
                 "transparent_http": { "listen": null },
                 "transparent_tls": { "listen": null },
                 "dns": dns_listener,
+                "smtp": { "listen": [] },
             },
             "admin": { "listen": format!("127.0.0.1:{admin}"), "token": "af-bench-admin-token-0123" },
             "journal": { "dir": journal },
             "limits": { "max_connections": 20000 },
+            "tls": {
+                "ca_cert_pem": ca.cert_pem,
+                "ca_key_pem": ca.key_pem,
+                "extra_upstream_roots_pem": upstream_cert,
+            },
+            "modes": self.modes(),
         });
         let path = super::write_config(dir.path(), "af-proxy.json", &config.to_string())?;
+        let ca_cert = super::write_config(dir.path(), "environment-ca.pem", &ca.cert_pem)?;
         let mut cmd = Command::new(&self.binary);
         cmd.arg("--config").arg(&path).env("AF_PROXY_LOG", "warn");
         let (ready, endpoint) = (Ready::Tcp, Endpoint::Proxy(([127, 0, 0, 1], port).into()));
-        let mut running = super::launch("af-proxy", cmd, dir, port, ready, endpoint)?;
+        let mut running = super::launch(self.name(), cmd, dir, port, ready, endpoint)?;
+        running.ca_cert = Some(ca_cert);
         if self.dns {
             let addr = ([127, 0, 0, 1], dns).into();
             let deadline = Instant::now() + Duration::from_secs(10);
@@ -146,5 +201,91 @@ impl System for AfProxy {
             running.dns = Some(addr);
         }
         Ok(running)
+    }
+}
+
+impl AfProxy {
+    /// The rule that makes the upstream's HTTPS address intercepted.
+    fn intercepted_rule(&self, env: &Env) -> Value {
+        let host = env.upstream_https.to_string();
+        match self.answering {
+            Answering::Forward => json!({ "host": host, "mode": "allow", "paths": ["/"] }),
+            Answering::Mock => json!({ "host": host, "mode": "mock", "fixtures": MOCK_PACK }),
+        }
+    }
+
+    /// The `modes` section: for the mock twin, a pack with one route answering the
+    /// upstream's small body, byte for byte.
+    fn modes(&self) -> Value {
+        match self.answering {
+            Answering::Forward => json!({}),
+            Answering::Mock => json!({ "packs": { MOCK_PACK: {
+                "name": "bench",
+                "routes": [{ "method": "GET", "path": SMALL_PATH, "text": upstream::small_body() }],
+            }}}),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+
+    use super::*;
+
+    fn env() -> Env {
+        Env {
+            dns_answer: Ipv4Addr::new(127, 0, 0, 2),
+            upstream_https: ([127, 0, 0, 1], 8443).into(),
+            upstream_cert: PathBuf::from("/nonexistent/upstream-cert.pem"),
+        }
+    }
+
+    #[test]
+    fn the_intercepted_rule_names_exactly_the_upstreams_https_address() {
+        let forward = AfProxy::new(PathBuf::from("/nonexistent/af-proxy"), true);
+        let rule = forward.intercepted_rule(&env());
+        assert_eq!(
+            rule["host"], "127.0.0.1:8443",
+            "other ports stay plain allow"
+        );
+        assert_eq!(rule["mode"], "allow");
+        assert_eq!(rule["paths"], json!(["/"]), "a path limit opens TLS");
+        assert_eq!(forward.modes(), json!({}));
+    }
+
+    #[test]
+    fn the_mock_twin_answers_the_upstreams_small_body_from_the_pack_its_rule_names() {
+        let mock = AfProxy::new(PathBuf::from("/nonexistent/af-proxy"), true).mocking();
+        let rule = mock.intercepted_rule(&env());
+        assert_eq!(rule["mode"], "mock");
+        let pack_name = rule["fixtures"].as_str().expect("a named pack");
+        let route = &mock.modes()["packs"][pack_name]["routes"][0];
+        assert_eq!(route["method"], "GET");
+        assert_eq!(route["path"], SMALL_PATH);
+        assert_eq!(
+            route["text"],
+            upstream::small_body(),
+            "the upstream's body, byte for byte"
+        );
+    }
+
+    #[test]
+    fn af_proxy_takes_every_scenario_and_its_mock_twin_only_interception() {
+        let forward = AfProxy::new(PathBuf::from("/nonexistent/af-proxy"), true);
+        let mock = forward.mocking();
+        assert_eq!(
+            (forward.name(), mock.name()),
+            ("af-proxy", "af-proxy (mock)")
+        );
+        for scenario in Scenario::ALL {
+            assert_eq!(forward.support(scenario), Support::Yes, "{scenario:?}");
+            let expected = if scenario == Scenario::InterceptedHttps {
+                Support::Yes
+            } else {
+                Support::No
+            };
+            assert_eq!(mock.support(scenario), expected, "{scenario:?}");
+        }
     }
 }

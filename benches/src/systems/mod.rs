@@ -6,6 +6,7 @@
 
 mod afdns;
 mod afproxy;
+mod ca;
 mod direct;
 mod dnsmasq;
 mod mitmproxy;
@@ -46,6 +47,10 @@ pub enum Support {
 pub struct Env {
     /// The address every DNS system answers for every name.
     pub dns_answer: std::net::Ipv4Addr,
+    /// The upstream's HTTPS address (the intercepted-HTTPS scenario's target).
+    pub upstream_https: SocketAddr,
+    /// The upstream's HTTPS certificate (PEM), for a system that verifies it.
+    pub upstream_cert: PathBuf,
 }
 
 /// One benchmarked system.
@@ -60,11 +65,13 @@ pub trait System {
     fn start(&self, env: &Env) -> Result<Running>;
 }
 
-/// Every system the harness knows, `direct` and af-proxy first.
+/// Every system the harness knows, `direct` and af-proxy (then its mock twin) first.
 pub fn all(af_proxy: AfProxy) -> Vec<Box<dyn System>> {
+    let mock = af_proxy.mocking();
     vec![
         Box::new(direct::Direct),
         Box::new(af_proxy),
+        Box::new(mock),
         Box::new(squid::Squid),
         Box::new(tinyproxy::Tinyproxy),
         Box::new(privoxy::Privoxy),
