@@ -1,15 +1,20 @@
-//! A client for the sidecar's admin API (`/healthz`, `/v1/decisions`,
-//! `/v1/decisions/follow`), over plain HTTP/1.1 to the address a runtime gives.
+//! A client for the sidecar's admin API (`/healthz`, `/v1/decisions`, `/v1/decisions/follow`,
+//! `/v1/inbox`, `/v1/inbox/{seq}`, `/v1/deliver`), over plain HTTP/1.1 to the address a
+//! runtime gives. A coded refusal from the sidecar (`{code, statement, next}`) is passed on
+//! as that report.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::time::Duration;
 
+use af_policy::error::{CATALOGUE, Report};
 use bytes::Bytes;
 use futures_util::Stream;
-use http_body_util::{BodyExt, Empty};
-use hyper::{Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::net::TcpStream;
 
@@ -17,54 +22,46 @@ use crate::runtime::RuntimeError;
 
 /// How long to wait for a connection and a response head.
 const TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a delivery may take: longer than the sidecar's own 30 s, so its coded answer wins.
+const DELIVER_TIMEOUT: Duration = Duration::from_secs(35);
+/// The most records one page holds.
+pub const MAX_PAGE: usize = 1000;
 
-/// What to ask for.
-#[derive(Debug, Clone, Default)]
+/// Which decisions to ask for.
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Query {
     /// Records after this sequence number.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub since: Option<u64>,
     /// At most this many records (not for follow).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
     /// Only refused ones.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub blocked: bool,
     /// Only this host.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
 }
 
-impl Query {
-    fn to_query_string(&self, with_limit: bool) -> String {
-        let mut parts = Vec::new();
-        if let Some(s) = self.since {
-            parts.push(format!("since={s}"));
-        }
-        if with_limit && let Some(l) = self.limit {
-            parts.push(format!("limit={l}"));
-        }
-        if self.blocked {
-            parts.push("blocked=true".to_owned());
-        }
-        if let Some(h) = &self.host {
-            let enc: String = h
-                .bytes()
-                .map(|b| {
-                    if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                        (b as char).to_string()
-                    } else {
-                        format!("%{b:02X}")
-                    }
-                })
-                .collect();
-            parts.push(format!("host={enc}"));
-        }
-        if parts.is_empty() {
-            String::new()
-        } else {
-            format!("?{}", parts.join("&"))
-        }
-    }
+/// Which captured messages to ask for.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct InboxQuery {
+    /// Messages after this sequence number.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<u64>,
+    /// At most this many: the newest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+    /// Only messages with a recipient containing this.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// Only messages whose subject contains this.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
 }
 
-/// One page of decisions.
+/// One page of records.
 #[derive(Debug, Clone)]
 pub struct Page {
     /// The records, oldest first.
@@ -73,12 +70,55 @@ pub struct Page {
     pub next_since: u64,
 }
 
+/// A request for the sidecar to send to one of the environment's services.
+#[derive(Debug, Clone, Serialize)]
+pub struct Delivery {
+    /// The service name.
+    pub service: String,
+    /// Its port.
+    pub port: u16,
+    /// The path, from `/`.
+    pub path: String,
+    /// The request headers.
+    pub headers: BTreeMap<String, String>,
+    /// The exact body.
+    pub body: String,
+}
+
+/// The service's answer to a [`Delivery`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Delivered {
+    /// The HTTP status.
+    pub status: u16,
+    /// The response headers.
+    #[serde(default)]
+    pub headers: serde_json::Map<String, Value>,
+    /// The response body.
+    #[serde(default)]
+    pub body: String,
+}
+
+/// `?a=1&b=2`, or nothing when every field is unset.
+fn query_string(query: &impl Serialize) -> Result<String, RuntimeError> {
+    let text = serde_urlencoded::to_string(query).map_err(|e| {
+        RuntimeError::AdminUnreachable(format!("the query could not be encoded: {e}"))
+    })?;
+    Ok(if text.is_empty() {
+        text
+    } else {
+        format!("?{text}")
+    })
+}
+
 type Body = hyper::body::Incoming;
 
-async fn get(
+async fn send(
     addr: SocketAddr,
+    method: Method,
     path: &str,
     token: Option<&str>,
+    body: Option<Vec<u8>>,
+    timeout: Duration,
 ) -> Result<hyper::Response<Body>, RuntimeError> {
     let unreachable =
         |e: &dyn std::fmt::Display| RuntimeError::AdminUnreachable(format!("{addr}: {e}"));
@@ -90,14 +130,20 @@ async fn get(
         .await
         .map_err(|e| unreachable(&e))?;
     tokio::spawn(conn);
-    let mut req = Request::get(path).header("host", addr.to_string());
+    let mut req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", addr.to_string());
     if let Some(t) = token {
         req = req.header("authorization", format!("Bearer {t}"));
     }
+    if body.is_some() {
+        req = req.header("content-type", "application/json");
+    }
     let req = req
-        .body(Empty::<Bytes>::new())
+        .body(Full::new(Bytes::from(body.unwrap_or_default())))
         .map_err(|e| unreachable(&e))?;
-    let resp = tokio::time::timeout(TIMEOUT, sender.send_request(req))
+    let resp = tokio::time::timeout(timeout, sender.send_request(req))
         .await
         .map_err(|e| unreachable(&e))?
         .map_err(|e| unreachable(&e))?;
@@ -109,37 +155,70 @@ async fn get(
             .await
             .map(|b| b.to_bytes())
             .unwrap_or_default();
-        return Err(RuntimeError::AdminUnreachable(format!(
-            "{addr}{path} answered {status}: {}",
-            String::from_utf8_lossy(&body).trim()
-        )));
+        return Err(refused(addr, path, status, &body));
     }
     Ok(resp)
 }
 
-/// `GET /healthz`.
-pub async fn healthz(addr: SocketAddr) -> Result<(), RuntimeError> {
-    get(addr, "/healthz", None).await.map(|_| ())
+/// The sidecar's own coded refusal when the body is one, else what it answered.
+fn refused(addr: SocketAddr, path: &str, status: StatusCode, body: &[u8]) -> RuntimeError {
+    let coded = serde_json::from_slice::<Value>(body).ok().and_then(|doc| {
+        let code = CATALOGUE
+            .iter()
+            .find(|c| doc["code"].as_str() == Some(c.code))?;
+        let statement = doc["statement"].as_str()?;
+        let report = Report::new(code, statement);
+        Some(match doc["next"].as_str() {
+            Some(next) => report.with_next(next),
+            None => report,
+        })
+    });
+    match coded {
+        Some(report) => RuntimeError::AdminRefused(report),
+        None => RuntimeError::AdminUnreachable(format!(
+            "{addr}{path} answered {status}: {}",
+            String::from_utf8_lossy(body).trim()
+        )),
+    }
 }
 
-/// `GET /v1/decisions`.
-pub async fn decisions(addr: SocketAddr, token: &str, query: &Query) -> Result<Page, RuntimeError> {
-    let path = format!("/v1/decisions{}", query.to_query_string(true));
-    let resp = get(addr, &path, Some(token)).await?;
+async fn get_json(addr: SocketAddr, path: &str, token: &str) -> Result<Value, RuntimeError> {
+    let resp = send(addr, Method::GET, path, Some(token), None, TIMEOUT).await?;
+    read_json(resp).await
+}
+
+async fn read_json<T: serde::de::DeserializeOwned>(
+    resp: hyper::Response<Body>,
+) -> Result<T, RuntimeError> {
     let body = resp
         .into_body()
         .collect()
         .await
         .map_err(|e| RuntimeError::AdminUnreachable(e.to_string()))?
         .to_bytes();
-    let doc: Value = serde_json::from_slice(&body)
-        .map_err(|e| RuntimeError::AdminUnreachable(format!("the answer is not JSON: {e}")))?;
-    let records = doc["records"].as_array().cloned().unwrap_or_default();
-    let next_since = doc["next_since"].as_u64().unwrap_or(0);
-    Ok(Page {
-        records,
-        next_since,
+    serde_json::from_slice(&body).map_err(|e| {
+        RuntimeError::AdminUnreachable(format!("the answer is not the expected JSON: {e}"))
     })
+}
+
+fn page(doc: &Value) -> Page {
+    Page {
+        records: doc["records"].as_array().cloned().unwrap_or_default(),
+        next_since: doc["next_since"].as_u64().unwrap_or(0),
+    }
+}
+
+/// `GET /healthz`.
+pub async fn healthz(addr: SocketAddr) -> Result<(), RuntimeError> {
+    send(addr, Method::GET, "/healthz", None, None, TIMEOUT)
+        .await
+        .map(|_| ())
+}
+
+/// `GET /v1/decisions`.
+pub async fn decisions(addr: SocketAddr, token: &str, query: &Query) -> Result<Page, RuntimeError> {
+    let path = format!("/v1/decisions{}", query_string(query)?);
+    Ok(page(&get_json(addr, &path, token).await?))
 }
 
 /// Every decision so far, page by page.
@@ -148,18 +227,58 @@ pub async fn all_decisions(
     token: &str,
     query: &Query,
 ) -> Result<Vec<Value>, RuntimeError> {
-    let mut q = query.clone();
-    q.limit = Some(1000);
+    let mut q = Query {
+        limit: Some(MAX_PAGE),
+        ..query.clone()
+    };
     let mut out = Vec::new();
     loop {
         let page = decisions(addr, token, &q).await?;
-        let n = page.records.len();
+        let full = page.records.len() >= MAX_PAGE;
         out.extend(page.records);
-        if n < 1000 {
+        if !full {
             return Ok(out);
         }
         q.since = Some(page.next_since);
     }
+}
+
+/// `GET /v1/inbox`: captured messages (records of kind `message`) after `since` whose
+/// recipients and subject contain `to` and `subject` (case-insensitive); when more match than
+/// `limit`, the newest, oldest first. `next_since` is the sidecar's committed position.
+pub async fn inbox(
+    addr: SocketAddr,
+    token: &str,
+    query: &InboxQuery,
+) -> Result<Page, RuntimeError> {
+    let path = format!("/v1/inbox{}", query_string(query)?);
+    Ok(page(&get_json(addr, &path, token).await?))
+}
+
+/// `GET /v1/inbox/{seq}`: one captured message.
+pub async fn inbox_message(addr: SocketAddr, token: &str, seq: u64) -> Result<Value, RuntimeError> {
+    get_json(addr, &format!("/v1/inbox/{seq}"), token).await
+}
+
+/// `POST /v1/deliver`: the sidecar sends the request to the service and returns its answer.
+pub async fn deliver(
+    addr: SocketAddr,
+    token: &str,
+    delivery: &Delivery,
+) -> Result<Delivered, RuntimeError> {
+    let body = serde_json::to_vec(delivery).map_err(|e| {
+        RuntimeError::AdminUnreachable(format!("the delivery could not be encoded: {e}"))
+    })?;
+    let resp = send(
+        addr,
+        Method::POST,
+        "/v1/deliver",
+        Some(token),
+        Some(body),
+        DELIVER_TIMEOUT,
+    )
+    .await?;
+    read_json(resp).await
 }
 
 /// `GET /v1/decisions/follow`: one record per item, as they are journaled.
@@ -168,8 +287,12 @@ pub async fn follow(
     token: &str,
     query: &Query,
 ) -> Result<Pin<Box<dyn Stream<Item = Result<Value, RuntimeError>> + Send>>, RuntimeError> {
-    let path = format!("/v1/decisions/follow{}", query.to_query_string(false));
-    let resp = get(addr, &path, Some(token)).await?;
+    let unlimited = Query {
+        limit: None,
+        ..query.clone()
+    };
+    let path = format!("/v1/decisions/follow{}", query_string(&unlimited)?);
+    let resp = send(addr, Method::GET, &path, Some(token), None, TIMEOUT).await?;
     let body = resp.into_body();
     let stream =
         futures_util::stream::unfold((body, Vec::<u8>::new()), |(mut body, mut buf)| async move {
@@ -207,7 +330,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn queries_are_encoded() {
+    fn queries_are_encoded_and_unset_fields_left_out() {
         let q = Query {
             since: Some(4),
             limit: Some(10),
@@ -215,13 +338,38 @@ mod tests {
             host: Some("a b.test".into()),
         };
         assert_eq!(
-            q.to_query_string(true),
-            "?since=4&limit=10&blocked=true&host=a%20b.test"
+            query_string(&q).expect("encodes"),
+            "?since=4&limit=10&blocked=true&host=a+b.test"
         );
+        assert_eq!(query_string(&Query::default()).expect("encodes"), "");
+        let inbox = InboxQuery {
+            to: Some("alice+test@example.com".into()),
+            subject: Some("Verify & go".into()),
+            ..InboxQuery::default()
+        };
         assert_eq!(
-            q.to_query_string(false),
-            "?since=4&blocked=true&host=a%20b.test"
+            query_string(&inbox).expect("encodes"),
+            "?to=alice%2Btest%40example.com&subject=Verify+%26+go"
         );
-        assert_eq!(Query::default().to_query_string(true), "");
+    }
+
+    #[test]
+    fn a_coded_refusal_is_passed_on_and_anything_else_is_unreachable() {
+        let addr = SocketAddr::from(([127, 0, 0, 1], 9));
+        let body =
+            br#"{"code":"AF-NET-021","statement":"No message 7.","next":"Run af inbox list."}"#;
+        match refused(addr, "/v1/inbox/7", StatusCode::NOT_FOUND, body) {
+            RuntimeError::AdminRefused(r) => {
+                assert_eq!(r.code.code, "AF-NET-021");
+                assert_eq!(r.statement, "No message 7.");
+                assert_eq!(r.next, "Run af inbox list.");
+            }
+            other => panic!("{other:?}"),
+        }
+        let plain = refused(addr, "/x", StatusCode::BAD_GATEWAY, b"upstream gone");
+        assert!(
+            matches!(&plain, RuntimeError::AdminUnreachable(m) if m.contains("502 Bad Gateway: upstream gone")),
+            "{plain:?}"
+        );
     }
 }

@@ -1,7 +1,9 @@
 //! The command line, as clap reads it.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
+use af_orchestrator::webhook::Provider;
 use clap::{Args, Parser, Subcommand};
 
 use crate::output::Format;
@@ -56,8 +58,78 @@ pub enum Command {
         #[arg(long, value_name = "N")]
         tail: Option<usize>,
     },
+    /// The messages the services sent that the sidecar captured (capture mode and SMTP).
+    #[command(subcommand)]
+    Inbox(InboxCommand),
+    /// Provider webhooks, signed with the environment's secrets, delivered to a service.
+    #[command(subcommand)]
+    Webhook(WebhookCommand),
     /// Check that this machine can run environments, with a remedy for each problem.
     Doctor,
+}
+
+/// `af inbox ...`
+#[derive(Debug, Subcommand)]
+pub enum InboxCommand {
+    /// List captured messages, oldest first: seq, time, provider, to, subject, code.
+    List {
+        #[command(flatten)]
+        env: EnvArg,
+        /// Only messages to this recipient.
+        #[arg(long, value_name = "ADDRESS")]
+        to: Option<String>,
+        /// At most N messages.
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+    },
+    /// Show one message in full: recipients, code, every link (best first) and the bodies.
+    Get {
+        #[command(flatten)]
+        env: EnvArg,
+        /// The message's number (SEQ in `af inbox list`).
+        seq: u64,
+    },
+    /// Wait for a message to a recipient and show it (one already captured counts); with
+    /// `-o json`, `jq .message.code` gives its code. AF-RUN-050 after the timeout.
+    Wait {
+        #[command(flatten)]
+        env: EnvArg,
+        /// The recipient.
+        #[arg(long, value_name = "ADDRESS")]
+        to: String,
+        /// Only a message with this subject.
+        #[arg(long)]
+        subject: Option<String>,
+        /// How long to wait, e.g. 30s, 2m.
+        #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+    },
+}
+
+/// `af webhook ...`
+#[derive(Debug, Subcommand)]
+pub enum WebhookCommand {
+    /// Build a provider's webhook for EVENT, sign it with the environment's secret (the one in
+    /// every service's STRIPE_/GITHUB_/SVIX_WEBHOOK_SECRET) and deliver it to a service.
+    Trigger {
+        #[command(flatten)]
+        env: EnvArg,
+        /// stripe, github or svix.
+        provider: Provider,
+        /// The event: payment_intent.succeeded, checkout.session.completed, push,
+        /// pull_request.closed, user.created, ...
+        event: String,
+        /// Change a payload field: --set data.object.amount=5000 (numbers, true, false and
+        /// null are JSON; anything else is a string). Repeatable.
+        #[arg(long = "set", value_name = "PATH=VALUE")]
+        sets: Vec<String>,
+        /// The service to deliver to (default: the only web service).
+        #[arg(long)]
+        service: Option<String>,
+        /// The path (default: the provider's rule's webhook_path, else /webhooks/PROVIDER).
+        #[arg(long)]
+        path: Option<String>,
+    },
 }
 
 /// Which environment: derived from the repository and branch unless given.

@@ -10,6 +10,8 @@ use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
+use crate::secret::hex;
+
 /// The longest environment id.
 pub const MAX_LEN: usize = 30;
 
@@ -60,7 +62,7 @@ impl EnvId {
         hasher.update([0]);
         hasher.update(branch.as_bytes());
         let digest = hasher.finalize();
-        let hash: String = digest[..3].iter().map(|b| format!("{b:02x}")).collect();
+        let hash = hex(&digest[..3]);
         let project = slug(project, 10);
         let branch = slug(branch, 30 - 2 - 6 - project.len().max(1));
         let mut id = String::new();

@@ -7,5 +7,9 @@
 pub mod admin;
 pub mod env_id;
 pub mod lifecycle;
+pub mod modes;
 pub mod plan;
 pub mod runtime;
+pub mod secret;
+pub mod trust;
+pub mod webhook;

@@ -13,6 +13,8 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::env_id::EnvId;
+use crate::modes::ModesInput;
+use crate::secret::hex;
 
 /// The readiness timeout of a service that does not set `health_timeout`.
 pub const DEFAULT_HEALTH_TIMEOUT: Duration = Duration::from_secs(60);
@@ -28,6 +30,10 @@ pub struct EnvPlan {
     pub services: Vec<ServicePlan>,
     /// The egress catalogue the sidecar enforces.
     pub egress: EgressSpec,
+    /// What the answering modes work from (files the rules name, test credentials). Never
+    /// serialized with the plan: it holds credentials.
+    #[serde(skip)]
+    pub modes: ModesInput,
 }
 
 /// What kind of process a service is.
@@ -96,8 +102,8 @@ impl ServicePlan {
 }
 
 impl EnvPlan {
-    /// A plan whose services are put in start order. Refuses a dependency on a service that
-    /// does not exist (AF-MAN-010) and a cycle (AF-MAN-009).
+    /// A plan whose services are put in start order, with no modes' inputs. Refuses a
+    /// dependency on a service that does not exist (AF-MAN-010) and a cycle (AF-MAN-009).
     pub fn new(
         env: EnvId,
         project: impl Into<String>,
@@ -110,11 +116,13 @@ impl EnvPlan {
             project: project.into(),
             services,
             egress,
+            modes: ModesInput::default(),
         })
     }
 
-    /// The plan of a manifest read from `manifest_path`: build contexts resolved against the
-    /// manifest's directory.
+    /// The plan of a manifest read from `manifest_path`: build contexts and the files egress
+    /// rules name resolved against the manifest's directory, test credentials read from this
+    /// process's environment. A file a rule names that cannot be read refuses (AF-RUN-052).
     pub fn from_manifest(
         manifest: &Manifest,
         manifest_path: &std::path::Path,
@@ -148,12 +156,14 @@ impl EnvPlan {
                 migrate: s.migrate.clone(),
             })
             .collect();
-        Self::new(
+        let mut plan = Self::new(
             env,
             manifest.name.clone(),
             services,
             manifest.egress.clone(),
-        )
+        )?;
+        plan.modes = ModesInput::load(&manifest.egress, &dir, |name| std::env::var(name).ok())?;
+        Ok(plan)
     }
 
     /// The service of that name.
@@ -199,10 +209,7 @@ fn start_order(mut services: Vec<ServicePlan>) -> Result<Vec<ServicePlan>, Repor
 
 /// The first 12 hex digits of the SHA-256 of `bytes`.
 pub fn short_digest(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)[..6]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex(&Sha256::digest(bytes)[..6])
 }
 
 #[cfg(test)]

@@ -1,8 +1,25 @@
-//! The lifecycle commands against a runtime that answers from a script: what they print, the
-//! codes and exit statuses they end with. No Docker needed; this is also the smallest example
-//! of plugging another runtime into the trait.
+//! The lifecycle commands against a runtime that answers from a script (and, for the commands
+//! that read the sidecar, a fake admin API on loopback): what they print, the codes and exit
+//! statuses they end with. No Docker needed; this is also the smallest example of plugging
+//! another runtime into the trait.
 
-use std::sync::Mutex;
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use af_orchestrator::admin::InboxQuery;
+use af_orchestrator::lifecycle::inbox::Wait;
+use af_orchestrator::lifecycle::webhook::{Prepared, Trigger};
+use af_orchestrator::modes::ModesInput;
+use af_orchestrator::webhook::{Provider, WebhookSecrets};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
 
 use af_orchestrator::env_id::EnvId;
 use af_orchestrator::lifecycle::{self, output::Format};
@@ -17,6 +34,16 @@ use futures_util::future::BoxFuture;
 
 struct Scripted {
     down: Mutex<Option<DownReport>>,
+    admin: Option<AdminEndpoint>,
+}
+
+impl Scripted {
+    fn new() -> Scripted {
+        Scripted {
+            down: Mutex::new(None),
+            admin: None,
+        }
+    }
 }
 
 impl Runtime for Scripted {
@@ -93,7 +120,11 @@ impl Runtime for Scripted {
         Box::pin(async move { Ok(Vec::new()) })
     }
     fn admin<'a>(&'a self, _: &'a EnvId) -> BoxFuture<'a, Result<AdminEndpoint, RuntimeError>> {
-        Box::pin(async move { Err(RuntimeError::AdminUnreachable("scripted".to_owned())) })
+        Box::pin(async move {
+            self.admin
+                .clone()
+                .ok_or_else(|| RuntimeError::AdminUnreachable("scripted".to_owned()))
+        })
     }
     fn exec<'a>(
         &'a self,
@@ -115,6 +146,7 @@ fn env() -> EnvId {
 #[tokio::test]
 async fn down_that_leaves_something_names_it_and_ends_with_af_run_030_status_5() {
     let runtime = Scripted {
+        admin: None,
         down: Mutex::new(Some(DownReport {
             removed: vec!["container af-demo-main-abc123-sidecar".to_owned()],
             failed: vec![(
@@ -147,9 +179,7 @@ async fn down_that_leaves_something_names_it_and_ends_with_af_run_030_status_5()
 
 #[tokio::test]
 async fn up_as_json_is_one_document_with_every_service_and_the_env() {
-    let runtime = Scripted {
-        down: Mutex::new(None),
-    };
+    let runtime = Scripted::new();
     let web = ServicePlan::new("web", Kind::Web, "/x");
     let worker = ServicePlan::new("worker", Kind::Worker, "/x");
     let plan = EnvPlan::new(env(), "demo", vec![web, worker], EgressSpec::default()).expect("plan");
@@ -167,13 +197,454 @@ async fn up_as_json_is_one_document_with_every_service_and_the_env() {
 
 #[tokio::test]
 async fn status_of_an_unknown_environment_says_it_is_not_running() {
-    let runtime = Scripted {
-        down: Mutex::new(None),
-    };
+    let runtime = Scripted::new();
     let mut out = Vec::new();
     let status = lifecycle::status::run(&runtime, &env(), Format::Human, &mut out)
         .await
         .expect("status");
     assert!(!status.exists);
     assert!(String::from_utf8_lossy(&out).contains("not running"));
+}
+
+const TOKEN: &str = "fake-admin-token-0123456789";
+
+/// The sidecar's admin API as far as `af inbox` and `af webhook trigger` use it.
+#[derive(Default)]
+struct FakeSidecar {
+    messages: Mutex<Vec<Value>>,
+    delivered: Mutex<Vec<Value>>,
+    /// The status the service "answers" deliveries with.
+    service_status: u16,
+}
+
+impl FakeSidecar {
+    fn add(&self, seq: u64, to: &str, subject: &str, code: &str) {
+        if let Ok(mut m) = self.messages.lock() {
+            m.push(json!({
+                "seq": seq, "at": "2025-06-01T14:03:01.000Z", "env": "demo-main-abc123",
+                "kind": "message", "via": "capture", "client": "10.213.0.5:40000",
+                "host": "api.sendgrid.com", "rule": "rules[0] api.sendgrid.com",
+                "message": {
+                    "provider": "sendgrid", "kind": "email", "from": "noreply@shop.test",
+                    "to": [to], "subject": subject, "text": format!("Your code is {code}."),
+                    "html": null, "links": ["https://shop.test/verify?t=1"], "code": code,
+                },
+            }));
+        }
+    }
+
+    /// As the sidecar answers: matches after `since` whose recipient and subject contain `to`
+    /// and `subject` (case-insensitive), the newest `limit` of them, and the committed position.
+    fn inbox(&self, query: &str) -> (u16, Value) {
+        let q: HashMap<String, String> = serde_urlencoded::from_str(query).unwrap_or_default();
+        let since: u64 = q.get("since").and_then(|s| s.parse().ok()).unwrap_or(0);
+        let limit: usize = q.get("limit").and_then(|s| s.parse().ok()).unwrap_or(100);
+        let contains = |field: &Value, want: Option<&String>| {
+            want.is_none_or(|w| {
+                field
+                    .as_str()
+                    .is_some_and(|f| f.to_lowercase().contains(&w.to_lowercase()))
+            })
+        };
+        let all = self.messages.lock().map(|m| m.clone()).unwrap_or_default();
+        let committed = all
+            .iter()
+            .filter_map(|r| r["seq"].as_u64())
+            .max()
+            .unwrap_or(0);
+        let matching: Vec<Value> = all
+            .into_iter()
+            .filter(|r| r["seq"].as_u64().unwrap_or(0) > since)
+            .filter(|r| contains(&r["message"]["to"][0], q.get("to")))
+            .filter(|r| contains(&r["message"]["subject"], q.get("subject")))
+            .collect();
+        let records = &matching[matching.len().saturating_sub(limit)..];
+        (
+            200,
+            json!({ "records": records, "next_since": committed.max(since), "committed": committed }),
+        )
+    }
+
+    async fn answer(&self, req: Request<Incoming>) -> (u16, Value) {
+        let authorized = req
+            .headers()
+            .get("authorization")
+            .is_some_and(|v| v.as_bytes() == format!("Bearer {TOKEN}").as_bytes());
+        if !authorized {
+            return (
+                401,
+                json!({"code": "AF-NET-020", "statement": "No token.", "next": "Send it."}),
+            );
+        }
+        let path = req.uri().path().to_owned();
+        let query = req.uri().query().unwrap_or("").to_owned();
+        if path == "/v1/inbox" {
+            return self.inbox(&query);
+        }
+        if let Some(seq) = path.strip_prefix("/v1/inbox/") {
+            let all = self.messages.lock().map(|m| m.clone()).unwrap_or_default();
+            return match all
+                .into_iter()
+                .find(|r| r["seq"].as_u64().map(|n| n.to_string()).as_deref() == Some(seq))
+            {
+                Some(record) => (200, record),
+                None => (
+                    404,
+                    json!({
+                        "code": "AF-NET-021",
+                        "statement": format!("There is no captured message {seq}."),
+                        "next": "Run `af inbox list` to see the messages.",
+                    }),
+                ),
+            };
+        }
+        if path == "/v1/deliver" && req.method() == hyper::Method::POST {
+            let body = req
+                .into_body()
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            let delivery: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            if let Ok(mut d) = self.delivered.lock() {
+                d.push(delivery);
+            }
+            let answer = if self.service_status == 200 {
+                "received\n"
+            } else {
+                "bad signature\n"
+            };
+            return (
+                200,
+                json!({
+                    "status": self.service_status,
+                    "headers": {"content-type": "text/plain"},
+                    "body": answer,
+                }),
+            );
+        }
+        (
+            404,
+            json!({"code": "AF-NET-021", "statement": "No route.", "next": "-"}),
+        )
+    }
+}
+
+/// Serve `fake` on a loopback port; the scripted runtime points `admin` at it.
+async fn serve(fake: Arc<FakeSidecar>) -> Scripted {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr: SocketAddr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let fake = fake.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req| {
+                    let fake = fake.clone();
+                    async move {
+                        let (status, doc) = fake.answer(req).await;
+                        let mut resp = Response::new(Full::new(Bytes::from(doc.to_string())));
+                        *resp.status_mut() = hyper::StatusCode::from_u16(status).expect("status");
+                        Ok::<_, Infallible>(resp)
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    Scripted {
+        down: Mutex::new(None),
+        admin: Some(AdminEndpoint {
+            addr,
+            token: TOKEN.to_owned(),
+        }),
+    }
+}
+
+fn fake(service_status: u16) -> Arc<FakeSidecar> {
+    Arc::new(FakeSidecar {
+        service_status,
+        ..FakeSidecar::default()
+    })
+}
+
+#[tokio::test]
+async fn inbox_list_prints_one_row_per_message_and_json_is_one_document() {
+    let fake = fake(200);
+    fake.add(3, "alice@example.com", "Welcome", "");
+    fake.add(7, "bob@example.com", "Your code is 481516", "481516");
+    let runtime = serve(fake).await;
+    let mut out = Vec::new();
+    lifecycle::inbox::list(
+        &runtime,
+        &env(),
+        InboxQuery::default(),
+        Format::Human,
+        &mut out,
+    )
+    .await
+    .expect("list");
+    let text = String::from_utf8_lossy(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(lines[0].contains("SEQ") && lines[0].contains("SUBJECT") && lines[0].ends_with("CODE"));
+    assert!(lines[1].trim_start().starts_with("3 ") && lines[1].contains("alice@example.com"));
+    assert!(
+        lines[2].contains("bob@example.com") && lines[2].ends_with("481516"),
+        "{text}"
+    );
+
+    let mut out = Vec::new();
+    let query = InboxQuery {
+        to: Some("BOB@".to_owned()),
+        ..InboxQuery::default()
+    };
+    lifecycle::inbox::list(&runtime, &env(), query, Format::Json, &mut out)
+        .await
+        .expect("list --to");
+    let doc: Value = serde_json::from_slice(&out).expect("one JSON document");
+    assert_eq!(doc["env"], "demo-main-abc123");
+    assert_eq!(doc["records"].as_array().map(Vec::len), Some(1));
+    assert_eq!(doc["records"][0]["message"]["code"], "481516");
+
+    let newest = InboxQuery {
+        limit: Some(1),
+        ..InboxQuery::default()
+    };
+    let records = lifecycle::inbox::list(&runtime, &env(), newest, Format::Json, &mut Vec::new())
+        .await
+        .expect("list --limit 1");
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0]["seq"], 7, "--limit keeps the newest");
+}
+
+#[tokio::test]
+async fn inbox_get_shows_a_message_and_passes_on_the_sidecars_refusal_of_an_unknown_one() {
+    let fake = fake(200);
+    fake.add(4, "alice@example.com", "Sign in", "123456");
+    let runtime = serve(fake).await;
+    let mut out = Vec::new();
+    let record = lifecycle::inbox::get(&runtime, &env(), 4, Format::Human, &mut out)
+        .await
+        .expect("get");
+    assert_eq!(record["seq"], 4);
+    let text = String::from_utf8_lossy(&out);
+    assert!(
+        text.contains("code     123456\nlink     https://shop.test/verify?t=1"),
+        "{text}"
+    );
+
+    let err = lifecycle::inbox::get(&runtime, &env(), 99, Format::Human, &mut Vec::new())
+        .await
+        .expect_err("unknown");
+    assert_eq!(err.code.code, "AF-NET-021");
+    assert_eq!(err.statement, "There is no captured message 99.");
+    assert_eq!(err.next, "Run `af inbox list` to see the messages.");
+}
+
+fn waiting_for(to: &str, timeout: Duration) -> Wait {
+    Wait {
+        to: to.to_owned(),
+        subject: None,
+        timeout,
+        poll: Duration::from_millis(50),
+    }
+}
+
+#[tokio::test]
+async fn inbox_wait_takes_the_newest_message_already_captured() {
+    let fake = fake(200);
+    fake.add(1, "alice@example.com", "First", "111111");
+    fake.add(2, "bob@example.com", "Other", "222222");
+    fake.add(5, "alice@example.com", "Second", "555555");
+    let runtime = serve(fake).await;
+    let mut out = Vec::new();
+    let wait = waiting_for("alice@example.com", Duration::from_secs(5));
+    let found = lifecycle::inbox::wait(&runtime, &env(), &wait, Format::Json, &mut out)
+        .await
+        .expect("already there");
+    assert_eq!(found["seq"], 5);
+    let doc: Value = serde_json::from_slice(&out).expect("JSON");
+    assert_eq!(
+        doc["message"]["code"], "555555",
+        "`jq .message.code` gives the code"
+    );
+}
+
+#[tokio::test]
+async fn inbox_wait_picks_up_a_later_message_and_times_out_with_af_run_050() {
+    let fake = fake(200);
+    fake.add(1, "bob@example.com", "Not for alice", "999999");
+    let runtime = serve(fake.clone()).await;
+    let later = fake.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        later.add(2, "alice@example.com", "Your code", "424242");
+    });
+    let wait = waiting_for("alice@example.com", Duration::from_secs(10));
+    let found = lifecycle::inbox::wait(&runtime, &env(), &wait, Format::Human, &mut Vec::new())
+        .await
+        .expect("arrives");
+    assert_eq!(found["message"]["code"], "424242");
+
+    let wait = waiting_for("carol@example.com", Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    let err = lifecycle::inbox::wait(&runtime, &env(), &wait, Format::Human, &mut Vec::new())
+        .await
+        .expect_err("nothing for carol");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_eq!(err.code.code, "AF-RUN-050");
+    assert_eq!(err.exit_status(), ExitStatus::Runtime);
+    assert!(
+        err.statement.contains("carol@example.com") && err.statement.contains("300ms"),
+        "{err}"
+    );
+}
+
+fn shop_plan() -> EnvPlan {
+    let mut web = ServicePlan::new("web", Kind::Web, "/x");
+    web.port = Some(8080);
+    let egress: EgressSpec = serde_json::from_value(json!({
+        "rules": [{"host": "api.stripe.com", "mode": "mock", "webhook_path": "/hooks/stripe"}],
+    }))
+    .expect("egress");
+    let worker = ServicePlan::new("jobs", Kind::Worker, "/x");
+    EnvPlan::new(env(), "shop", vec![worker, web], egress).expect("plan")
+}
+
+fn stripe_trigger(sets: &[&str]) -> Trigger {
+    Trigger {
+        provider: Provider::Stripe,
+        event: "payment_intent.succeeded".to_owned(),
+        sets: sets.iter().map(|s| (*s).to_owned()).collect(),
+        service: None,
+        path: None,
+    }
+}
+
+/// Stripe's own check: `v1` is HMAC-SHA256 of `t.body` under the whole `whsec_` secret.
+fn stripe_verifies(secret: &str, header: &str, body: &str) -> bool {
+    use hmac::{Hmac, Mac};
+    let field = |k: &str| {
+        header
+            .split(',')
+            .find_map(|part| part.strip_prefix(&format!("{k}=")))
+            .unwrap_or("")
+    };
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).expect("key");
+    mac.update(format!("{}.{body}", field("t")).as_bytes());
+    let expected: String = mac
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    field("v1") == expected
+}
+
+#[tokio::test]
+async fn webhook_trigger_delivers_a_stripe_event_the_service_can_verify() {
+    let fake = fake(200);
+    let runtime = serve(fake.clone()).await;
+    let plan = shop_plan();
+    let prepared = Prepared::new(
+        &plan,
+        &stripe_trigger(&["data.object.amount=5000"]),
+        SystemTime::now(),
+    )
+    .expect("prepared");
+    let mut out = Vec::new();
+    let answer = lifecycle::webhook::run(&runtime, &env(), &prepared, Format::Human, &mut out)
+        .await
+        .expect("delivered");
+    assert_eq!(answer.status, 200);
+    let text = String::from_utf8_lossy(&out);
+    assert!(
+        text.contains("→ stripe payment_intent.succeeded to web:8080/hooks/stripe"),
+        "{text}"
+    );
+    assert!(text.contains("← 200\n  received"), "{text}");
+
+    let delivered = fake.delivered.lock().map(|d| d.clone()).unwrap_or_default();
+    assert_eq!(delivered.len(), 1);
+    let d = &delivered[0];
+    assert_eq!(
+        (
+            d["service"].as_str(),
+            d["port"].as_u64(),
+            d["path"].as_str()
+        ),
+        (Some("web"), Some(8080), Some("/hooks/stripe"))
+    );
+    let body = d["body"].as_str().expect("body");
+    assert_eq!(
+        body,
+        prepared.body(),
+        "the exact bytes signed are the bytes sent"
+    );
+    let event: Value = serde_json::from_str(body).expect("JSON body");
+    assert_eq!(event["type"], "payment_intent.succeeded");
+    assert_eq!(event["data"]["object"]["amount"], 5000);
+    // The secret every service has in STRIPE_WEBHOOK_SECRET.
+    let secret = WebhookSecrets::derive(TOKEN);
+    let header = d["headers"]["stripe-signature"]
+        .as_str()
+        .expect("signature header");
+    assert!(
+        stripe_verifies(secret.get(Provider::Stripe), header, body),
+        "{header}"
+    );
+    assert!(!stripe_verifies("whsec_other", header, body));
+}
+
+#[tokio::test]
+async fn webhook_trigger_answered_with_an_error_is_af_run_051_showing_the_answer() {
+    let runtime = serve(fake(400)).await;
+    let prepared =
+        Prepared::new(&shop_plan(), &stripe_trigger(&[]), SystemTime::now()).expect("prepared");
+    let mut out = Vec::new();
+    let err = lifecycle::webhook::run(&runtime, &env(), &prepared, Format::Json, &mut out)
+        .await
+        .expect_err("400");
+    assert_eq!(err.code.code, "AF-RUN-051");
+    assert!(
+        err.statement
+            .contains("web:8080/hooks/stripe answered the webhook with 400"),
+        "{err}"
+    );
+    assert!(err.statement.contains("bad signature"), "{err}");
+    assert!(out.is_empty(), "only the refusal is printed");
+}
+
+#[test]
+fn webhook_with_a_bad_set_or_no_such_service_is_refused_before_delivery() {
+    let plan = shop_plan();
+    let err = Prepared::new(&plan, &stripe_trigger(&["type.x=1"]), SystemTime::now())
+        .expect_err("bad --set");
+    assert_eq!(err.code.code, "AF-RUN-051");
+    let mut trigger = stripe_trigger(&[]);
+    trigger.service = Some("nope".to_owned());
+    let err = Prepared::new(&plan, &trigger, SystemTime::now()).expect_err("no service");
+    assert!(
+        err.statement.contains("the services are jobs, web"),
+        "{err}"
+    );
+}
+
+#[test]
+fn up_warns_about_each_missing_test_credential() {
+    let mut plan = EnvPlan::new(env(), "shop", Vec::new(), EgressSpec::default()).expect("plan");
+    assert!(lifecycle::up::warnings(&plan).is_empty());
+    plan.modes = ModesInput {
+        missing_credentials: vec!["STRIPE_TEST_KEY".to_owned()],
+        ..ModesInput::default()
+    };
+    let warnings = lifecycle::up::warnings(&plan);
+    assert_eq!(warnings.len(), 1);
+    assert!(
+        warnings[0].starts_with("STRIPE_TEST_KEY is not set") && warnings[0].contains("AF-NET-044")
+    );
 }

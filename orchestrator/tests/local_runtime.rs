@@ -122,6 +122,18 @@ async fn a_service_that_never_listens_is_not_ready() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn services_get_the_ca_bundle_and_variables() {
+    let h = harness("trust").await;
+    conformance::services_get_the_ca_bundle_and_variables(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn inbox_and_webhook_work_end_to_end() {
+    let h = harness("inbox").await;
+    conformance::inbox_and_webhook_work_end_to_end(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn an_image_that_does_not_build_is_refused() {
     let h = harness("badimage").await;
     let dir = std::env::temp_dir().join(format!("af-broken-{}", std::process::id()));

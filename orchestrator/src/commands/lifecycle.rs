@@ -1,10 +1,13 @@
-//! Dispatch of the lifecycle commands (`up`, `down`, `status`, `logs`, `doctor`, `net log`) to
-//! the library's runtime and `lifecycle` modules.
+//! Dispatch of the lifecycle commands (`up`, `down`, `status`, `logs`, `doctor`, `net log`,
+//! `inbox`, `webhook trigger`) to the library's runtime and `lifecycle` modules.
 
 use std::path::Path;
+use std::time::SystemTime;
 
-use af_orchestrator::admin::Query;
+use af_orchestrator::admin::{InboxQuery, Query};
 use af_orchestrator::env_id::EnvId;
+use af_orchestrator::lifecycle::inbox::{self, Wait};
+use af_orchestrator::lifecycle::webhook::{Prepared, Trigger};
 use af_orchestrator::lifecycle::{self, output::Format as Out};
 use af_orchestrator::plan::EnvPlan;
 use af_orchestrator::runtime::Runtime;
@@ -13,7 +16,7 @@ use af_policy::error::{Report, codes};
 use af_policy::placement::Provider;
 
 use super::load_manifest;
-use crate::cli::{Command, EnvArg, Global, NetCommand};
+use crate::cli::{Command, EnvArg, Global, InboxCommand, NetCommand, WebhookCommand};
 use crate::output::Format;
 use crate::refusal::Refusal;
 
@@ -47,9 +50,39 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
         Command::Down(arg) | Command::Status(arg) => (arg, false),
         Command::Logs { env, .. } => (env, false),
         Command::Net(NetCommand::Log { env, .. }) => (env, false),
+        Command::Inbox(
+            InboxCommand::List { env, .. }
+            | InboxCommand::Get { env, .. }
+            | InboxCommand::Wait { env, .. },
+        ) => (env, false),
+        Command::Webhook(WebhookCommand::Trigger { env, .. }) => (env, true),
         _ => return Ok(()),
     };
     let (env, plan) = environment(global, arg, plan)?;
+    // A webhook is built (and a bad --set or service refused) before any runtime is reached.
+    let webhook = match command {
+        Command::Webhook(WebhookCommand::Trigger {
+            provider,
+            event,
+            sets,
+            service,
+            path,
+            ..
+        }) => {
+            let plan = plan.as_ref().ok_or_else(|| {
+                Report::new(&codes::MAN_NOT_FOUND, "No manifest names the services.")
+            })?;
+            let trigger = Trigger {
+                provider: *provider,
+                event: event.clone(),
+                sets: sets.clone(),
+                service: service.clone(),
+                path: path.clone(),
+            };
+            Some(Prepared::new(plan, &trigger, SystemTime::now())?)
+        }
+        _ => None,
+    };
     let runtime = LocalRuntime::connect(options)
         .await
         .map_err(|e| e.report())?;
@@ -86,6 +119,36 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
                 host: host.clone(),
             };
             lifecycle::net_log::run(runtime, &env, query, *follow, out, stdout).await?
+        }
+        Command::Inbox(InboxCommand::List { to, limit, .. }) => {
+            let query = InboxQuery {
+                to: to.clone(),
+                limit: *limit,
+                ..InboxQuery::default()
+            };
+            inbox::list(runtime, &env, query, out, stdout).await?;
+        }
+        Command::Inbox(InboxCommand::Get { seq, .. }) => {
+            inbox::get(runtime, &env, *seq, out, stdout).await?;
+        }
+        Command::Inbox(InboxCommand::Wait {
+            to,
+            subject,
+            timeout,
+            ..
+        }) => {
+            let wait = Wait {
+                to: to.clone(),
+                subject: subject.clone(),
+                timeout: *timeout,
+                poll: inbox::POLL,
+            };
+            inbox::wait(runtime, &env, &wait, out, stdout).await?;
+        }
+        Command::Webhook(_) => {
+            if let Some(prepared) = &webhook {
+                lifecycle::webhook::run(runtime, &env, prepared, out, stdout).await?;
+            }
         }
         _ => {}
     }

@@ -79,10 +79,30 @@ pub fn line(r: &Value) -> String {
             s("rule"),
         );
     }
-    let mark = if r["allowed"].as_bool().unwrap_or(false) {
-        "✓"
-    } else {
-        "✗"
+    if s("kind") == "message" {
+        let m = &r["message"];
+        let to: Vec<&str> = m["to"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        return format!(
+            "{seq:>5} {at} ✉ {:<6} {} → {} {:?} [{}]",
+            m["provider"].as_str().unwrap_or(""),
+            s("host"),
+            to.join(", "),
+            m["subject"].as_str().unwrap_or(""),
+            s("via"),
+        );
+    }
+    // Left the environment (✓), refused (✗), or answered in the sidecar (○: mock, capture,
+    // synth; not allowed out, and no refusal code).
+    let mark = match (
+        r["allowed"].as_bool().unwrap_or(false),
+        r["code"].is_string(),
+    ) {
+        (true, _) => "✓",
+        (false, true) => "✗",
+        (false, false) => "○",
     };
     let mode = r["mode"]
         .as_str()
@@ -108,4 +128,29 @@ pub fn line(r: &Value) -> String {
         s("reason"),
         s("via"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn messages_and_local_answers_are_not_shown_as_blocked() {
+        let message = json!({"seq": 7, "at": "2026-11-29T14:03:01.123Z", "kind": "message",
+            "via": "smtp", "host": "smtp.example.test",
+            "message": {"provider": "smtp", "to": ["ada@example.test"], "subject": "Hi"}});
+        let shown = line(&message);
+        assert!(shown.contains("✉ smtp"), "{shown}");
+        assert!(shown.contains("ada@example.test"), "{shown}");
+        assert!(!shown.contains("block"), "{shown}");
+        let mocked = json!({"seq": 8, "at": "2026-11-29T14:03:02.000Z", "kind": "decision",
+            "via": "intercept", "method": "GET", "host": "api.github.com", "port": 443,
+            "path": "/user", "mode": "mock", "allowed": false, "status": 200, "code": null});
+        assert!(line(&mocked).contains("○ mock"), "{}", line(&mocked));
+        let refused = json!({"seq": 9, "at": "2026-11-29T14:03:03.000Z", "kind": "decision",
+            "via": "proxy", "method": "GET", "host": "x.test", "port": 80, "path": "/",
+            "mode": "block", "allowed": false, "status": 403, "code": "AF-NET-010"});
+        assert!(line(&refused).contains("✗ block"), "{}", line(&refused));
+    }
 }

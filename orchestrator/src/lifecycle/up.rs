@@ -7,13 +7,16 @@ use crate::plan::EnvPlan;
 use crate::runtime::{Quiet, Runtime, RuntimeError, UpReport};
 use af_policy::error::Report;
 
-/// Run `af up`: the report on success, the coded refusal otherwise.
+/// Run `af up`: the report on success, the coded refusal otherwise. Warnings go to stderr.
 pub async fn run(
     runtime: &dyn Runtime,
     plan: &EnvPlan,
     format: Format,
     out: &mut dyn Write,
 ) -> Result<UpReport, Report> {
+    for warning in warnings(plan) {
+        eprintln!("warning: {warning}");
+    }
     let result = match format {
         Format::Human => runtime.up(plan, &HumanProgress::new()).await,
         Format::Json => runtime.up(plan, &Quiet).await,
@@ -38,6 +41,19 @@ pub async fn run(
             Err(e.report())
         }
     }
+}
+
+/// What `af up` goes ahead despite: test credentials a rule names that are not set.
+pub fn warnings(plan: &EnvPlan) -> Vec<String> {
+    plan.modes
+        .missing_credentials
+        .iter()
+        .map(|name| {
+            format!(
+                "{name} is not set, so the sandbox rules naming it are refused (AF-NET-044); export it and run af up again."
+            )
+        })
+        .collect()
 }
 
 fn failed_service(e: &RuntimeError) -> Option<&str> {

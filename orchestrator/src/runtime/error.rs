@@ -2,6 +2,8 @@
 
 use af_policy::error::{Report, codes};
 
+use crate::trust::TrustError;
+
 /// A runtime failure. [`RuntimeError::report`] turns it into the coded refusal the user sees.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -70,6 +72,12 @@ pub enum RuntimeError {
     /// The sidecar's admin API could not be reached.
     #[error("the sidecar's admin API could not be reached: {0}")]
     AdminUnreachable(String),
+    /// The sidecar's admin API refused the request with its own coded report.
+    #[error("{0}")]
+    AdminRefused(Report),
+    /// The environment CA or the CA bundle could not be made.
+    #[error(transparent)]
+    Trust(#[from] TrustError),
     /// The runtime cannot do that.
     #[error("{0}")]
     Unsupported(String),
@@ -142,6 +150,8 @@ impl RuntimeError {
                 &codes::NET_ADMIN_UNREACHABLE,
                 format!("The sidecar's admin API could not be reached: {m}."),
             ),
+            RuntimeError::AdminRefused(report) => report.clone(),
+            RuntimeError::Trust(e) => Report::new(&codes::RUN_TRUST, format!("{e}.")),
             RuntimeError::Unsupported(m) => Report::new(&codes::RUN_UNSUPPORTED, m.clone()),
             RuntimeError::TeardownIncomplete(left) => {
                 let names: Vec<String> = left.iter().map(|(n, why)| format!("{n} ({why})")).collect();

@@ -8,9 +8,17 @@
 
 use std::net::{IpAddr, SocketAddr};
 
+use std::time::{Duration, SystemTime};
+
 use af_orchestrator::admin;
 use af_orchestrator::env_id::EnvId;
+use af_orchestrator::lifecycle::inbox::{self, Wait};
+use af_orchestrator::lifecycle::output::Format;
+use af_orchestrator::lifecycle::webhook::{self, Prepared, Trigger};
 use af_orchestrator::runtime::{Action, Quiet};
+use af_orchestrator::trust;
+use af_orchestrator::webhook::{Provider, WebhookSecrets};
+use af_policy::egress::{Mode, RuleSpec};
 use futures_util::StreamExt;
 use serde_json::Value;
 
@@ -549,4 +557,158 @@ pub async fn an_image_that_does_not_build_is_refused(
         .await
         .unwrap_or_else(|e| panic!("{}", e.report()));
     assert!(status.services.is_empty(), "{status:?}");
+}
+
+/// Every service has the CA files and the variables naming them, the bundle ends with the
+/// environment's own CA after the system roots, and the webhook secrets are the ones derived
+/// from its sidecar's token.
+pub async fn services_get_the_ca_bundle_and_variables(h: &dyn Harness) {
+    let env = h.env("trust");
+    up(h, &env, &["probe"]).await;
+    allowed_is_reached(h, &env, "probe").await;
+    let read = |path: &'static str| {
+        let env = env.clone();
+        async move {
+            let bytes = h
+                .service_file(&env, "probe", path)
+                .await
+                .unwrap_or_else(|| panic!("{path} is in the service"));
+            String::from_utf8(bytes).unwrap_or_else(|e| panic!("{path}: {e}"))
+        }
+    };
+    let bundle = read(trust::BUNDLE_PATH).await;
+    let ca = read(trust::CA_PATH).await;
+    let certs = |pem: &str| pem.matches("-----BEGIN CERTIFICATE-----").count();
+    assert_eq!(certs(&ca), 1, "the CA file holds the CA alone");
+    assert!(certs(&bundle) > 10, "the bundle holds the system roots too");
+    assert!(
+        bundle.trim_end().ends_with(ca.trim_end()),
+        "the environment CA comes last"
+    );
+    assert!(
+        !bundle.contains("PRIVATE KEY") && !ca.contains("PRIVATE KEY"),
+        "the service never gets the CA's key"
+    );
+
+    let vars = h.service_env(&env, "probe").await;
+    for name in trust::BUNDLE_VARIABLES {
+        let want = format!("{name}={}", trust::BUNDLE_PATH);
+        assert!(vars.contains(&want), "{want}: {vars:?}");
+    }
+    assert!(vars.contains(&format!("{}={}", trust::CA_VARIABLE, trust::CA_PATH)));
+    let a = h
+        .runtime()
+        .admin(&env)
+        .await
+        .unwrap_or_else(|e| panic!("admin: {}", e.report()));
+    let secrets = WebhookSecrets::derive(&a.token);
+    for provider in Provider::ALL {
+        let upper = provider.name().to_ascii_uppercase();
+        let want = format!("{upper}_WEBHOOK_SECRET={}", secrets.get(provider));
+        assert!(vars.contains(&want), "{upper}_WEBHOOK_SECRET: {vars:?}");
+    }
+}
+
+/// A signed webhook reaches the service through the sidecar's delivery; `af inbox` reads the
+/// sidecar's inbox (a refused lookup, a wait that times out), a request to a host under
+/// capture lands in it, and a SendGrid mail a service sends is what `af inbox wait` returns,
+/// with its one-time code and verification link.
+pub async fn inbox_and_webhook_work_end_to_end(h: &dyn Harness) {
+    let env = h.env("inbox");
+    let mut plan = probe_plan(h, &env, &["probe"]);
+    plan.egress
+        .rules
+        .push(RuleSpec::new("inbox.test", Mode::Capture));
+    plan.egress
+        .rules
+        .push(RuleSpec::new("api.sendgrid.com", Mode::Capture));
+    let runtime = h.runtime();
+    runtime
+        .up(&plan, &Quiet)
+        .await
+        .unwrap_or_else(|e| panic!("up {env}: {}", e.report()));
+    allowed_is_reached(h, &env, "probe").await;
+
+    let trigger = Trigger {
+        provider: Provider::Stripe,
+        event: "checkout.session.completed".to_owned(),
+        sets: vec!["data.object.client_reference_id=order-7".to_owned()],
+        service: None,
+        path: None,
+    };
+    let prepared = Prepared::new(&plan, &trigger, SystemTime::now())
+        .unwrap_or_else(|r| panic!("prepare: {r}"));
+    assert_eq!(prepared.target().path, "/webhooks/stripe");
+    let answer = webhook::run(runtime, &env, &prepared, Format::Human, &mut Vec::new())
+        .await
+        .unwrap_or_else(|r| panic!("webhook: {r}"));
+    assert_eq!(answer.status, 200);
+    assert!(
+        answer.body.contains("probe probe ok"),
+        "the service answered: {answer:?}"
+    );
+
+    let wait = Wait {
+        to: "nobody@inbox.test".to_owned(),
+        subject: None,
+        timeout: Duration::from_secs(1),
+        poll: inbox::POLL,
+    };
+    let timed_out = inbox::wait(runtime, &env, &wait, Format::Json, &mut Vec::new()).await;
+    assert_eq!(timed_out.err().map(|r| r.code.code), Some("AF-RUN-050"));
+    let missing = inbox::get(runtime, &env, 1_000_000, Format::Json, &mut Vec::new()).await;
+    assert_eq!(missing.err().map(|r| r.code.code), Some("AF-NET-021"));
+
+    let v = probe(
+        h,
+        &env,
+        "probe",
+        &["proxy-get", "http://inbox.test/verify?t=1"],
+    )
+    .await;
+    assert_eq!(field(&v, "status"), "202", "captured and answered: {v}");
+    let records = inbox::list(
+        runtime,
+        &env,
+        admin::InboxQuery::default(),
+        Format::Json,
+        &mut Vec::new(),
+    )
+    .await
+    .unwrap_or_else(|r| panic!("inbox list: {r}"));
+    let captured = records
+        .iter()
+        .find(|r| r["host"] == "inbox.test")
+        .unwrap_or_else(|| panic!("the capture is in the inbox: {records:?}"));
+    assert_eq!(captured["kind"], "message");
+    let seq = captured["seq"].as_u64().unwrap_or(0);
+    let got = inbox::get(runtime, &env, seq, Format::Json, &mut Vec::new())
+        .await
+        .unwrap_or_else(|r| panic!("inbox get {seq}: {r}"));
+    assert_eq!(&got, captured);
+
+    let mail = r#"{"personalizations":[{"to":[{"email":"ada@inbox.test"}]}],"from":{"email":"hello@shop.test"},"subject":"Verify your email","content":[{"type":"text/plain","value":"Code 731942. Verify: https://shop.test/verify?token=t1"}]}"#;
+    let sent = probe(
+        h,
+        &env,
+        "probe",
+        &["proxy-post", "http://api.sendgrid.com/v3/mail/send", mail],
+    )
+    .await;
+    assert_eq!(field(&sent, "status"), "202", "SendGrid's answer: {sent}");
+    let wait = Wait {
+        to: "ada@inbox.test".to_owned(),
+        subject: Some("verify".to_owned()),
+        timeout: Duration::from_secs(20),
+        poll: inbox::POLL,
+    };
+    let message = inbox::wait(runtime, &env, &wait, Format::Json, &mut Vec::new())
+        .await
+        .unwrap_or_else(|r| panic!("inbox wait: {r}"));
+    assert_eq!(message["message"]["provider"], "sendgrid");
+    assert_eq!(message["message"]["code"], "731942");
+    assert_eq!(
+        message["message"]["links"][0],
+        "https://shop.test/verify?token=t1"
+    );
 }

@@ -21,8 +21,8 @@ use bollard::models::{
     NetworkCreateRequest, NetworkingConfig,
 };
 use bollard::query_parameters::{
-    BuildImageOptionsBuilder, CreateContainerOptionsBuilder, ListContainersOptionsBuilder,
-    ListNetworksOptionsBuilder, RemoveContainerOptionsBuilder,
+    BuildImageOptionsBuilder, CreateContainerOptionsBuilder, DownloadFromContainerOptionsBuilder,
+    ListContainersOptionsBuilder, ListNetworksOptionsBuilder, RemoveContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
@@ -390,6 +390,42 @@ impl Harness for DockerHarness {
                 f.push(name.clone());
             }
             format!("network {name}")
+        })
+    }
+
+    fn service_file<'a>(
+        &'a self,
+        env: &'a EnvId,
+        service: &'a str,
+        path: &'a str,
+    ) -> BoxFuture<'a, Option<Vec<u8>>> {
+        Box::pin(async move {
+            let options = DownloadFromContainerOptionsBuilder::default()
+                .path(path)
+                .build();
+            let mut stream = self
+                .docker
+                .download_from_container(&Names::new(env).service(service), Some(options));
+            let mut archive = Vec::new();
+            while let Some(chunk) = stream.next().await {
+                archive.extend_from_slice(&chunk.ok()?);
+            }
+            let mut tar = tar::Archive::new(archive.as_slice());
+            let mut entry = tar.entries().ok()?.next()?.ok()?;
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut entry, &mut bytes).ok()?;
+            Some(bytes)
+        })
+    }
+
+    fn service_env<'a>(&'a self, env: &'a EnvId, service: &'a str) -> BoxFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            self.docker
+                .inspect_container(&Names::new(env).service(service), None)
+                .await
+                .ok()
+                .and_then(|c| c.config?.env)
+                .unwrap_or_default()
         })
     }
 

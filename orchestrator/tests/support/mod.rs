@@ -56,6 +56,16 @@ pub trait Harness: Send + Sync {
     fn plant_foreign_object<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, String>;
     /// Whether the planted foreign object still exists.
     fn foreign_object_exists<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, bool>;
+    /// A file in a service's filesystem, as its processes read it (the probe cannot read
+    /// files, so the harness looks).
+    fn service_file<'a>(
+        &'a self,
+        env: &'a EnvId,
+        service: &'a str,
+        path: &'a str,
+    ) -> BoxFuture<'a, Option<Vec<u8>>>;
+    /// The variables a service's processes start with, as `NAME=value`.
+    fn service_env<'a>(&'a self, env: &'a EnvId, service: &'a str) -> BoxFuture<'a, Vec<String>>;
 }
 
 /// The egress catalogue every conformance environment runs with: the allowed name may go

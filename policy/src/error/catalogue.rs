@@ -123,6 +123,12 @@ catalogue! {
     RUN_WEBHOOK = "AF-RUN-051", Usage,
         "The webhook could not be built or delivered.",
         "Check the provider, event and --set values; `af webhook trigger --help` lists them.";
+    RUN_MODES_INPUT = "AF-RUN-052", Usage,
+        "A file an egress rule names (fixtures or openapi) could not be read or parsed.",
+        "Fix the path (relative to af.yaml) or the file's YAML or JSON; nothing was created.";
+    RUN_TRUST = "AF-RUN-053", Runtime,
+        "The environment's certificate authority or CA bundle could not be made.",
+        "Check that this machine's CA certificates are readable (/etc/ssl/certs) and run af up again.";
     NET_CONFIG = "AF-NET-001", Network,
         "The sidecar's configuration is invalid, so it did not start.",
         "Fix the field named in the sidecar configuration.";

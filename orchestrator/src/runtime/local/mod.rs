@@ -20,7 +20,9 @@ pub mod sidecar;
 pub mod teardown;
 
 use std::collections::{BTreeSet, HashMap};
+use std::net::Ipv4Addr;
 use std::path::PathBuf;
+use std::time::SystemTime;
 
 use bollard::Docker;
 use bollard::query_parameters::{
@@ -39,6 +41,8 @@ use crate::runtime::{
     Action, AdminEndpoint, Capabilities, DownReport, EnvStatus, ExecOutput, LineStream, LogLine,
     OwnedObject, Progress, Runtime, RuntimeError, ServiceStatus, ServiceUp, UpReport,
 };
+use crate::trust::{self, TrustFiles};
+use crate::webhook::WebhookSecrets;
 
 /// How the local runtime is set up.
 #[derive(Debug, Clone)]
@@ -102,6 +106,16 @@ impl LocalOptions {
     }
 }
 
+/// Where the sidecar sits: the internal network (its subnet and the sidecar's address on it)
+/// and the edge network (the sidecar's address on it).
+struct SidecarPlace<'a> {
+    internal: &'a str,
+    inside: Ipv4Net,
+    inside_addr: Ipv4Addr,
+    edge: &'a str,
+    edge_addr: Ipv4Addr,
+}
+
 /// The local (Docker) runtime.
 pub struct LocalRuntime {
     docker: Docker,
@@ -136,6 +150,7 @@ impl LocalRuntime {
         let names = Names::new(&plan.env);
         // Ownership first: refuse before anything is made or changed.
         self.refuse_foreign(&names, Some(plan)).await?;
+        let system_roots = trust::bundle::system_roots()?;
 
         let image =
             images::ensure_sidecar_image(docker, &self.options.sidecar_source, progress).await?;
@@ -193,59 +208,23 @@ impl LocalRuntime {
             ));
         };
 
-        // The sidecar.
-        let existing = containers::find(docker, &names, &names.sidecar()).await?;
-        let probe_doc = sidecar::config_document(
-            plan,
-            &self.options.sidecar,
+        // The sidecar, keeping the token and CA of the one it replaces.
+        let place = SidecarPlace {
+            internal: &internal.name,
             inside,
             inside_addr,
+            edge: &edge.name,
             edge_addr,
-            "",
-        );
-        let digest = sidecar::digest(&probe_doc, &image, &self.options.sidecar.extra_networks);
-        match existing {
-            Some(found) if found.config() == Some(digest.as_str()) => {
-                if !found.running() {
-                    progress.step("starting sidecar");
-                    docker
-                        .start_container(&names.sidecar(), None)
-                        .await
-                        .map_err(|e| RuntimeError::engine("start the sidecar", e))?;
-                }
-            }
-            other => {
-                if other.is_some() {
-                    progress.step("replacing sidecar");
-                    containers::remove(docker, &names.sidecar()).await?;
-                } else {
-                    progress.step("starting sidecar");
-                }
-                let token = sidecar::new_token()?;
-                let doc = sidecar::config_document(
-                    plan,
-                    &self.options.sidecar,
-                    inside,
-                    inside_addr,
-                    edge_addr,
-                    &token,
-                );
-                sidecar::create(
-                    docker,
-                    &names,
-                    sidecar::Create {
-                        image: &image,
-                        internal: (&internal.name, inside_addr),
-                        edge: (&edge.name, edge_addr),
-                        extra_networks: &self.options.sidecar.extra_networks,
-                        doc: &doc,
-                        digest: &digest,
-                    },
-                )
-                .await?;
-            }
-        }
-        self.wait_sidecar(&names).await?;
+        };
+        let secrets = self
+            .ensure_sidecar(plan, &names, &image, &place, progress)
+            .await?;
+        let trust = TrustFiles::new(&system_roots, &secrets.ca);
+        let webhooks = WebhookSecrets::derive(&secrets.token);
+        let provisions = services::Provisions {
+            trust: &trust,
+            webhooks: &webhooks,
+        };
 
         // The services, in order, each ready before the next.
         let mut report = UpReport {
@@ -257,8 +236,9 @@ impl LocalRuntime {
             let image_id = images::build_service_image(docker, &names, service, progress).await?;
             let digest = short_digest(
                 format!(
-                    "{}|{image_id}|{inside_addr}|{}",
+                    "{}|{image_id}|{inside_addr}|{}|{}",
                     service.config_digest(),
+                    provisions.digest(),
                     plan.services
                         .iter()
                         .map(|s| s.name.as_str())
@@ -282,6 +262,7 @@ impl LocalRuntime {
                 image: &image_id,
                 internal: &internal.name,
                 sidecar: inside_addr,
+                provisions,
                 digest: &digest,
             };
             if action != Action::Reused {
@@ -350,6 +331,71 @@ impl LocalRuntime {
             .ok()
             .map(|a| format!("http://{}", a.addr));
         Ok(report)
+    }
+
+    /// Reuse the sidecar if its configuration is unchanged, else (re)create it. The token and
+    /// the CA are read back from the existing sidecar and kept (the CA while it has two days
+    /// left), so an unchanged environment keeps its sidecar and its services.
+    async fn ensure_sidecar(
+        &self,
+        plan: &EnvPlan,
+        names: &Names,
+        image: &str,
+        place: &SidecarPlace<'_>,
+        progress: &dyn Progress,
+    ) -> Result<sidecar::Secrets, RuntimeError> {
+        let docker = &self.docker;
+        let settings = &self.options.sidecar;
+        let existing = containers::find(docker, names, &names.sidecar()).await?;
+        let previous = match &existing {
+            Some(_) => sidecar::read_config(docker, &names.sidecar()).await?,
+            None => None,
+        };
+        let secrets =
+            sidecar::Secrets::keep_or_make(previous.as_ref(), &plan.env, SystemTime::now())?;
+        let doc = sidecar::config_document(
+            plan,
+            settings,
+            place.inside,
+            place.inside_addr,
+            place.edge_addr,
+            &secrets,
+        );
+        let digest = sidecar::digest(&doc, image, &settings.extra_networks);
+        match existing {
+            Some(found) if found.config() == Some(digest.as_str()) => {
+                if !found.running() {
+                    progress.step("starting sidecar");
+                    docker
+                        .start_container(&names.sidecar(), None)
+                        .await
+                        .map_err(|e| RuntimeError::engine("start the sidecar", e))?;
+                }
+            }
+            other => {
+                if other.is_some() {
+                    progress.step("replacing sidecar");
+                    containers::remove(docker, &names.sidecar()).await?;
+                } else {
+                    progress.step("starting sidecar");
+                }
+                sidecar::create(
+                    docker,
+                    names,
+                    sidecar::Create {
+                        image,
+                        internal: (place.internal, place.inside_addr),
+                        edge: (place.edge, place.edge_addr),
+                        extra_networks: &settings.extra_networks,
+                        doc: &doc,
+                        digest: &digest,
+                    },
+                )
+                .await?;
+            }
+        }
+        self.wait_sidecar(names).await?;
+        Ok(secrets)
     }
 
     #[allow(clippy::too_many_arguments)]
