@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use af_policy::error::{Report, codes};
+use http::{HeaderValue, Uri};
 use ipnet::IpNet;
 use serde::Deserialize;
 
@@ -87,6 +88,8 @@ pub struct ModesConfig {
     pub openapi: BTreeMap<String, serde_json::Value>,
     /// Test credentials sandbox mode swaps in, by the name a rule's `credential` gives.
     pub credentials: BTreeMap<String, String>,
+    /// The model endpoint synth may ask; without it synth answers offline only.
+    pub model: Option<ModelConfig>,
 }
 
 impl Default for ModesConfig {
@@ -97,7 +100,107 @@ impl Default for ModesConfig {
             packs: BTreeMap::new(),
             openapi: BTreeMap::new(),
             credentials: BTreeMap::new(),
+            model: None,
         }
+    }
+}
+
+/// An OpenAI-compatible chat-completions endpoint synth asks for answers.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// The API's base URL (`https://api.openai.com/v1`); synth posts to
+    /// `{base_url}/chat/completions`.
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer`; never logged, journaled or answered.
+    pub api_key: ApiKey,
+    /// The model name sent with every request.
+    pub model: String,
+    /// Time for the whole call (dial, request, reply), default 10 s; then synth answers offline.
+    #[serde(default = "ModelConfig::default_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Model answers kept (one per distinct request), default 1024; the least recently used
+    /// is evicted.
+    #[serde(default = "ModelConfig::default_cache_entries")]
+    pub cache_entries: usize,
+}
+
+impl ModelConfig {
+    fn default_timeout_ms() -> u64 {
+        10_000
+    }
+    fn default_cache_entries() -> usize {
+        1024
+    }
+
+    /// The chat-completions URL, checked: `http` or `https`, a host, no credentials or query.
+    pub fn endpoint(&self) -> Result<Uri, Report> {
+        let base = self.base_url.trim_end_matches('/');
+        // The URL is not echoed: a mistaken one may hold credentials.
+        let bad = |why: &str| {
+            refuse(format!("modes.model.base_url {why}."))
+                .with_next("Give the API's base URL, e.g. https://api.openai.com/v1.")
+        };
+        let uri: Uri = format!("{base}/chat/completions")
+            .parse()
+            .map_err(|e| bad(&format!("is not a URL: {e}")))?;
+        if !matches!(uri.scheme_str(), Some("http" | "https")) {
+            return Err(bad("must start with http:// or https://"));
+        }
+        match uri.authority() {
+            None => return Err(bad("names no host")),
+            Some(a) if a.as_str().contains('@') => {
+                return Err(bad("must not hold credentials (api_key carries the key)"));
+            }
+            Some(_) => {}
+        }
+        if uri.query().is_some() {
+            return Err(bad("must not have a query"));
+        }
+        Ok(uri)
+    }
+
+    /// Check every field.
+    fn check(&self) -> Result<(), Report> {
+        self.endpoint()?;
+        if self.api_key.authorization().is_none() {
+            return Err(refuse(
+                "modes.model.api_key must be a non-empty header value (printable ASCII).",
+            ));
+        }
+        if self.model.trim().is_empty() {
+            return Err(refuse("modes.model.model must name a model."));
+        }
+        if self.timeout_ms == 0 || self.cache_entries == 0 {
+            return Err(refuse(
+                "modes.model.timeout_ms and modes.model.cache_entries must be greater than 0.",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A secret key: read from the file, sent only in `Authorization`, never printed.
+#[derive(Clone, Deserialize)]
+#[serde(transparent)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// `Bearer <key>` as a header value marked sensitive, or `None` if the key is empty or not
+    /// a valid header value.
+    pub fn authorization(&self) -> Option<HeaderValue> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let mut value = HeaderValue::from_str(&format!("Bearer {}", self.0)).ok()?;
+        value.set_sensitive(true);
+        Some(value)
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
     }
 }
 
@@ -506,6 +609,9 @@ impl Config {
         for net in &self.guard.trusted_networks {
             check_trusted(net)?;
         }
+        if let Some(model) = &self.modes.model {
+            model.check()?;
+        }
         let j = &self.journal;
         if j.segment_bytes < 64 * 1024 || j.max_segments < 2 || j.queue == 0 {
             return Err(refuse(
@@ -529,6 +635,16 @@ impl Config {
         }
         if l.tunnel_buffer_bytes < 4096 {
             return Err(refuse("limits.tunnel_buffer_bytes must be at least 4096."));
+        }
+        // A sandbox credential is sent upstream for real: a live one must never be configured.
+        if let Some((name, hit)) = self.modes.credentials.iter().find_map(|(name, value)| {
+            crate::tripwire::scan_body(value.as_bytes()).map(|h| (name, h))
+        }) {
+            return Err(refuse(format!(
+                "modes.credentials.{name} holds {}, and sandbox mode only forwards test credentials.",
+                hit.what
+            ))
+            .with_next(format!("Set {name} to the provider's test key.")));
         }
         let mut bound: Vec<(&str, SocketAddr)> = vec![("admin.listen", self.admin.listen)];
         let ls = &self.listeners;
@@ -686,6 +802,49 @@ listeners:
         assert!(err.statement.contains("line"), "{err}");
         assert!(!err.statement.contains('\n'), "{err}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_model_takes_defaults_and_bad_values_are_refused_without_the_key() {
+        let with = |model: &str| {
+            Config::parse(&format!("{MINIMAL}modes:\n  model:\n{model}"), false)
+                .expect("parses")
+                .check()
+        };
+        let good =
+            "    base_url: https://llm.example/v1/\n    api_key: sk-secret-42\n    model: m\n";
+        let s = with(good).expect("checks");
+        let model = s.config.modes.model.expect("configured");
+        assert_eq!((model.timeout_ms, model.cache_entries), (10_000, 1024));
+        assert_eq!(
+            model.endpoint().expect("a URL").to_string(),
+            "https://llm.example/v1/chat/completions"
+        );
+        assert!(!format!("{model:?}").contains("sk-secret-42"));
+        let bad = [
+            (
+                good.replace("https://llm.example/v1/", "ftp://llm.example"),
+                "http:// or https://",
+            ),
+            (
+                good.replace("https://", "https://user:sk-secret-42@"),
+                "credentials",
+            ),
+            (good.replace("/v1/", "/v1?x=1"), "query"),
+            (
+                good.replace("api_key: sk-secret-42", "api_key: \"\""),
+                "api_key",
+            ),
+            (good.replace("model: m", "model: \" \""), "name a model"),
+            (format!("{good}    cache_entries: 0\n"), "cache_entries"),
+            (format!("{good}    timeout_ms: 0\n"), "timeout_ms"),
+        ];
+        for (model, expected) in bad {
+            let err = with(&model).err().expect("refused");
+            assert_eq!(err.code.code, "AF-NET-001");
+            assert!(err.statement.contains(expected), "{err}");
+            assert!(!err.to_string().contains("sk-secret-42"), "{err}");
+        }
     }
 
     #[test]

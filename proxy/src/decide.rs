@@ -1,7 +1,7 @@
 //! The one place a request becomes a verdict and a journal record.
 //!
-//! Every listener describes what it saw as an [`Ask`]; [`decide`] asks the catalogue and
-//! returns a [`Verdict`] (refuse, tunnel, intercept, or serve an HTTP request in its mode) and a
+//! Every listener describes what it saw as an [`Ask`]; [`decide_tunnel`] (a connection, on its
+//! host) or [`decide_request`] (an HTTP request) asks the catalogue and returns what to do and a
 //! [`Ticket`] that the caller closes exactly once with how the request ended. Closing the ticket
 //! writes the record. A tunnel whose host needs TLS opened is refused with AF-NET-012 when the
 //! sidecar has no environment CA: it is never allowed instead.
@@ -14,10 +14,12 @@ use af_policy::error::{ErrorCode, codes};
 use http::StatusCode;
 
 use crate::answer::Refusal;
+use crate::intercept::Interception;
 use crate::journal::{DecisionRecord, Entry};
 use crate::metrics::{Outcome, Via};
 use crate::state::State;
-use af_policy::egress::{Mode, Reason, RuleId, Target};
+use crate::tripwire;
+use af_policy::egress::{Decision, Mode, Reason, RuleId, Target};
 
 /// What a listener saw.
 #[derive(Debug, Clone, Copy)]
@@ -88,68 +90,80 @@ pub fn explain_command(ask: &Ask<'_>, host: &str) -> String {
         format!(
             "af net explain {method} {}://{host}{port}{}",
             ask.scheme(),
-            ask.path
+            tripwire::redact(ask.path)
         )
     }
 }
 
-/// What to do with a decided request or connection.
-#[derive(Debug)]
-pub enum Verdict {
+/// What to do with a connection decided on its host (a CONNECT authority or a TLS SNI).
+pub enum TunnelVerdict {
     /// Refuse it with this answer.
     Refuse(Refusal),
-    /// A tunnel decided on its host alone: dial and copy bytes untouched.
+    /// Dial and copy bytes untouched.
     Tunnel,
-    /// A tunnel whose host needs TLS opened: intercept it and decide each request inside.
-    Intercept,
-    /// An HTTP request: serve it in this mode (allow, sandbox, mock, capture or synth).
-    Serve(Mode),
+    /// Open its TLS with this interception and decide each request inside.
+    Intercept(Arc<Interception>),
 }
 
-/// Decide a request or a tunnel: the ticket to close, and what to do.
-pub fn decide(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, Verdict) {
+/// How to serve an HTTP request the catalogue did not block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Serve {
+    /// Forward it (allow).
+    Forward,
+    /// Forward it with the rule's test credential (sandbox).
+    Sandbox,
+    /// Answer it in the sidecar (mock, capture or synth).
+    Locally(Mode),
+}
+
+/// Decide a connection on its host: the ticket to close, and what to do.
+pub fn decide_tunnel(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, TunnelVerdict) {
     let host = normalize_host(ask.host);
-    let cat = &state.catalogue;
-    let decision = if ask.tunnel {
-        cat.decide_host(&host, ask.port)
-    } else {
-        cat.decide(&Target {
-            method: ask.method,
-            host: &host,
-            port: ask.port,
-            path: ask.path,
-        })
-    };
-    let label = cat.rule_label(decision.rule).to_owned();
-    let reason = decision.reason.as_str();
+    let decision = state.catalogue.decide_host(&host, ask.port);
+    let label = state.catalogue.rule_label(decision.rule).to_owned();
     // A tunnel whose host needs TLS opened is intercepted even when the host's own verdict is
     // block: a path or method rule may allow some requests inside it.
-    let verdict = if ask.tunnel && decision.open_tls {
-        if state.intercept.is_some() {
-            Verdict::Intercept
-        } else {
-            unserved(ask, &host, &label, decision.mode)
+    let verdict = if decision.open_tls {
+        match &state.intercept {
+            Some(interception) => TunnelVerdict::Intercept(interception.clone()),
+            None => TunnelVerdict::Refuse(unserved(ask, &host, &label, decision.mode)),
         }
     } else if decision.mode == Mode::Block {
-        Verdict::Refuse(blocked(ask, &host, &label, decision.reason))
-    } else if ask.tunnel {
-        Verdict::Tunnel
+        TunnelVerdict::Refuse(blocked(ask, &host, &label, decision.reason))
     } else {
-        Verdict::Serve(decision.mode)
+        TunnelVerdict::Tunnel
     };
-    let mut ticket = Ticket::new(state, ask, host, Some(decision.mode), Some(label), reason);
-    ticket.rule = decision.rule;
-    (ticket, verdict)
+    (Ticket::decided(state, ask, host, &decision, label), verdict)
+}
+
+/// Decide an HTTP request on its host, port, method and path: the ticket to close, and how to
+/// serve it or the refusal.
+pub fn decide_request(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, Result<Serve, Refusal>) {
+    let host = normalize_host(ask.host);
+    let decision = state.catalogue.decide(&Target {
+        method: ask.method,
+        host: &host,
+        port: ask.port,
+        path: ask.path,
+    });
+    let label = state.catalogue.rule_label(decision.rule).to_owned();
+    let verdict = match decision.mode {
+        Mode::Block => Err(blocked(ask, &host, &label, decision.reason)),
+        Mode::Allow => Ok(Serve::Forward),
+        Mode::Sandbox => Ok(Serve::Sandbox),
+        mode => Ok(Serve::Locally(mode)),
+    };
+    (Ticket::decided(state, ask, host, &decision, label), verdict)
 }
 
 /// The refusal of a tunnel that needs TLS opened when the sidecar has no environment CA.
-fn unserved(ask: &Ask<'_>, host: &str, label: &str, mode: Mode) -> Verdict {
+fn unserved(ask: &Ask<'_>, host: &str, label: &str, mode: Mode) -> Refusal {
     let why = if mode.needs_interception() {
         format!("its mode is {mode}")
     } else {
         "its rule limits paths or methods".to_owned()
     };
-    Verdict::Refuse(Refusal {
+    Refusal {
         rule: Some(label.to_owned()),
         ..Refusal::new(
             StatusCode::FORBIDDEN,
@@ -161,7 +175,7 @@ fn unserved(ask: &Ask<'_>, host: &str, label: &str, mode: Mode) -> Verdict {
             ),
         )
         .with_next("Give the sidecar a tls: section (af up does), or set the host to allow.")
-    })
+    }
 }
 
 /// The refusal of a request or connection the catalogue blocks.
@@ -170,7 +184,12 @@ fn blocked(ask: &Ask<'_>, host: &str, label: &str, reason: Reason) -> Refusal {
     let what = if ask.tunnel {
         format!("A connection to {host}:{}", ask.port)
     } else {
-        format!("{} {}://{host}{}", ask.method, ask.scheme(), ask.path)
+        format!(
+            "{} {}://{host}{}",
+            ask.method,
+            ask.scheme(),
+            tripwire::redact(ask.path)
+        )
     };
     let by = match reason {
         Reason::InvalidHost => "because its host is not a valid host name".to_owned(),
@@ -209,10 +228,31 @@ pub struct Ticket {
     mode: Option<Mode>,
     rule: Option<RuleId>,
     started: Instant,
+    /// Not yet journaled.
+    open: bool,
     record: DecisionRecord,
 }
 
 impl Ticket {
+    fn decided(
+        state: &Arc<State>,
+        ask: &Ask<'_>,
+        host: String,
+        decision: &Decision,
+        label: String,
+    ) -> Self {
+        let mut ticket = Self::new(
+            state,
+            ask,
+            host,
+            Some(decision.mode),
+            Some(label),
+            decision.reason.as_str(),
+        );
+        ticket.rule = decision.rule;
+        ticket
+    }
+
     fn new(
         state: &Arc<State>,
         ask: &Ask<'_>,
@@ -227,13 +267,15 @@ impl Ticket {
             mode,
             rule: None,
             started: Instant::now(),
+            open: true,
             record: DecisionRecord {
                 via: ask.via.as_str(),
                 client: ask.client,
                 method: ask.method.to_owned(),
                 host,
                 port: ask.port,
-                path: ask.path.to_owned(),
+                // Every record's path is redacted: a live secret in a URL never reaches disk.
+                path: tripwire::redact(ask.path).into_owned(),
                 tls: matches!(ask.via, Via::Tls | Via::Intercept),
                 mode: mode.map(Mode::as_str),
                 rule,
@@ -271,11 +313,13 @@ impl Ticket {
 
     /// The connection was opened for interception: each request inside it is decided and
     /// journaled on its own, so the connection itself leaves no record.
-    pub fn superseded(self) {}
+    pub fn superseded(mut self) {
+        self.open = false;
+    }
 
     /// The sidecar answered the request itself (mock, capture, synth): nothing left the
     /// environment. `up` is the request body read, `down` the answer's body.
-    pub fn answered(self, status: u16, up: u64, down: u64) {
+    pub fn answered(mut self, status: u16, up: u64, down: u64) {
         self.finish(false, Some(status), up, down, Outcome::Answered);
     }
 
@@ -287,12 +331,12 @@ impl Ticket {
         };
         self.record.reason.clone_from(&refusal.reason);
         self.record.code = Some(refusal.code.code);
-        self.record.error = Some(refusal.statement.clone());
+        self.record.error = Some(tripwire::redact(&refusal.statement).into_owned());
         self.finish(false, status, 0, 0, Outcome::Refused);
     }
 
     /// The request was forwarded and completed (any upstream status).
-    pub fn forwarded(self, status: Option<u16>, up: u64, down: u64) {
+    pub fn forwarded(mut self, status: Option<u16>, up: u64, down: u64) {
         self.finish(true, status, up, down, Outcome::Forwarded);
     }
 
@@ -312,7 +356,8 @@ impl Ticket {
         self.finish(true, status, up, down, Outcome::UpstreamError);
     }
 
-    fn finish(mut self, allowed: bool, status: Option<u16>, up: u64, down: u64, outcome: Outcome) {
+    fn finish(&mut self, allowed: bool, status: Option<u16>, up: u64, down: u64, outcome: Outcome) {
+        self.open = false;
         let r = &mut self.record;
         r.allowed = allowed;
         r.status = status;
@@ -325,6 +370,22 @@ impl Ticket {
         }
         metrics.bytes(up, down);
         tracing::debug!(host = %r.host, reason = %r.reason, allowed, "decision");
-        self.state.journal.record(Entry::Decision(self.record));
+        let record = std::mem::take(&mut self.record);
+        self.state.journal.record(Entry::Decision(record));
+    }
+}
+
+impl Drop for Ticket {
+    /// A ticket dropped unclosed is a request whose task was cancelled before it was answered
+    /// (an HTTP/2 stream reset, the idle watchdog closing the connection): it is journaled
+    /// rather than lost, since an allowed request may already have left.
+    fn drop(&mut self) {
+        if self.open {
+            self.record.reason = "client_gone".to_owned();
+            self.record.error =
+                Some("the client went away before the request was answered".to_owned());
+            let allowed = matches!(self.mode, Some(Mode::Allow | Mode::Sandbox));
+            self.finish(allowed, None, 0, 0, Outcome::ClientGone);
+        }
     }
 }

@@ -1,5 +1,8 @@
 //! Answering a request in the sidecar (mock, capture, synth): read the body within the mode's
-//! cap, check it for live secrets, make the answer, journal what was captured.
+//! cap, check it for live secrets, make the answer, journal what was captured. Synth asks its
+//! model endpoint, when one is configured ([`model`]).
+
+pub mod model;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -72,7 +75,7 @@ pub async fn answer(
         headers: &parts.headers,
         body: &body,
     };
-    match dispatch(state, mode, &ticket, &exchange) {
+    match dispatch(state, mode, &ticket, &exchange).await {
         Ok((made, messages)) => {
             record_messages(state, &ticket, ticket.client(), messages);
             let up = body.len() as u64;
@@ -87,7 +90,7 @@ pub async fn answer(
 }
 
 /// The answer the mode makes, and the messages capture recorded.
-fn dispatch(
+async fn dispatch(
     state: &State,
     mode: Mode,
     ticket: &Ticket,
@@ -103,7 +106,12 @@ fn dispatch(
             let doc = rule
                 .and_then(|r| r.openapi.as_deref())
                 .and_then(|name| modes.openapi.get(name));
-            Ok((synth::answer(doc, pack, exchange), Vec::new()))
+            let offline = synth::answer(doc, pack, exchange);
+            let made = match &modes.model {
+                Some(model) => model.answer(doc, exchange, offline).await,
+                None => offline,
+            };
+            Ok((made, Vec::new()))
         }
         Mode::Capture => {
             // A rule naming the host itself (not a pattern) may capture any request generically.

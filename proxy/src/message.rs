@@ -58,6 +58,23 @@ pub struct Content {
     pub html: Option<String>,
 }
 
+/// The most of each body (text, HTML) a message keeps, in bytes; the rest is cut at a
+/// character boundary and marked.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// `body` cut to at most `max` bytes at a character boundary, marked when cut.
+fn bounded(mut body: String, max: usize) -> String {
+    if body.len() > max {
+        let mut end = max;
+        while !body.is_char_boundary(end) {
+            end -= 1;
+        }
+        body.truncate(end);
+        body.push_str("\n[truncated by af]");
+    }
+    body
+}
+
 impl Message {
     /// A message with its links and one-time code derived from its content.
     pub fn new(
@@ -74,6 +91,10 @@ impl Message {
         } = content;
         let links = ranked_links(text.as_deref(), html.as_deref());
         let code = one_time_code(subject.as_deref(), text.as_deref(), html.as_deref());
+        // Links and code come from the whole bodies; the record keeps a bounded copy, so one
+        // large mail cannot outgrow a journal segment.
+        let text = text.map(|t| bounded(t, MAX_BODY_BYTES));
+        let html = html.map(|h| bounded(h, MAX_BODY_BYTES));
         Self {
             provider: provider.to_owned(),
             kind,

@@ -53,14 +53,17 @@ pub enum Outcome {
     UpstreamError,
     /// Answered by the sidecar itself (mock, capture, synth).
     Answered,
+    /// The client went away before the request was answered.
+    ClientGone,
 }
 
 impl Outcome {
-    const ALL: [Outcome; 4] = [
+    const ALL: [Outcome; 5] = [
         Outcome::Forwarded,
         Outcome::Refused,
         Outcome::UpstreamError,
         Outcome::Answered,
+        Outcome::ClientGone,
     ];
 
     const fn as_str(self) -> &'static str {
@@ -69,6 +72,7 @@ impl Outcome {
             Outcome::Refused => "refused",
             Outcome::UpstreamError => "upstream_error",
             Outcome::Answered => "answered",
+            Outcome::ClientGone => "client_gone",
         }
     }
 }

@@ -11,13 +11,12 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use af_policy::egress::Mode;
 use af_policy::error::codes;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
 use crate::answer::Refusal;
-use crate::decide::{Ask, Ticket, Verdict, decide};
+use crate::decide::{Ask, Serve, Ticket, decide_request};
 use crate::forward::http::{ProxyBody, Upstream, forward};
 use crate::metrics::Via;
 use crate::modes::sandbox;
@@ -44,23 +43,22 @@ pub async fn respond(
     host: &str,
     authority: &str,
 ) -> Response<ProxyBody> {
+    // The record redacts live secrets from the path (`Ticket`); the request keeps them, and
+    // the tripwire below refuses it.
     let full_path = req.uri().path_and_query().map_or("/", |p| p.as_str());
-    let path = tripwire::redact(full_path);
     let ask = Ask {
         via: origin.via,
         client: origin.client,
         method: req.method().as_str(),
         host,
         port: origin.port,
-        path: &path,
+        path: full_path,
         tunnel: false,
     };
-    let (ticket, verdict) = decide(state, &ask);
-    let mode = match verdict {
-        Verdict::Refuse(refusal) => return refuse(ticket, &refusal),
-        Verdict::Serve(mode) => mode,
-        // An HTTP request is never decided as a tunnel.
-        Verdict::Tunnel | Verdict::Intercept => Mode::Block,
+    let (ticket, verdict) = decide_request(state, &ask);
+    let serve = match verdict {
+        Ok(serve) => serve,
+        Err(refusal) => return refuse(ticket, &refusal),
     };
     if let Some(hit) = tripwire::scan_head(full_path, req.headers()) {
         return refuse(ticket, &live_credential(&hit));
@@ -70,25 +68,16 @@ pub async fn respond(
         Via::Intercept => Upstream::Https(&state.https_client),
         _ => Upstream::Http(&state.client),
     };
-    match mode {
-        Mode::Allow => forward(upstream, req, &host, origin.port, authority, ticket).await,
-        Mode::Sandbox => {
+    match serve {
+        Serve::Forward => forward(upstream, req, &host, origin.port, authority, ticket).await,
+        Serve::Sandbox => {
             let mut req = req;
             if let Err(refusal) = with_test_credential(state, &ticket, &mut req) {
                 return refuse(ticket, &refusal);
             }
             forward(upstream, req, &host, origin.port, authority, ticket).await
         }
-        Mode::Mock | Mode::Capture | Mode::Synth => local::answer(state, mode, req, ticket).await,
-        Mode::Block => {
-            let refusal = Refusal::new(
-                StatusCode::BAD_REQUEST,
-                &codes::NET_BAD_REQUEST,
-                "bad_request",
-                format!("{} {path} could not be decided as a request", ask.method),
-            );
-            refuse(ticket, &refusal)
-        }
+        Serve::Locally(mode) => local::answer(state, mode, req, ticket).await,
     }
 }
 

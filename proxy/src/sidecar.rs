@@ -18,6 +18,7 @@ use crate::intercept::{Authority, Interception, upstream};
 use crate::journal::{Journal, JournalSettings};
 use crate::limits::ConnectionLimit;
 use crate::listener;
+use crate::local::model::SynthModel;
 use crate::metrics::{Metrics, Via};
 use crate::modes::ModeSettings;
 use crate::modes::pack::Packs;
@@ -171,6 +172,12 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
             Report::new(&codes::NET_CONFIG, format!("modes.openapi: {e}."))
                 .with_next("Give an OpenAPI 3 description with paths.")
         })?,
+        model: config
+            .modes
+            .model
+            .as_ref()
+            .map(|m| SynthModel::new(m, guard.clone(), provider.clone()).map(Arc::new))
+            .transpose()?,
     };
     if !config.guard.trusted_networks.is_empty() {
         tracing::warn!(networks = ?config.guard.trusted_networks, "guard: trusted upstream networks are set; loopback/private addresses in them will be dialled");

@@ -280,7 +280,9 @@ async fn curl_trusting_only_the_environment_bundle_gets_mocked_answers_over_h1_a
     let env = Env::start().await;
     let dir = TempDir::new("bundle");
     let bundle = dir.path().join("ca-bundle.pem");
-    std::fs::write(&bundle, &env.ca.cert_pem).unwrap();
+    // As `af up` installs it: the system roots (when this machine has them) and the CA.
+    let roots = std::fs::read_to_string("/etc/ssl/certs/ca-certificates.crt").unwrap_or_default();
+    std::fs::write(&bundle, format!("{roots}{}", env.ca.cert_pem)).unwrap();
     let other = dir.path().join("other-ca.pem");
     std::fs::write(&other, TestCa::new().cert_pem).unwrap();
     let other = other.to_str().unwrap().to_owned();

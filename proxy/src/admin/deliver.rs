@@ -19,7 +19,7 @@ use tokio::net::TcpStream;
 
 /// Largest response body returned to the caller.
 const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
-/// Time for the whole delivery.
+/// Time for the whole delivery (resolve, connect, answer); the orchestrator waits longer.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Where deliveries may go.
@@ -94,15 +94,17 @@ impl Inside {
                 d.path
             )));
         }
-        let addr = self.resolve(&d.service, d.port).await?;
-        tokio::time::timeout(TIMEOUT, send(addr, d))
-            .await
-            .map_err(|_| {
-                refuse(format!(
-                    "{addr} did not answer within {} s.",
-                    TIMEOUT.as_secs()
-                ))
-            })?
+        let service = d.service.clone();
+        let delivery = async {
+            let addr = self.resolve(&d.service, d.port).await?;
+            send(addr, d).await
+        };
+        tokio::time::timeout(TIMEOUT, delivery).await.map_err(|_| {
+            refuse(format!(
+                "The service {service} did not answer within {} s.",
+                TIMEOUT.as_secs()
+            ))
+        })?
     }
 
     async fn resolve(&self, service: &str, port: u16) -> Result<SocketAddr, Report> {

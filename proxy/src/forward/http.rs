@@ -168,6 +168,9 @@ pub async fn forward(
         }
     };
     parts.uri = uri;
+    if parts.version == http::Version::HTTP_2 {
+        join_cookies(&mut parts.headers);
+    }
     parts.version = http::Version::HTTP_11;
     strip_hop_by_hop(&mut parts.headers);
     match HeaderValue::from_str(authority) {
@@ -237,6 +240,23 @@ pub async fn forward(
                 }
             }
         }
+    }
+}
+
+/// HTTP/2 may split `Cookie` into one field per pair; HTTP/1.1 needs one line joined with
+/// `"; "` (RFC 9113 section 8.2.3).
+fn join_cookies(headers: &mut HeaderMap) {
+    if headers.get_all(header::COOKIE).iter().nth(1).is_none() {
+        return;
+    }
+    let joined: Vec<u8> = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .map(HeaderValue::as_bytes)
+        .collect::<Vec<_>>()
+        .join(&b"; "[..]);
+    if let Ok(value) = HeaderValue::from_bytes(&joined) {
+        headers.insert(header::COOKIE, value);
     }
 }
 
@@ -374,6 +394,16 @@ impl Drop for JournaledBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn split_http2_cookies_are_joined_for_http1() {
+        let mut h = HeaderMap::new();
+        h.append(header::COOKIE, HeaderValue::from_static("a=1"));
+        h.append(header::COOKIE, HeaderValue::from_static("b=2"));
+        join_cookies(&mut h);
+        let all: Vec<_> = h.get_all(header::COOKIE).iter().collect();
+        assert_eq!(all, ["a=1; b=2"]);
+    }
 
     #[test]
     fn hop_by_hop_and_proxy_headers_are_stripped() {

@@ -1,7 +1,7 @@
 //! The environment's certificate authority inside the sidecar: leaf certificates minted on
 //! demand for the names clients ask for, kept in a bounded least-recently-used cache.
 //!
-//! Leaves are valid for seven days from an hour ago. One key pair (ECDSA P-256, made at start, never written anywhere) serves every leaf: minting
+//! Leaves are valid from an hour ago for seven days, never beyond the CA. One key pair (ECDSA P-256, made at start, never written anywhere) serves every leaf: minting
 //! is then one signature (~0.3 ms), so a client naming many hosts cannot make the sidecar do
 //! expensive work, and the cache bound keeps memory flat (evictions are counted).
 
@@ -21,7 +21,7 @@ use time::{Duration, OffsetDateTime};
 
 use crate::metrics::Metrics;
 
-/// How long a minted leaf is valid.
+/// How long a minted leaf is valid (never beyond the CA's own end).
 const LEAF_VALIDITY: Duration = Duration::days(7);
 /// How far back a leaf's validity starts, for clients whose clocks lag.
 const CLOCK_SKEW: Duration = Duration::hours(1);
@@ -41,6 +41,7 @@ pub enum AuthorityError {
 pub struct Authority {
     issuer: Issuer<'static, KeyPair>,
     ca_der: CertificateDer<'static>,
+    ca_not_after: OffsetDateTime,
     leaf_key: KeyPair,
     signing_key: Arc<dyn rustls::sign::SigningKey>,
     cache: Mutex<LruCache<Box<str>, Arc<CertifiedKey>>>,
@@ -61,6 +62,15 @@ impl Authority {
         let ca_der = CertificateDer::from_pem_slice(ca_cert_pem.as_bytes())
             .map_err(|e| ca_err(&e))?
             .into_owned();
+        let (_, parsed) = x509_parser::parse_x509_certificate(&ca_der).map_err(|e| ca_err(&e))?;
+        let ca_not_after =
+            OffsetDateTime::from_unix_timestamp(parsed.validity().not_after.timestamp())
+                .map_err(|e| ca_err(&e))?;
+        if ca_not_after <= OffsetDateTime::now_utc() {
+            return Err(AuthorityError::Ca(format!(
+                "the CA expired at {ca_not_after}; af up makes a new one"
+            )));
+        }
         let issuer = Issuer::from_ca_cert_der(&ca_der, ca_key).map_err(|e| ca_err(&e))?;
         let leaf_key =
             KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(|e| ca_err(&e))?;
@@ -74,6 +84,7 @@ impl Authority {
         Ok(Self {
             issuer,
             ca_der,
+            ca_not_after,
             leaf_key,
             signing_key,
             cache: Mutex::new(LruCache::new(cache)),
@@ -119,7 +130,8 @@ impl Authority {
         params.distinguished_name = dn;
         let now = OffsetDateTime::now_utc();
         params.not_before = now - CLOCK_SKEW;
-        params.not_after = now + LEAF_VALIDITY;
+        // Never valid beyond the CA that signs it.
+        params.not_after = (now + LEAF_VALIDITY).min(self.ca_not_after);
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         params.use_authority_key_identifier_extension = true;

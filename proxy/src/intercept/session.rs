@@ -5,6 +5,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use af_policy::error::codes;
 use http::{Request, Response, StatusCode};
@@ -71,20 +72,23 @@ pub async fn open<IO>(
     }
 }
 
-/// Serve an opened connection until it closes or idles out. The connection's ticket is
-/// superseded: each request inside is journaled on its own.
+/// Serve an opened connection until it closes or idles out. Each request inside is journaled
+/// on its own, so the connection's ticket is superseded once one arrives; a connection closed
+/// without any request is a client that refused the certificate after the handshake (OkHttp's
+/// and Node's pinning check then), journaled as such.
 async fn serve<IO>(state: Arc<State>, conn: Conn, tls: TlsStream<IO>, ticket: Ticket, port: u16)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let connection_host = ticket.host().to_owned();
-    ticket.superseded();
+    let requests = Arc::new(AtomicU64::new(0));
     let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
     let t = state.tuning;
     let io = TokioIo::new(IdleIo::new(tls, conn.activity.clone()));
     let svc = {
-        let (state, conn) = (state.clone(), conn.clone());
+        let (state, conn, requests) = (state.clone(), conn.clone(), requests.clone());
         service_fn(move |req| {
+            requests.fetch_add(1, Relaxed);
             let (state, conn, host) = (state.clone(), conn.clone(), connection_host.clone());
             async move { Ok::<_, Infallible>(handle(state, conn, host, port, req).await) }
         })
@@ -115,6 +119,19 @@ where
         () = conn.activity.idle_for(t.idle_timeout) => {
             tracing::debug!(peer = %conn.peer, "intercepted connection idle, closed");
         }
+    }
+    if requests.load(Relaxed) == 0 {
+        let name = ticket.host().to_owned();
+        handshake_failed(
+            ticket,
+            &HandshakeError::ClientRejected {
+                name,
+                why: "it closed the connection after the handshake without sending a request"
+                    .into(),
+            },
+        );
+    } else {
+        ticket.superseded();
     }
 }
 

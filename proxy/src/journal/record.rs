@@ -88,6 +88,31 @@ pub struct DecisionRecord {
     pub error: Option<String>,
 }
 
+impl Default for DecisionRecord {
+    /// An empty record (what a closed ticket keeps once its record is journaled).
+    fn default() -> Self {
+        Self {
+            via: "",
+            client: SocketAddr::from(([0, 0, 0, 0], 0)),
+            method: String::new(),
+            host: String::new(),
+            port: 0,
+            path: String::new(),
+            tls: false,
+            mode: None,
+            rule: None,
+            reason: String::new(),
+            allowed: false,
+            status: None,
+            bytes_up: 0,
+            bytes_down: 0,
+            duration_ms: 0,
+            code: None,
+            error: None,
+        }
+    }
+}
+
 /// A DNS name seen for the first time (written by the DNS server through the same journal).
 #[derive(Debug, Clone, Serialize)]
 pub struct DnsSighting {

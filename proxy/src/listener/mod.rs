@@ -28,6 +28,7 @@ use crate::limits::{Activity, Admitted, IdleIo};
 use crate::metrics::Via;
 use crate::respond::Origin;
 use crate::state::State;
+use crate::tripwire;
 
 /// One admitted client connection.
 #[derive(Clone)]
@@ -110,9 +111,15 @@ async fn refuse_at_limit(
         tunnel: via == Via::Tls,
     };
     refuse_undecided(&state, &ask, &refusal);
-    if answer && via != Via::Tls {
+    let reply = match via {
+        Via::Tls | Via::Intercept => None,
+        // A mail client reads an SMTP reply, not an HTTP one.
+        Via::Smtp => Some(format!("421 4.3.2 {}\r\n", refusal.statement).into_bytes()),
+        Via::Proxy | Via::Transparent => Some(refusal.raw_close_response()),
+    };
+    if let Some(reply) = reply.filter(|_| answer) {
         let _ = tokio::time::timeout(Duration::from_secs(1), async {
-            stream.write_all(&refusal.raw_close_response()).await?;
+            stream.write_all(&reply).await?;
             stream.shutdown().await?;
             // Drain what the client sent so closing does not reset the connection before it
             // reads the answer.
@@ -164,14 +171,14 @@ pub fn no_single_host(
     req: &Request<Incoming>,
     problem: &str,
 ) -> Response<ProxyBody> {
-    let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    let path = tripwire::redact(req.uri().path_and_query().map_or("/", |p| p.as_str()));
     let ask = Ask {
         via: origin.via,
         client: origin.client,
         method: req.method().as_str(),
         host,
         port: origin.port,
-        path,
+        path: &path,
         tunnel: false,
     };
     let refusal = Refusal::new(
@@ -210,6 +217,10 @@ pub fn request_authority(req: &Request<Incoming>) -> Result<Option<Authority>, &
         (None, Some(host)) => host,
         (None, None) => return Ok(None),
     };
+    if named.contains('@') {
+        // The upstream would get `user@host` as its Host although `host` was decided.
+        return Err("names a host with user information (user@host)");
+    }
     named
         .parse::<Authority>()
         .ok()

@@ -12,13 +12,14 @@ use tokio::net::TcpStream;
 
 use super::{Conn, bad_request, serve_http};
 use crate::answer::Refusal;
-use crate::decide::{Ask, Ticket, Verdict, decide};
+use crate::decide::{Ask, Ticket, TunnelVerdict, decide_tunnel};
 use crate::forward::http::ProxyBody;
 use crate::forward::{DialOutcome, tunnel, upstream_refusal};
-use crate::intercept::{Protocols, session};
+use crate::intercept::{Interception, Protocols, session};
 use crate::metrics::Via;
 use crate::respond::{Origin, refuse, respond};
 use crate::state::State;
+use crate::tripwire;
 
 /// Serve one client connection.
 pub async fn serve(state: Arc<State>, stream: TcpStream, conn: Conn) {
@@ -54,7 +55,11 @@ async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Respon
                 StatusCode::BAD_REQUEST,
                 &codes::NET_BAD_REQUEST,
                 "bad_request",
-                format!("{uri} is not an http:// URL; this proxy forwards plain HTTP and tunnels everything else"),
+                format!(
+                    "{}://{host}{} is not an http:// URL; this proxy forwards plain HTTP and tunnels everything else",
+                    uri.scheme_str().unwrap_or_default(),
+                    tripwire::redact(path)
+                ),
             )
             .with_next("Send https:// requests as CONNECT (HTTPS_PROXY does this).");
             return bad_request(&state, &ask, refusal);
@@ -64,7 +69,10 @@ async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Respon
                 StatusCode::BAD_REQUEST,
                 &codes::NET_NOT_PROXY_REQUEST,
                 "not_proxy_request",
-                format!("{method} {path} reached the proxy port without an absolute URL"),
+                format!(
+                    "{method} {} reached the proxy port without an absolute URL",
+                    tripwire::redact(path)
+                ),
             );
             return bad_request(&state, &ask, refusal);
         }
@@ -108,13 +116,13 @@ async fn connect(state: Arc<State>, conn: Conn, mut req: Request<Incoming>) -> R
     };
     ask.host = host;
     ask.port = port;
-    let (ticket, verdict) = decide(&state, &ask);
+    let (ticket, verdict) = decide_tunnel(&state, &ask);
     match verdict {
-        Verdict::Tunnel => {}
-        Verdict::Intercept => return intercept(state, conn, req, ticket, port),
-        Verdict::Refuse(refusal) => return refuse(ticket, &refusal),
-        // A CONNECT is always decided as a tunnel.
-        Verdict::Serve(_) => {}
+        TunnelVerdict::Tunnel => {}
+        TunnelVerdict::Intercept(interception) => {
+            return intercept(interception, state, conn, req, ticket, port);
+        }
+        TunnelVerdict::Refuse(refusal) => return refuse(ticket, &refusal),
     }
     let upstream = match state.guard.dial(ticket.host(), port).await {
         Ok(s) => s,
@@ -177,6 +185,7 @@ async fn connect(state: Arc<State>, conn: Conn, mut req: Request<Incoming>) -> R
 /// CONNECT to a host that needs TLS opened: answer 200, then open the client's TLS with the
 /// environment CA and serve the requests inside.
 fn intercept(
+    interception: Arc<Interception>,
     state: Arc<State>,
     conn: Conn,
     mut req: Request<Incoming>,
@@ -185,9 +194,6 @@ fn intercept(
 ) -> Response<ProxyBody> {
     let on_upgrade = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
-        let Some(interception) = state.intercept.clone() else {
-            return;
-        };
         let _admitted = conn.admitted.clone();
         let upgraded = match on_upgrade.await {
             Ok(upgraded) => upgraded,

@@ -12,7 +12,7 @@ use tokio_rustls::StartHandshake;
 
 use super::Conn;
 use crate::answer::Refusal;
-use crate::decide::{Ask, Verdict, decide, refuse_undecided};
+use crate::decide::{Ask, TunnelVerdict, decide_tunnel, refuse_undecided};
 use crate::forward::{DialOutcome, tunnel};
 use crate::intercept::{Protocols, session};
 use crate::metrics::Via;
@@ -135,20 +135,17 @@ pub async fn serve(state: Arc<State>, mut stream: TcpStream, conn: Conn) {
         })) => (sni, bytes, accepted),
     };
     ask.host = &sni;
-    let (ticket, verdict) = decide(&state, &ask);
+    let (ticket, verdict) = decide_tunnel(&state, &ask);
     match verdict {
-        Verdict::Tunnel | Verdict::Serve(_) => {}
-        Verdict::Intercept => {
-            if let Some(interception) = state.intercept.clone() {
-                let start = StartHandshake::from_parts(*accepted, stream);
-                let host = ticket.host().to_owned();
-                let handshake = interception.finish(start, &host, Protocols::Http);
-                session::open(state.clone(), conn, ticket, port, handshake).await;
-            }
-            return;
+        TunnelVerdict::Tunnel => {}
+        TunnelVerdict::Intercept(interception) => {
+            let start = StartHandshake::from_parts(*accepted, stream);
+            let host = ticket.host().to_owned();
+            let handshake = interception.finish(start, &host, Protocols::Http);
+            return session::open(state.clone(), conn, ticket, port, handshake).await;
         }
         // Closing is the answer: a TLS client cannot read an HTTP 403.
-        Verdict::Refuse(refusal) => return ticket.refused(&refusal),
+        TunnelVerdict::Refuse(refusal) => return ticket.refused(&refusal),
     }
     let upstream = match state.guard.dial(ticket.host(), port).await {
         Ok(s) => s,

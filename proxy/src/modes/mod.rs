@@ -1,16 +1,19 @@
 //! The modes beyond allow and block. Mock (fixture packs), capture (provider-shaped answers,
 //! recorded as inbox messages) and synth (generated answers) answer locally: each takes a
 //! buffered [`Exchange`] and makes an [`Answer`]. Sandbox forwards with a test credential
-//! swapped in ([`sandbox`]). None of them does I/O.
+//! swapped in ([`sandbox`]). Synth may ask a model to replace its answer ([`model`] makes the
+//! question and checks the reply; `local::model` sends it). None of them does I/O.
 
 mod builtin;
 pub mod capture;
 pub mod mock;
+pub mod model;
 pub mod pack;
 pub mod sandbox;
 pub mod synth;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
@@ -28,6 +31,8 @@ pub struct ModeSettings {
     pub packs: pack::Packs,
     /// The repository's OpenAPI descriptions.
     pub openapi: synth::OpenApiDocs,
+    /// The model endpoint synth asks, with its client and answer cache, when one is configured.
+    pub model: Option<Arc<crate::local::model::SynthModel>>,
 }
 
 /// A client request, buffered, as the answering modes see it.

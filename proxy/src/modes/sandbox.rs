@@ -45,6 +45,19 @@ pub enum SwapError {
     NotHeaderSafe(String),
 }
 
+/// Headers that carry API credentials in the conventions of common providers; every one the
+/// service sent is removed before the test credential is put in place.
+const CREDENTIAL_HEADERS: [&str; 8] = [
+    "authorization",
+    "x-api-key",
+    "api-key",
+    "x-auth-token",
+    "x-goog-api-key",
+    "x-postmark-server-token",
+    "x-postmark-account-token",
+    "x-twilio-signature",
+];
+
 /// Remove every credential the service sent and put `credential` in `host`'s convention.
 pub fn swap(headers: &mut HeaderMap, host: &str, credential: &str) -> Result<(), SwapError> {
     let convention = convention(host);
@@ -64,9 +77,8 @@ pub fn swap(headers: &mut HeaderMap, host: &str, credential: &str) -> Result<(),
     let mut value =
         HeaderValue::from_str(&value).map_err(|_| SwapError::NotHeaderSafe(host.to_owned()))?;
     value.set_sensitive(true);
-    headers.remove(AUTHORIZATION);
-    if let Convention::Header(name) = convention {
-        headers.remove(name);
+    for sent in CREDENTIAL_HEADERS {
+        headers.remove(sent);
     }
     headers.insert(name, value);
     Ok(())
@@ -93,6 +105,10 @@ mod tests {
         swap(&mut h, "api.stripe.com", "sk_test_sandbox").expect("swapped");
         let all: Vec<_> = h.get_all(AUTHORIZATION).iter().collect();
         assert_eq!(all, ["Bearer sk_test_sandbox"]);
+        assert!(
+            h.get("x-api-key").is_none(),
+            "no other credential is forwarded"
+        );
         assert_eq!(
             h.get("accept").map(HeaderValue::as_bytes),
             Some(&b"*/*"[..])

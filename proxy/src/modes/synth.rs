@@ -181,6 +181,13 @@ impl OpenApi {
         best
     }
 
+    /// The JSON schema of the success answer to `ex`, and the description its `$ref`s point
+    /// into; `None` when no operation matches or its answer has no schema.
+    pub fn response_schema(&self, ex: &Exchange<'_>) -> Option<(&Value, &Value)> {
+        let schema = self.find(ex)?.media.as_ref()?.get("schema")?;
+        Some((schema, &self.doc))
+    }
+
     fn answer(&self, op: &Operation, dice: &mut Dice) -> Answer {
         match &op.media {
             Some(media) => Answer::json(op.status, &Schemas::new(&self.doc, dice).media(media)),
@@ -300,6 +307,24 @@ fn follow_refs<'d>(doc: &'d Value, mut value: &'d Value) -> &'d Value {
     value
 }
 
+/// The digest that seeds a request's answer: SHA-256 over method, host, path, query and body,
+/// each preceded by its length. The same request always has the same digest.
+pub fn request_digest(ex: &Exchange<'_>) -> [u8; 32] {
+    let mut digest = Sha256::new();
+    let parts: [&[u8]; 5] = [
+        ex.method.as_str().as_bytes(),
+        ex.host.as_bytes(),
+        ex.path.as_bytes(),
+        ex.query.unwrap_or_default().as_bytes(),
+        ex.body,
+    ];
+    for part in parts {
+        digest.update((part.len() as u64).to_le_bytes());
+        digest.update(part);
+    }
+    digest.finalize().into()
+}
+
 /// The request-seeded random source and the primitive values made from it.
 struct Dice {
     rng: ChaCha8Rng,
@@ -307,20 +332,8 @@ struct Dice {
 
 impl Dice {
     fn seeded(ex: &Exchange<'_>) -> Dice {
-        let mut digest = Sha256::new();
-        let parts: [&[u8]; 5] = [
-            ex.method.as_str().as_bytes(),
-            ex.host.as_bytes(),
-            ex.path.as_bytes(),
-            ex.query.unwrap_or_default().as_bytes(),
-            ex.body,
-        ];
-        for part in parts {
-            digest.update((part.len() as u64).to_le_bytes());
-            digest.update(part);
-        }
         Dice {
-            rng: ChaCha8Rng::from_seed(digest.finalize().into()),
+            rng: ChaCha8Rng::from_seed(request_digest(ex)),
         }
     }
 

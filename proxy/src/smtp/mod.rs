@@ -135,7 +135,8 @@ impl Conversation<'_> {
                 return Ok(Then::Close);
             }
             let out = session.feed(&buf[..n]);
-            // Journal before the 250 goes out, so an accepted mail is never missing.
+            // Handed to the journal before the 250 goes out (the journal's queue drops only when
+            // full, and counts what it drops).
             for message in out.messages {
                 self.journal(message);
             }
@@ -148,6 +149,7 @@ impl Conversation<'_> {
     }
 
     fn journal(&self, message: Message) {
+        self.state.metrics.message_captured();
         self.state.journal.record(Entry::Message(MessageRecord {
             via: Via::Smtp.as_str(),
             client: self.client,

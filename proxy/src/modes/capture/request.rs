@@ -8,20 +8,10 @@ use serde_json::json;
 use super::{Answer, Exchange, Sent};
 use crate::message::{Content, Message, MessageKind};
 
-/// The most of a body the message keeps as its text.
-const TEXT_LIMIT: usize = 64 * 1024;
-
 /// Capture `ex` as a generic message.
 pub(super) fn capture(ex: &Exchange<'_>) -> Sent {
-    let text = (!ex.body.is_empty()).then(|| {
-        let mut text = String::from_utf8_lossy(ex.body).into_owned();
-        if text.len() > TEXT_LIMIT {
-            // Cut on a character boundary; 0 always is one.
-            let cut = (0..=TEXT_LIMIT).rev().find(|&i| text.is_char_boundary(i));
-            text.truncate(cut.unwrap_or(0));
-        }
-        text
-    });
+    // The message bounds its own text (`message::MAX_BODY_BYTES`).
+    let text = (!ex.body.is_empty()).then(|| String::from_utf8_lossy(ex.body).into_owned());
     let content = Content {
         text,
         ..Content::default()

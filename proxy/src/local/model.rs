@@ -1,0 +1,179 @@
+//! Asking synth's model endpoint ([`crate::modes::model`] makes the question and checks the
+//! reply): one pooled client whose every dial goes through the address guard, the whole call
+//! under a timeout, and a bounded cache of the answers used, so the same request keeps getting
+//! the same answer. The key is sent only in `Authorization` (marked sensitive) and never logged.
+
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use af_policy::error::{Report, codes};
+use bytes::Bytes;
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use http::{HeaderValue, Method, Request, StatusCode, Uri};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use lru::LruCache;
+use rustls::crypto::CryptoProvider;
+
+use crate::config::ModelConfig;
+use crate::forward::connector::GuardedConnector;
+use crate::guard::Guard;
+use crate::modes::model::{Question, Unusable};
+use crate::modes::synth::{self, OpenApi};
+use crate::modes::{Answer, Exchange};
+
+/// Largest reply read from the model.
+const REPLY_BYTES: usize = 1024 * 1024;
+
+/// The model endpoint synth asks, with its client and its answers so far.
+pub struct SynthModel {
+    endpoint: Uri,
+    authorization: HeaderValue,
+    model: String,
+    timeout: Duration,
+    client: Client<HttpsConnector<GuardedConnector>, Full<Bytes>>,
+    /// Model answers by request digest.
+    answers: Mutex<LruCache<[u8; 32], Answer>>,
+}
+
+/// Why one call to the model gave nothing usable.
+#[derive(Debug, thiserror::Error)]
+enum CallError {
+    #[error("no reply within {0:?}")]
+    Timeout(Duration),
+    #[error("the request failed: {0}")]
+    Request(String),
+    #[error("the endpoint answered {0}")]
+    Status(StatusCode),
+    #[error("the reply could not be read: {0}")]
+    Body(String),
+    #[error(transparent)]
+    Unusable(#[from] Unusable),
+}
+
+impl SynthModel {
+    /// The client for a checked `config`, dialling through `guard`; `https://` endpoints are
+    /// verified against the built-in web roots.
+    pub fn new(
+        config: &ModelConfig,
+        guard: Arc<Guard>,
+        provider: Arc<CryptoProvider>,
+    ) -> Result<SynthModel, Report> {
+        let refuse =
+            |what: String| Report::new(&codes::NET_CONFIG, format!("modes.model: {what}."));
+        let endpoint = config.endpoint()?;
+        let authorization = config
+            .api_key
+            .authorization()
+            .ok_or_else(|| refuse("api_key is not a usable header value".to_owned()))?;
+        let cache = NonZeroUsize::new(config.cache_entries)
+            .ok_or_else(|| refuse("cache_entries must be greater than 0".to_owned()))?;
+        let connector = HttpsConnectorBuilder::new()
+            .with_provider_and_webpki_roots(provider)
+            .map_err(|e| refuse(e.to_string()))?
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(GuardedConnector::new(guard));
+        let client = Client::builder(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .pool_timer(TokioTimer::new())
+            .build(connector);
+        Ok(SynthModel {
+            endpoint,
+            authorization,
+            model: config.model.clone(),
+            timeout: Duration::from_millis(config.timeout_ms),
+            client,
+            answers: Mutex::new(LruCache::new(cache)),
+        })
+    }
+
+    /// The answer to `ex`: the model's, when it gives (or gave) a usable one, else `offline`.
+    pub async fn answer(
+        &self,
+        doc: Option<&OpenApi>,
+        ex: &Exchange<'_>,
+        offline: Answer,
+    ) -> Answer {
+        let digest = synth::request_digest(ex);
+        if let Some(kept) = self.cache().get(&digest) {
+            return kept.clone();
+        }
+        let Some(question) = Question::new(&self.model, &digest, doc, ex, &offline) else {
+            return offline;
+        };
+        let asked = tokio::time::timeout(self.timeout, self.ask(&question))
+            .await
+            .unwrap_or(Err(CallError::Timeout(self.timeout)));
+        match asked {
+            Ok(answer) => {
+                self.cache().put(digest, answer.clone());
+                answer
+            }
+            Err(e) => {
+                tracing::warn!(
+                    endpoint = %self.endpoint,
+                    host = ex.host,
+                    path = ex.path,
+                    error = %e,
+                    "synth: the model's answer is not used; answering offline"
+                );
+                offline
+            }
+        }
+    }
+
+    /// Post the question and make the answer from the reply.
+    async fn ask(&self, question: &Question<'_>) -> Result<Answer, CallError> {
+        let mut req = Request::new(Full::new(Bytes::from(question.request.to_string())));
+        *req.method_mut() = Method::POST;
+        *req.uri_mut() = self.endpoint.clone();
+        let headers = req.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
+        headers.insert(AUTHORIZATION, self.authorization.clone());
+        let resp = self
+            .client
+            .request(req)
+            .await
+            .map_err(|e| CallError::Request(error_chain(&e)))?;
+        if !resp.status().is_success() {
+            return Err(CallError::Status(resp.status()));
+        }
+        let reply = Limited::new(resp.into_body(), REPLY_BYTES)
+            .collect()
+            .await
+            .map_err(|e| CallError::Body(e.to_string()))?
+            .to_bytes();
+        Ok(question.answer(&reply)?)
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, LruCache<[u8; 32], Answer>> {
+        self.answers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl std::fmt::Debug for SynthModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SynthModel")
+            .field("endpoint", &self.endpoint)
+            .field("model", &self.model)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An error and its sources on one line (the client's own message is only "client error").
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
