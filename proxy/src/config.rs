@@ -82,6 +82,9 @@ pub struct ModesConfig {
     pub mock_body_bytes: usize,
     /// Largest request body capture reads, default 128 KiB.
     pub capture_body_bytes: usize,
+    /// Request bodies the answering modes hold at once across every connection and HTTP/2
+    /// stream, default 64 MiB; a request waits for room rather than growing memory.
+    pub buffered_body_bytes: usize,
     /// The repository's fixture packs, by the path a rule's `fixtures` names.
     pub packs: BTreeMap<String, serde_json::Value>,
     /// The repository's OpenAPI descriptions, by the path a rule's `openapi` names.
@@ -97,6 +100,7 @@ impl Default for ModesConfig {
         Self {
             mock_body_bytes: 1024 * 1024,
             capture_body_bytes: 128 * 1024,
+            buffered_body_bytes: 64 * 1024 * 1024,
             packs: BTreeMap::new(),
             openapi: BTreeMap::new(),
             credentials: BTreeMap::new(),
@@ -636,6 +640,15 @@ impl Config {
         if l.tunnel_buffer_bytes < 4096 {
             return Err(refuse("limits.tunnel_buffer_bytes must be at least 4096."));
         }
+        let m = &self.modes;
+        if m.mock_body_bytes == 0
+            || m.capture_body_bytes == 0
+            || m.buffered_body_bytes < m.mock_body_bytes.max(m.capture_body_bytes)
+        {
+            return Err(refuse(
+                "modes.mock_body_bytes and modes.capture_body_bytes must be greater than 0, and modes.buffered_body_bytes at least the larger of them.",
+            ));
+        }
         // A sandbox credential is sent upstream for real: a live one must never be configured.
         if let Some((name, hit)) = self.modes.credentials.iter().find_map(|(name, value)| {
             crate::tripwire::scan_body(value.as_bytes()).map(|h| (name, h))
@@ -845,6 +858,29 @@ listeners:
             assert!(err.statement.contains(expected), "{err}");
             assert!(!err.to_string().contains("sk-secret-42"), "{err}");
         }
+    }
+
+    #[test]
+    fn body_budgets_that_could_never_hold_a_body_are_refused() {
+        let text =
+            format!("{MINIMAL}modes:\n  mock_body_bytes: 2048\n  buffered_body_bytes: 1024\n");
+        let err = Config::parse(&text, false).expect("parses").check().err();
+        assert!(err.is_some_and(|e| e.statement.contains("buffered_body_bytes")));
+        let text = format!(
+            "{MINIMAL}modes:\n  mock_body_bytes: 2048\n  capture_body_bytes: 1024\n  buffered_body_bytes: 4096\n"
+        );
+        assert!(Config::parse(&text, false).expect("parses").check().is_ok());
+    }
+
+    #[test]
+    fn a_live_looking_sandbox_credential_is_refused() {
+        let text = format!(
+            "{MINIMAL}modes:\n  credentials:\n    STRIPE_KEY: sk_live_51AbCdEfGhIjKlMnOp\n"
+        );
+        let err = Config::parse(&text, false).expect("parses").check().err();
+        let err = err.expect("refused");
+        assert!(err.statement.contains("STRIPE_KEY"), "{err}");
+        assert!(!err.statement.contains("51AbCd"), "{err}");
     }
 
     #[test]

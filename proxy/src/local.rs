@@ -13,6 +13,7 @@ use af_policy::error::codes;
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Either, Full, Limited};
+use hyper::body::Body;
 use hyper::body::Incoming;
 
 use crate::answer::{self, Refusal};
@@ -38,6 +39,13 @@ pub async fn answer(
         _ => state.modes.mock_body_bytes,
     };
     let (parts, body) = req.into_parts();
+    // Room for the whole body is taken before it is read (its declared length, else the cap),
+    // so concurrent requests cannot hold more than `modes.buffered_body_bytes` together.
+    let declared = body.size_hint().exact().map_or(cap, |n| n as usize);
+    let kib = u32::try_from(declared.min(cap).div_ceil(1024).max(1)).unwrap_or(u32::MAX);
+    let Ok(_room) = state.modes.buffered.clone().acquire_many_owned(kib).await else {
+        return refuse(ticket, &unavailable());
+    };
     let body: Bytes = match Limited::new(body, cap).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(e) => {
@@ -151,6 +159,16 @@ fn record_messages(state: &State, ticket: &Ticket, client: SocketAddr, messages:
             message,
         }));
     }
+}
+
+/// The budget for buffered bodies was closed (the sidecar is stopping).
+fn unavailable() -> Refusal {
+    Refusal::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        &codes::NET_CONNECTION_LIMIT,
+        "stopping",
+        "The sidecar is stopping and answers no more requests",
+    )
 }
 
 /// The answer as an HTTP response, marked with the sidecar's decision headers.

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use af_dns::DnsServer;
 use af_policy::error::{Report, codes};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 use crate::admin::{self, Admin, deliver};
@@ -163,6 +164,9 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
     let modes = ModeSettings {
         mock_body_bytes: config.modes.mock_body_bytes,
         capture_body_bytes: config.modes.capture_body_bytes,
+        buffered: Arc::new(Semaphore::new(
+            (config.modes.buffered_body_bytes / 1024).max(1),
+        )),
         credentials: config.modes.credentials.clone(),
         packs: Packs::load(&config.modes.packs).map_err(|e| {
             Report::new(&codes::NET_CONFIG, format!("modes.packs: {e}."))

@@ -27,7 +27,7 @@ use crate::respond::{Origin, respond};
 use crate::state::State;
 
 /// HTTP/2 streams a client may open at once on one intercepted connection.
-const MAX_CONCURRENT_STREAMS: u32 = 128;
+const MAX_CONCURRENT_STREAMS: u32 = 100;
 
 /// Journal a failed interception handshake against the connection's ticket.
 fn handshake_failed(ticket: Ticket, error: &HandshakeError) {

@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use tokio::sync::Semaphore;
 
 /// What the answering modes work from, compiled from the configuration at start.
 #[derive(Debug, Clone)]
@@ -25,6 +26,8 @@ pub struct ModeSettings {
     pub mock_body_bytes: usize,
     /// Largest request body capture reads.
     pub capture_body_bytes: usize,
+    /// Room for request bodies held at once, in KiB permits (`modes.buffered_body_bytes`).
+    pub buffered: Arc<Semaphore>,
     /// Test credentials for sandbox mode, by name.
     pub credentials: BTreeMap<String, String>,
     /// The built-in fixture packs and the repository's.
