@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
-use af_policy::egress::EgressSpec;
+use af_policy::egress::{EgressSpec, Mode};
 use af_policy::error::{Report, codes};
 use serde_json::Value;
 
@@ -23,6 +23,30 @@ pub struct ModesInput {
     /// Credentials named by a rule but not set in the environment (the sidecar refuses those
     /// sandbox hosts with AF-NET-044).
     pub missing_credentials: Vec<String>,
+    /// The model synth may ask, when a rule is in synth mode and `AF_SYNTH_MODEL_URL` is set.
+    pub model: Option<SynthModel>,
+}
+
+/// An OpenAI-compatible endpoint for synth mode: `AF_SYNTH_MODEL_URL` (base URL),
+/// `AF_SYNTH_MODEL_KEY` (Bearer key) and `AF_SYNTH_MODEL` (model name, default `gpt-4o-mini`).
+/// `Debug` leaves the key out.
+#[derive(Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SynthModel {
+    /// The API's base URL.
+    pub base_url: String,
+    /// The Bearer key.
+    pub api_key: String,
+    /// The model name.
+    pub model: String,
+}
+
+impl fmt::Debug for SynthModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SynthModel")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Test credentials by name. `Debug` shows the names only.
@@ -66,6 +90,15 @@ impl ModesInput {
                 }
             }
         }
+        let synth = egress.rules.iter().any(|r| r.mode == Mode::Synth)
+            || egress.default == Some(Mode::Synth);
+        input.model = var("AF_SYNTH_MODEL_URL")
+            .filter(|url| synth && !url.is_empty())
+            .map(|base_url| SynthModel {
+                base_url,
+                api_key: var("AF_SYNTH_MODEL_KEY").unwrap_or_default(),
+                model: var("AF_SYNTH_MODEL").unwrap_or_else(|| "gpt-4o-mini".to_owned()),
+            });
         Ok(input)
     }
 }
@@ -170,6 +203,25 @@ mod tests {
         let err = ModesInput::load(&egress, &dir.0, |_| None).expect_err("unparsable");
         assert_eq!(err.code.code, "AF-RUN-052");
         assert!(err.statement.contains("is not YAML or JSON"), "{err}");
+    }
+
+    #[test]
+    fn a_synth_model_is_configured_from_the_environment_only_for_synth_rules() {
+        let mut spec = EgressSpec::default();
+        spec.rules.push(RuleSpec::new("api.shop.test", Mode::Synth));
+        let vars = |name: &str| match name {
+            "AF_SYNTH_MODEL_URL" => Some("http://model.test/v1".to_owned()),
+            "AF_SYNTH_MODEL_KEY" => Some("key-123".to_owned()),
+            _ => None,
+        };
+        let input = ModesInput::load(&spec, Path::new("."), vars).expect("loads");
+        let model = input.model.expect("configured");
+        assert_eq!(model.base_url, "http://model.test/v1");
+        assert_eq!(model.model, "gpt-4o-mini");
+        assert!(!format!("{model:?}").contains("key-123"));
+        spec.rules[0].mode = Mode::Mock;
+        let input = ModesInput::load(&spec, Path::new("."), vars).expect("loads");
+        assert_eq!(input.model, None, "no synth rule, no model");
     }
 
     #[test]

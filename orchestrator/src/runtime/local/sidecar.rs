@@ -157,6 +157,9 @@ pub fn config_document(
             "credentials": plan.modes.credentials.0,
         },
     });
+    if let Some(model) = &plan.modes.model {
+        doc["modes"]["model"] = json!(model);
+    }
     if !settings.trusted_networks.is_empty() {
         doc["guard"] = json!({ "trusted_networks": settings.trusted_networks });
     }
