@@ -389,17 +389,10 @@ impl Dice {
     fn uuid(&mut self) -> String {
         let mut bytes = [0u8; 16];
         self.rng.fill_bytes(&mut bytes);
-        bytes[6] = (bytes[6] & 0x0f) | 0x40;
-        bytes[8] = (bytes[8] & 0x3f) | 0x80;
-        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        format!(
-            "{}-{}-{}-{}-{}",
-            &hex[..8],
-            &hex[8..12],
-            &hex[12..16],
-            &hex[16..20],
-            &hex[20..]
-        )
+        uuid::Builder::from_random_bytes(bytes)
+            .into_uuid()
+            .hyphenated()
+            .to_string()
     }
 
     /// The pack route's JSON with every leaf re-drawn by its type. Strings that carry a path

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use base64::Engine;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::Request;
 use hyper_util::rt::TokioIo;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
@@ -143,7 +143,7 @@ pub async fn send1(
 ) -> Got {
     send.ready().await.unwrap();
     let resp = send.send_request(req).await.unwrap();
-    got(resp).await
+    Got::read(resp).await
 }
 
 /// Send `req` on an HTTP/2 connection and read the whole answer.
@@ -153,18 +153,7 @@ pub async fn send2(
 ) -> Got {
     send.ready().await.unwrap();
     let resp = send.send_request(req).await.unwrap();
-    got(resp).await
-}
-
-async fn got(resp: hyper::Response<hyper::body::Incoming>) -> Got {
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    let body = resp.into_body().collect().await.unwrap().to_bytes();
-    Got {
-        status,
-        headers,
-        body: String::from_utf8_lossy(&body).into_owned(),
-    }
+    Got::read(resp).await
 }
 
 /// A request with a body.

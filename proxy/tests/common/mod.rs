@@ -245,20 +245,24 @@ impl Got {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
+
+    /// Read a whole response.
+    pub async fn read(resp: Response<hyper::body::Incoming>) -> Self {
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        Got {
+            status,
+            headers,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        }
+    }
 }
 
 /// Send a request on `send` and read the whole answer.
 pub async fn send(send: &mut SendRequest<Empty<Bytes>>, req: Request<Empty<Bytes>>) -> Got {
     send.ready().await.unwrap();
-    let resp: Response<hyper::body::Incoming> = send.send_request(req).await.unwrap();
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    let body = resp.into_body().collect().await.unwrap().to_bytes();
-    Got {
-        status,
-        headers,
-        body: String::from_utf8_lossy(&body).into_owned(),
-    }
+    Got::read(send.send_request(req).await.unwrap()).await
 }
 
 /// GET an absolute URL through the explicit proxy on a new connection.
@@ -325,15 +329,7 @@ impl Admin {
             .header("content-type", "application/json")
             .body(http_body_util::Full::new(Bytes::from(body.to_string())))
             .unwrap();
-        let resp = send.send_request(req).await.unwrap();
-        let status = resp.status().as_u16();
-        let headers = resp.headers().clone();
-        let body = resp.into_body().collect().await.unwrap().to_bytes();
-        Got {
-            status,
-            headers,
-            body: String::from_utf8_lossy(&body).into_owned(),
-        }
+        Got::read(send.send_request(req).await.unwrap()).await
     }
 
     /// GET `path` with the right token, as JSON.

@@ -32,18 +32,12 @@ impl Digest {
 
     /// A version 4 UUID (`8-4-4-4-12` hex).
     pub(super) fn uuid(&self) -> String {
-        let mut bytes = self.0;
-        bytes[6] = (bytes[6] & 0x0f) | 0x40;
-        bytes[8] = (bytes[8] & 0x3f) | 0x80;
-        let hex = Self(bytes).hex(32);
-        format!(
-            "{}-{}-{}-{}-{}",
-            &hex[..8],
-            &hex[8..12],
-            &hex[12..16],
-            &hex[16..20],
-            &hex[20..]
-        )
+        let mut bytes = [0u8; 16];
+        bytes.copy_from_slice(&self.0[..16]);
+        uuid::Builder::from_random_bytes(bytes)
+            .into_uuid()
+            .hyphenated()
+            .to_string()
     }
 
     /// The first `bytes` bytes (at most 32) in URL-safe base64 without padding.
