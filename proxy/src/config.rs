@@ -503,7 +503,8 @@ pub struct Limits {
     pub upstream_connect_timeout_ms: u64,
     /// Time to resolve a name, default 5 s.
     pub resolve_timeout_ms: u64,
-    /// Idle pooled upstream connections kept per host, default 32.
+    /// Idle pooled upstream connections kept per host, default 256 (fewer than the clients
+    /// of a busy host makes every burst reconnect).
     pub pool_max_idle_per_host: usize,
     /// Tunnel copy buffer per direction, default 64 KiB.
     pub tunnel_buffer_bytes: usize,
@@ -519,7 +520,7 @@ impl Default for Limits {
             client_hello_timeout_ms: 5_000,
             upstream_connect_timeout_ms: 10_000,
             resolve_timeout_ms: 5_000,
-            pool_max_idle_per_host: 32,
+            pool_max_idle_per_host: 256,
             tunnel_buffer_bytes: 64 * 1024,
         }
     }
