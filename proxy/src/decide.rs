@@ -280,13 +280,7 @@ impl Ticket {
                 mode: mode.map(Mode::as_str),
                 rule,
                 reason: reason.to_owned(),
-                allowed: false,
-                status: None,
-                bytes_up: 0,
-                bytes_down: 0,
-                duration_ms: 0,
-                code: None,
-                error: None,
+                ..DecisionRecord::default()
             },
         }
     }

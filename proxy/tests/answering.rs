@@ -40,14 +40,7 @@ impl Env {
         // Nothing here is dialled: every host answers in the sidecar.
         let dns = resolver(Vec::new()).await;
         let ca = TestCa::new();
-        let shop: Value = serde_saphyr::from_str(
-            &std::fs::read_to_string(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../fixtures/openapi/shop.yaml"
-            ))
-            .unwrap(),
-        )
-        .unwrap();
+        let shop = shop_openapi();
         let mut setup = Setup::new(EGRESS, dns.addr);
         setup.extra = format!(
             "{}modes:\n  capture_body_bytes: 4096\n  openapi:\n    api/shop.yaml: {}\n",

@@ -33,14 +33,7 @@ const ORDER_1: &str = "http://shop.synth.test/v1/orders/o_1";
 /// indented by four spaces) when given; `llm.model.test` resolves to the upstream address.
 async fn sidecar(model: Option<String>) -> (TestResolver, Sidecar) {
     let dns = resolver(vec![(MODEL_HOST, vec![upstream_ip()])]).await;
-    let shop: Value = serde_saphyr::from_str(
-        &std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../fixtures/openapi/shop.yaml"
-        ))
-        .unwrap(),
-    )
-    .unwrap();
+    let shop = shop_openapi();
     let mut setup = Setup::new(EGRESS, dns.addr);
     setup.extra = format!("modes:\n  openapi:\n    api/shop.yaml: {shop}\n");
     if let Some(model) = model {

@@ -374,6 +374,12 @@ impl Admin {
     }
 }
 
+/// `fixtures/openapi/shop.yaml` as JSON, for `modes.openapi`.
+pub fn shop_openapi() -> Value {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/openapi/shop.yaml");
+    serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
 /// Egress YAML with `rules` (each `(host, mode)`) and default block.
 pub fn egress(rules: &[(&str, &str)]) -> String {
     if rules.is_empty() {
