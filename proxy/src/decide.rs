@@ -305,6 +305,19 @@ impl Ticket {
         self.record.rule.as_deref()
     }
 
+    /// A record for a request the sidecar itself sends on this one's behalf (synth asking its
+    /// model): this request's listener, client, mode and rule; the caller fills in the rest.
+    pub fn on_behalf(&self) -> DecisionRecord {
+        let r = &self.record;
+        DecisionRecord {
+            via: r.via,
+            client: r.client,
+            mode: r.mode,
+            rule: r.rule.clone(),
+            ..DecisionRecord::default()
+        }
+    }
+
     /// The connection was opened for interception: each request inside it is decided and
     /// journaled on its own, so the connection itself leaves no record.
     pub fn superseded(mut self) {
@@ -318,11 +331,22 @@ impl Ticket {
     }
 
     /// The request was refused (nothing left the environment).
-    pub fn refused(mut self, refusal: &Refusal) {
+    pub fn refused(self, refusal: &Refusal) {
         let status = match self.via {
             Via::Tls | Via::Smtp => None,
             _ => Some(refusal.status.as_u16()),
         };
+        self.refused_with(status, refusal);
+    }
+
+    /// The connection was refused inside TLS, after it was accepted: the status journaled is
+    /// the last one the client saw (200 for a CONNECT, none on the transparent listener).
+    pub fn refused_in_tls(self, refusal: &Refusal) {
+        let status = (self.record.method == "CONNECT").then_some(200);
+        self.refused_with(status, refusal);
+    }
+
+    fn refused_with(mut self, status: Option<u16>, refusal: &Refusal) {
         self.record.reason.clone_from(&refusal.reason);
         self.record.code = Some(refusal.code.code);
         self.record.error = Some(tripwire::redact(&refusal.statement).into_owned());

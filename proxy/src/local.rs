@@ -116,7 +116,14 @@ async fn dispatch(
                 .and_then(|name| modes.openapi.get(name));
             let offline = synth::answer(doc, pack, exchange);
             let made = match &modes.model {
-                Some(model) => model.answer(doc, exchange, offline).await,
+                Some(model) => {
+                    let (made, call) = model.answer(doc, exchange, offline).await;
+                    if let Some(call) = call {
+                        let record = call.record(ticket.on_behalf());
+                        state.journal.record(Entry::Decision(record));
+                    }
+                    made
+                }
                 None => offline,
             };
             Ok((made, Vec::new()))

@@ -131,6 +131,7 @@ fn with_test_credential(
             .with_next(next),
         ));
     };
+    *req.uri_mut() = sandbox::without_query_credentials(req.uri());
     sandbox::swap(req.headers_mut(), host, credential).map_err(|e| {
         Box::new(Refusal::new(
             StatusCode::FORBIDDEN,

@@ -154,13 +154,16 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
         })
         .transpose()
         .map_err(|e| Report::new(&codes::NET_CONFIG, format!("{e}.")))?;
-    let https_client = upstream::client(
-        guard.clone(),
+    let upstream_tls = upstream::upstream_tls(
         provider.clone(),
         tls.and_then(|t| t.extra_upstream_roots_pem.as_deref()),
-        l.pool_max_idle_per_host,
     )
     .map_err(|e| Report::new(&codes::NET_CONFIG, format!("{e}.")))?;
+    let https_client = upstream::client(
+        guard.clone(),
+        upstream_tls.clone(),
+        l.pool_max_idle_per_host,
+    );
     let modes = ModeSettings {
         mock_body_bytes: config.modes.mock_body_bytes,
         capture_body_bytes: config.modes.capture_body_bytes,
@@ -180,7 +183,7 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
             .modes
             .model
             .as_ref()
-            .map(|m| SynthModel::new(m, guard.clone(), provider.clone()).map(Arc::new))
+            .map(|m| SynthModel::new(m, guard.clone(), upstream_tls).map(Arc::new))
             .transpose()?,
     };
     if !config.guard.trusted_networks.is_empty() {

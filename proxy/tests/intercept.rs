@@ -195,7 +195,12 @@ async fn the_transparent_tls_listener_intercepts_hosts_that_need_it() {
 async fn sandbox_swaps_in_the_test_credential_and_refuses_without_one() {
     let env = Env::start(16).await;
     let mut c = env.h1_to("api.sandbox.test").await;
-    let mut req = request("POST", "api.sandbox.test", "/v1/charges", "amount=100");
+    let mut req = request(
+        "POST",
+        "api.sandbox.test",
+        "/v1/charges?expand=customer&api_key=the_services_own",
+        "amount=100",
+    );
     req.headers_mut().insert(
         "authorization",
         "Bearer sk_test_the_services_own".parse().unwrap(),
@@ -207,6 +212,10 @@ async fn sandbox_swaps_in_the_test_credential_and_refuses_without_one() {
     assert_eq!(
         seen[0].header("authorization"),
         Some("Bearer sk_test_sandbox_key")
+    );
+    assert_eq!(
+        seen[0].path, "/v1/charges?expand=customer",
+        "a credential in the query is not forwarded either"
     );
 
     let mut c = env.h1_to("api.nokey.test").await;
@@ -326,6 +335,8 @@ async fn a_client_that_rejects_the_certificate_is_journaled_with_advice() {
     let recs = env.sc.admin().wait_records("host=api.paths.test", 1).await;
     assert_eq!(recs[0]["code"], "AF-NET-045", "{recs:#?}");
     assert_eq!(recs[0]["reason"], "client_rejected_certificate");
+    // The client saw 200 for its CONNECT; the refusal came inside TLS.
+    assert_eq!(recs[0]["status"], 200, "{recs:#?}");
     // Positive control: trusting the environment CA, the same host opens.
     let trusting = client(&[&env.ca.cert_der], &[H1]);
     let tls = tls_via_connect(

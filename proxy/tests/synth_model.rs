@@ -135,11 +135,29 @@ async fn a_model_answer_is_used_marked_and_kept_per_request() {
     assert_ne!(other["seed"], asked["seed"], "the seed follows the request");
 
     let records = sc.admin().wait_records("host=shop.synth.test", 3).await;
+    // What left the environment: the two calls to the model, not the cached answer.
+    let calls = sc
+        .admin()
+        .wait_records(&format!("host={MODEL_HOST}"), 2)
+        .await;
+    assert_eq!(calls.len(), 2, "{calls:#?}");
+    for call in &calls {
+        assert_eq!(call["reason"], "synth_model", "{call:#?}");
+        assert_eq!(call["allowed"], true);
+        assert_eq!(call["mode"], "synth");
+        assert_eq!(call["status"], 200);
+        assert_eq!(call["path"], "/v1/chat/completions");
+        assert!(call["bytes_up"].as_u64().unwrap() > 0, "{call:#?}");
+    }
     let answers = format!(
         "{:?}{}{:?}{}",
         first.headers, first.body, again.headers, again.body
     );
-    for text in [serde_json::to_string(&records).unwrap(), answers] {
+    for text in [
+        serde_json::to_string(&records).unwrap(),
+        serde_json::to_string(&calls).unwrap(),
+        answers,
+    ] {
         assert!(!text.contains(KEY), "the key leaked: {text}");
     }
 }
@@ -168,6 +186,15 @@ async fn a_reply_that_breaks_the_schema_leaves_the_offline_answer() {
     assert_eq!(got.header("x-af-synth"), Some("openapi"));
     assert_eq!(got.body, offline(ORDER_1).await.body);
     assert_eq!(model.seen().len(), 1);
+    let call = sc
+        .admin()
+        .wait_records(&format!("host={MODEL_HOST}"), 1)
+        .await;
+    assert_eq!(call[0]["code"], "AF-NET-013", "{call:#?}");
+    assert!(
+        call[0]["error"].as_str().unwrap().contains("not used"),
+        "{call:#?}"
+    );
 }
 
 #[tokio::test]

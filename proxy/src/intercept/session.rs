@@ -48,7 +48,7 @@ fn handshake_failed(ticket: Ticket, error: &HandshakeError) {
             format!("{error}"),
         ),
     };
-    ticket.refused(&refusal);
+    ticket.refused_in_tls(&refusal);
 }
 
 /// Complete the handshake (within the ClientHello timeout), then serve the connection; a

@@ -25,13 +25,12 @@ pub type HttpsClient = Client<HttpsConnector<GuardedConnector>, CountingBody>;
 #[error("tls.extra_upstream_roots_pem is unusable: {0}")]
 pub struct RootsError(String);
 
-/// Build the HTTPS client over the guard.
-pub fn client(
-    guard: Arc<Guard>,
+/// The TLS client settings for every connection the sidecar opens to a real upstream: the
+/// built-in web roots (the image has no system store) plus `extra_roots_pem`.
+pub fn upstream_tls(
     provider: Arc<CryptoProvider>,
     extra_roots_pem: Option<&str>,
-    max_idle_per_host: usize,
-) -> Result<HttpsClient, RootsError> {
+) -> Result<ClientConfig, RootsError> {
     let mut roots = RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
     };
@@ -41,21 +40,25 @@ pub fn client(
             roots.add(cert).map_err(|e| RootsError(e.to_string()))?;
         }
     }
-    let tls = ClientConfig::builder_with_provider(provider)
+    Ok(ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| RootsError(e.to_string()))?
         .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_no_client_auth())
+}
+
+/// Build the HTTPS client over the guard.
+pub fn client(guard: Arc<Guard>, tls: ClientConfig, max_idle_per_host: usize) -> HttpsClient {
     let connector = HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_only()
         .enable_http1()
         .wrap_connector(GuardedConnector::new(guard));
-    Ok(Client::builder(TokioExecutor::new())
+    Client::builder(TokioExecutor::new())
         .timer(TokioTimer::new())
         .pool_timer(TokioTimer::new())
         .pool_idle_timeout(Duration::from_secs(90))
         .pool_max_idle_per_host(max_idle_per_host)
         .set_host(false)
-        .build(connector))
+        .build(connector)
 }

@@ -5,7 +5,7 @@
 
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use af_policy::error::{Report, codes};
 use bytes::Bytes;
@@ -16,11 +16,12 @@ use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use lru::LruCache;
-use rustls::crypto::CryptoProvider;
+use rustls::ClientConfig;
 
 use crate::config::ModelConfig;
 use crate::forward::connector::GuardedConnector;
 use crate::guard::Guard;
+use crate::journal::DecisionRecord;
 use crate::modes::model::{Question, Unusable};
 use crate::modes::synth::{self, OpenApi};
 use crate::modes::{Answer, Exchange};
@@ -37,6 +38,43 @@ pub struct SynthModel {
     client: Client<HttpsConnector<GuardedConnector>, Full<Bytes>>,
     /// Model answers by request digest.
     answers: Mutex<LruCache<[u8; 32], Answer>>,
+}
+
+/// One call made to the model: it left the environment, so it is journaled like a request.
+#[derive(Debug)]
+pub struct ModelCall {
+    endpoint: Uri,
+    started: Instant,
+    bytes_up: u64,
+    bytes_down: u64,
+    status: Option<u16>,
+    error: Option<String>,
+}
+
+impl ModelCall {
+    /// The call as a decision record, made on behalf of the request `on_behalf` describes.
+    pub fn record(self, on_behalf: DecisionRecord) -> DecisionRecord {
+        let https = self.endpoint.scheme_str() == Some("https");
+        DecisionRecord {
+            method: Method::POST.to_string(),
+            host: self.endpoint.host().unwrap_or_default().to_owned(),
+            port: self
+                .endpoint
+                .port_u16()
+                .unwrap_or(if https { 443 } else { 80 }),
+            path: self.endpoint.path().to_owned(),
+            tls: https,
+            reason: "synth_model".to_owned(),
+            allowed: true,
+            status: self.status,
+            bytes_up: self.bytes_up,
+            bytes_down: self.bytes_down,
+            duration_ms: self.started.elapsed().as_millis() as u64,
+            code: self.error.as_ref().map(|_| codes::NET_UPSTREAM.code),
+            error: self.error,
+            ..on_behalf
+        }
+    }
 }
 
 /// Why one call to the model gave nothing usable.
@@ -56,11 +94,11 @@ enum CallError {
 
 impl SynthModel {
     /// The client for a checked `config`, dialling through `guard`; `https://` endpoints are
-    /// verified against the built-in web roots.
+    /// verified as every upstream is (`tls`).
     pub fn new(
         config: &ModelConfig,
         guard: Arc<Guard>,
-        provider: Arc<CryptoProvider>,
+        tls: ClientConfig,
     ) -> Result<SynthModel, Report> {
         let refuse =
             |what: String| Report::new(&codes::NET_CONFIG, format!("modes.model: {what}."));
@@ -72,8 +110,7 @@ impl SynthModel {
         let cache = NonZeroUsize::new(config.cache_entries)
             .ok_or_else(|| refuse("cache_entries must be greater than 0".to_owned()))?;
         let connector = HttpsConnectorBuilder::new()
-            .with_provider_and_webpki_roots(provider)
-            .map_err(|e| refuse(e.to_string()))?
+            .with_tls_config(tls)
             .https_or_http()
             .enable_http1()
             .wrap_connector(GuardedConnector::new(guard));
@@ -91,27 +128,37 @@ impl SynthModel {
         })
     }
 
-    /// The answer to `ex`: the model's, when it gives (or gave) a usable one, else `offline`.
+    /// The answer to `ex`: the model's, when it gives (or gave) a usable one, else `offline`;
+    /// with the call made, if the model was asked (not when the cache answered).
     pub async fn answer(
         &self,
         doc: Option<&OpenApi>,
         ex: &Exchange<'_>,
         offline: Answer,
-    ) -> Answer {
+    ) -> (Answer, Option<ModelCall>) {
         let digest = synth::request_digest(ex);
         if let Some(kept) = self.cache().get(&digest) {
-            return kept.clone();
+            return (kept.clone(), None);
         }
         let Some(question) = Question::new(&self.model, &digest, doc, ex, &offline) else {
-            return offline;
+            return (offline, None);
         };
-        let asked = tokio::time::timeout(self.timeout, self.ask(&question))
+        let body = Bytes::from(question.request.to_string());
+        let mut call = ModelCall {
+            endpoint: self.endpoint.clone(),
+            started: Instant::now(),
+            bytes_up: body.len() as u64,
+            bytes_down: 0,
+            status: None,
+            error: None,
+        };
+        let asked = tokio::time::timeout(self.timeout, self.ask(&question, body, &mut call))
             .await
             .unwrap_or(Err(CallError::Timeout(self.timeout)));
         match asked {
             Ok(answer) => {
                 self.cache().put(digest, answer.clone());
-                answer
+                (answer, Some(call))
             }
             Err(e) => {
                 tracing::warn!(
@@ -121,14 +168,20 @@ impl SynthModel {
                     error = %e,
                     "synth: the model's answer is not used; answering offline"
                 );
-                offline
+                call.error = Some(format!("the model's answer was not used: {e}"));
+                (offline, Some(call))
             }
         }
     }
 
     /// Post the question and make the answer from the reply.
-    async fn ask(&self, question: &Question<'_>) -> Result<Answer, CallError> {
-        let mut req = Request::new(Full::new(Bytes::from(question.request.to_string())));
+    async fn ask(
+        &self,
+        question: &Question<'_>,
+        body: Bytes,
+        call: &mut ModelCall,
+    ) -> Result<Answer, CallError> {
+        let mut req = Request::new(Full::new(body));
         *req.method_mut() = Method::POST;
         *req.uri_mut() = self.endpoint.clone();
         let headers = req.headers_mut();
@@ -140,6 +193,7 @@ impl SynthModel {
             .request(req)
             .await
             .map_err(|e| CallError::Request(error_chain(&e)))?;
+        call.status = Some(resp.status().as_u16());
         if !resp.status().is_success() {
             return Err(CallError::Status(resp.status()));
         }
@@ -148,6 +202,7 @@ impl SynthModel {
             .await
             .map_err(|e| CallError::Body(e.to_string()))?
             .to_bytes();
+        call.bytes_down = reply.len() as u64;
         Ok(question.answer(&reply)?)
     }
 

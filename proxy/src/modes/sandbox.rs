@@ -1,9 +1,12 @@
 //! Sandbox mode: the request is forwarded for real, with the provider's test credential put in
 //! place of whatever the service sent, in the provider's own header convention. Without a
-//! configured credential the request is refused: the service's own key is never forwarded.
+//! configured credential the request is refused: the service's own key is never forwarded,
+//! neither in a credential header nor in a credential query parameter (`?key=`).
 
 use base64::Engine;
+use http::Uri;
 use http::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use http::uri::PathAndQuery;
 
 /// How a provider expects its credential.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,6 +87,49 @@ pub fn swap(headers: &mut HeaderMap, host: &str, credential: &str) -> Result<(),
     Ok(())
 }
 
+/// Query parameters that carry API credentials (Google's `key`, OAuth's `access_token`, ...);
+/// compared without regard to case.
+const CREDENTIAL_PARAMETERS: [&str; 8] = [
+    "key",
+    "api_key",
+    "apikey",
+    "api-key",
+    "access_token",
+    "auth_token",
+    "token",
+    "client_secret",
+];
+
+/// `uri` without the query parameters that carry credentials; every other parameter is kept
+/// byte for byte, in order.
+pub fn without_query_credentials(uri: &Uri) -> Uri {
+    let Some(query) = uri.query() else {
+        return uri.clone();
+    };
+    let is_credential = |pair: &&str| {
+        let name = pair.split_once('=').map_or(*pair, |(name, _)| name);
+        CREDENTIAL_PARAMETERS
+            .iter()
+            .any(|c| c.eq_ignore_ascii_case(name))
+    };
+    if !query.split('&').any(|pair| is_credential(&pair)) {
+        return uri.clone();
+    }
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| !is_credential(pair))
+        .collect();
+    let path_and_query = if kept.is_empty() {
+        uri.path().to_owned()
+    } else {
+        format!("{}?{}", uri.path(), kept.join("&"))
+    };
+    let mut parts = uri.clone().into_parts();
+    // Built from a valid URI's own path and a subset of its query: always valid.
+    parts.path_and_query = PathAndQuery::try_from(path_and_query).ok();
+    Uri::from_parts(parts).unwrap_or_else(|_| uri.clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,5 +196,21 @@ mod tests {
             h.get(AUTHORIZATION).map(HeaderValue::as_bytes),
             Some(expected.as_bytes())
         );
+    }
+
+    #[test]
+    fn credentials_in_the_query_are_dropped_and_the_rest_kept_as_sent() {
+        let uri: Uri =
+            "https://maps.googleapis.test/geo?address=a%20b&KEY=live-own&x=1&access_token=t"
+                .parse()
+                .expect("uri");
+        assert_eq!(
+            without_query_credentials(&uri).to_string(),
+            "https://maps.googleapis.test/geo?address=a%20b&x=1"
+        );
+        let only: Uri = "/v1/things?key=own".parse().expect("uri");
+        assert_eq!(without_query_credentials(&only).to_string(), "/v1/things");
+        let clean: Uri = "/v1/things?keyword=kept&monkey=1".parse().expect("uri");
+        assert_eq!(without_query_credentials(&clean), clean);
     }
 }
