@@ -1,5 +1,5 @@
-//! mitmproxy (mitmdump): intercepting proxy, quiet, upstream certificate not
-//! verified (the upstream's certificate is self-signed).
+//! mitmproxy (mitmdump): intercepting proxy, quiet, verifying the upstream's certificate
+//! against the bench's upstream certificate as af-proxy does.
 
 use std::process::Command;
 
@@ -27,7 +27,7 @@ impl System for Mitmproxy {
         super::missing_program("mitmdump")
     }
 
-    fn start(&self, _env: &Env) -> Result<Running> {
+    fn start(&self, env: &Env) -> Result<Running> {
         let dir = super::config_dir()?;
         let port = super::free_port()?;
         let mut cmd = Command::new("mitmdump");
@@ -37,7 +37,11 @@ impl System for Mitmproxy {
             .arg(port.to_string())
             .arg("--set")
             .arg(format!("confdir={}", dir.path().display()))
-            .arg("--ssl-insecure")
+            .arg("--set")
+            .arg(format!(
+                "ssl_verify_upstream_trusted_ca={}",
+                env.upstream_cert.display()
+            ))
             .arg("--quiet")
             .arg("--set")
             .arg("flow_detail=0")
