@@ -19,6 +19,7 @@ pub mod listener;
 pub mod local;
 pub mod message;
 pub mod metrics;
+pub mod mime;
 pub mod modes;
 pub mod respond;
 pub mod sidecar;

@@ -7,9 +7,10 @@ use serde_json::json;
 
 use super::form::Form;
 use super::ids::Digest;
-use super::mail::{Mime, address_list};
+use super::mail::Mime;
 use super::{Answer, CaptureError, Exchange, Handled, Provider, Sent};
 use crate::message::{Content, Message, MessageKind};
+use crate::mime::address_list;
 
 const PROVIDER: Provider = Provider::Mailgun;
 

@@ -9,10 +9,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::ids::Digest;
-use super::mail::{address_list, template_text};
+use super::mail::template_text;
 use super::{Answer, CaptureError, Exchange, Handled, Provider, Sent};
 use crate::journal::record::rfc3339;
 use crate::message::{Content, Message, MessageKind};
+use crate::mime::address_list;
 
 const PROVIDER: Provider = Provider::Postmark;
 

@@ -7,9 +7,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::ids::Digest;
-use super::mail::{mailbox, template_text};
+use super::mail::template_text;
 use super::{Answer, CaptureError, Exchange, Handled, Provider, Sent, json};
 use crate::message::{Content, Message, MessageKind};
+use crate::mime::mailbox;
 
 const PROVIDER: Provider = Provider::SendGrid;
 

@@ -220,10 +220,10 @@ mod tests {
         assert_eq!(message.from.as_deref(), Some("Acme <no-reply@acme.com>"));
         assert_eq!(message.to, ["ada@example.com"]);
         assert_eq!(message.subject.as_deref(), Some("Welcome"));
-        assert_eq!(message.text, None);
+        assert_eq!(message.text.as_deref(), Some("Start"), "the HTML as text");
         assert_eq!(
             message.html.as_deref(),
-            Some("<a href=\"https://acme.com/start\">Start</a>\r\n")
+            Some("<a href=\"https://acme.com/start\">Start</a>\n")
         );
         assert_eq!(message.links, ["https://acme.com/start"]);
 

@@ -207,7 +207,7 @@ mod tests {
         assert_eq!(message.from.as_deref(), Some("no-reply@acme.com"));
         assert_eq!(message.to, ["ada@example.com"]);
         assert_eq!(message.subject.as_deref(), Some("Hi"));
-        assert_eq!(message.text.as_deref(), Some("Hello\r\n"));
+        assert_eq!(message.text.as_deref(), Some("Hello"));
 
         let template = json!({
             "FromEmailAddress": "no-reply@acme.com",
