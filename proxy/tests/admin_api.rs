@@ -216,3 +216,44 @@ async fn metrics_count_requests_by_mode_and_outcome() {
         assert!(body.contains(&format!("# TYPE {name}")), "{name} missing");
     }
 }
+
+/// `GET /healthz` on a fresh connection: the answer's first line, or empty when the sidecar
+/// closed the connection without answering.
+async fn healthz_raw(admin: std::net::SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut c = tokio::net::TcpStream::connect(admin).await.unwrap();
+    let sent = c
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n")
+        .await;
+    let mut answer = String::new();
+    if sent.is_ok() {
+        let _ = c.read_to_string(&mut answer).await;
+    }
+    answer.lines().next().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn admin_connections_are_bounded_and_the_bound_frees_as_they_close() {
+    let (_dns, _up, sc) = setup().await;
+    let addr = sc.admin().0;
+    // Positive control: the route answers on a fresh connection.
+    assert_eq!(healthz_raw(addr).await, "HTTP/1.1 200 OK");
+    let mut idle = Vec::new();
+    for _ in 0..af_proxy::admin::MAX_CONNECTIONS {
+        idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    assert_eq!(healthz_raw(addr).await, "", "one past the bound is closed");
+    drop(idle);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let line = healthz_raw(addr).await;
+        if line == "HTTP/1.1 200 OK" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still refused: {line:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -21,7 +21,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 
 use crate::journal::{Journal, Query};
 use crate::metrics::Metrics;
@@ -46,10 +46,16 @@ pub struct Admin {
 /// Largest `POST /v1/deliver` request body.
 const MAX_DELIVERY_BYTES: usize = 2 * 1024 * 1024;
 
+/// Admin connections open at once; past it a new one is closed at once. The admin API is for
+/// the orchestrator and a few followers, and its connections are not under the data
+/// listeners' `limits.max_connections`, so it has its own bound.
+pub const MAX_CONNECTIONS: usize = 64;
+
 /// Accept admin connections forever.
 pub async fn accept_loop(listener: TcpListener, admin: Arc<Admin>) {
+    let open = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
-        let (stream, _) = match listener.accept().await {
+        let (stream, peer) = match listener.accept().await {
             Ok(x) => x,
             Err(e) => {
                 tracing::warn!(error = %e, "admin accept failed");
@@ -57,8 +63,13 @@ pub async fn accept_loop(listener: TcpListener, admin: Arc<Admin>) {
                 continue;
             }
         };
+        let Ok(place) = open.clone().try_acquire_owned() else {
+            tracing::warn!(%peer, max = MAX_CONNECTIONS, "admin: too many connections, closed");
+            continue;
+        };
         let admin = admin.clone();
         tokio::spawn(async move {
+            let _place = place;
             let svc = service_fn(move |req| {
                 let admin = admin.clone();
                 async move { Ok::<_, Infallible>(route(&admin, req).await) }
