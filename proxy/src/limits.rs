@@ -71,6 +71,35 @@ impl ConnectionLimit {
     }
 }
 
+/// File descriptors kept beyond the data connections' share: listeners, the journal, DNS
+/// over TCP, admin connections, the idle upstream pool.
+const FD_RESERVE: u64 = 1024;
+
+/// Raise the process's open-files soft limit to its hard limit (as nginx's
+/// `worker_rlimit_nofile` and Go's runtime do: the default soft limit of 1024 is far below what
+/// a proxy holds), and warn when `max_connections` can still outgrow it. Each admitted
+/// connection can hold two descriptors: the client's and its upstream's. Returns the limit
+/// now in force, or `None` when the platform does not say.
+pub fn raise_open_files_limit(max_connections: usize) -> Option<u64> {
+    let limit = match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => limit,
+        Err(e) => {
+            tracing::warn!(error = %e, "the open-files limit could not be read or raised");
+            return None;
+        }
+    };
+    let needed = 2 * max_connections as u64 + FD_RESERVE;
+    if limit < needed {
+        tracing::warn!(
+            limit,
+            needed,
+            max_connections,
+            "the open-files limit is below what limits.max_connections needs: accepts and dials will fail before the cap; raise the hard limit (ulimit -Hn, the container's nofile) or lower limits.max_connections"
+        );
+    }
+    Some(limit)
+}
+
 fn now_ms() -> u64 {
     static START: OnceLock<Instant> = OnceLock::new();
     START.get_or_init(Instant::now).elapsed().as_millis() as u64

@@ -95,6 +95,7 @@ pub struct Metrics {
     bytes_down: AtomicU64,
     active_connections: AtomicU64,
     connection_limit_refusals: AtomicU64,
+    open_files_limit: AtomicU64,
     guard_refusals: AtomicU64,
     upstream_dials: AtomicU64,
     journal_written: AtomicU64,
@@ -144,6 +145,11 @@ impl Metrics {
     /// A connection refused at the limit.
     pub fn connection_limit_refusal(&self) {
         self.connection_limit_refusals.fetch_add(1, Relaxed);
+    }
+
+    /// The open-files limit in force.
+    pub fn set_open_files_limit(&self, limit: u64) {
+        self.open_files_limit.store(limit, Relaxed);
     }
 
     /// The guard refused a destination.
@@ -233,7 +239,7 @@ impl Metrics {
             }
         }
         let losses = self.journal_losses();
-        let simple: [(&str, &str, &str, u64); 15] = [
+        let simple: [(&str, &str, &str, u64); 16] = [
             (
                 "af_proxy_refused_undecided_total",
                 "counter",
@@ -257,6 +263,12 @@ impl Metrics {
                 "gauge",
                 "Client connections open now.",
                 self.active_connections.load(Relaxed),
+            ),
+            (
+                "af_proxy_open_files_limit",
+                "gauge",
+                "The process's open-files limit, raised to the hard limit at start (0: unknown).",
+                self.open_files_limit.load(Relaxed),
             ),
             (
                 "af_proxy_connection_limit_refusals_total",

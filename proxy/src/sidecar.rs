@@ -97,6 +97,9 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
     let config = settings.config;
     let l = &config.limits;
     let metrics = Arc::new(Metrics::default());
+    if let Some(limit) = crate::limits::raise_open_files_limit(l.max_connections) {
+        metrics.set_open_files_limit(limit);
+    }
     let env: Arc<str> = Arc::from(config.env.as_str());
     let journal_settings = JournalSettings {
         dir: config.journal.dir.clone(),

@@ -252,3 +252,37 @@ async fn a_taken_port_is_refused_with_net_002() {
     assert_refused_before_binding(&yaml, "AF-NET-002").await;
     drop(taken);
 }
+
+#[tokio::test]
+async fn the_open_files_limit_is_raised_to_the_hard_limit_and_a_short_one_is_warned_of() {
+    let dns = resolver(vec![]).await;
+    let dir = TempDir::new("nofile");
+    let listen = Listen::free();
+    let yaml = Setup::new(&egress(&[]), dns.addr).yaml(&dir.path().join("journal"), &listen);
+    let config = dir.path().join("sidecar.yaml");
+    std::fs::write(&config, yaml).unwrap();
+    let log = dir.path().join("stderr.log");
+    // Started with a soft limit of 256 under a hard limit of 4096 (util-linux's prlimit).
+    let mut child = Command::new("prlimit")
+        .args(["--nofile=256:4096", "--"])
+        .arg(env!("CARGO_BIN_EXE_af-proxy"))
+        .arg("--config")
+        .arg(&config)
+        .env("AF_PROXY_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let admin = Admin(listen.admin);
+    wait_healthy(&admin).await;
+    assert_eq!(admin.metric("af_proxy_open_files_limit").await, 4096);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The default limits.max_connections (4096) needs more than 4096 descriptors.
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        stderr.contains("open-files limit is below what limits.max_connections needs"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("\"needed\":9216"), "{stderr}");
+}
