@@ -409,6 +409,36 @@ fn bad_rules_are_reported_together_with_their_field() {
 }
 
 #[test]
+fn sandbox_is_refused_for_hosts_whose_requests_are_signed() {
+    for host in [
+        "email.us-east-1.amazonaws.com",
+        "*.amazonaws.com",
+        "sqs.cn-north-1.amazonaws.com.cn:443",
+    ] {
+        let problems = Catalogue::compile(&EgressSpec {
+            default: None,
+            allow_ipv6: false,
+            rules: vec![rule(host, Mode::Sandbox)],
+        })
+        .unwrap_err();
+        assert_eq!((problems[0].rule, problems[0].field), (0, "mode"), "{host}");
+        assert!(problems[0].message.contains("Signature V4"), "{host}");
+        assert!(problems[0].message.contains("use capture"), "{host}");
+    }
+    // Positive controls: capture for SES, sandbox for a provider that takes a bearer key.
+    Catalogue::compile(&EgressSpec {
+        default: None,
+        allow_ipv6: false,
+        rules: vec![
+            rule("email.us-east-1.amazonaws.com", Mode::Capture),
+            rule("api.stripe.com", Mode::Sandbox),
+            rule("notamazonaws.com", Mode::Sandbox),
+        ],
+    })
+    .expect("compiles");
+}
+
+#[test]
 fn explain_lists_every_match_and_why_the_winner_won() {
     let c = catalogue(
         None,

@@ -492,6 +492,16 @@ impl Catalogue {
     }
 }
 
+/// Whether `host` (a rule's pattern) names a provider whose requests carry a signature made
+/// with the credential rather than the credential itself: AWS (Signature V4).
+fn signs_requests(host: &str) -> bool {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    let host = host.split(':').next().unwrap_or_default();
+    ["amazonaws.com", "amazonaws.com.cn"]
+        .iter()
+        .any(|domain| host == *domain || host.ends_with(&format!(".{domain}")))
+}
+
 fn label_count(name: &str) -> usize {
     name.bytes().filter(|&b| b == b'.').count() + 1
 }
@@ -531,6 +541,15 @@ fn compile_rule(index: usize, spec: &RuleSpec) -> Result<CompiledRule, Vec<RuleP
             format!(
                 "a rate limit applies to allow and sandbox rules, not to a {} rule",
                 spec.mode
+            ),
+        );
+    }
+    if spec.mode == Mode::Sandbox && signs_requests(&spec.host) {
+        problem(
+            "mode",
+            format!(
+                "{} signs every request with the caller's secret (AWS Signature V4), so sandbox cannot swap in a test credential; use capture (SES is answered as the provider would) or allow with a test account's keys",
+                spec.host
             ),
         );
     }
