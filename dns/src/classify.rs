@@ -21,16 +21,20 @@ pub enum NameClass {
 pub struct Classifier {
     names: HashSet<LowerName>,
     zones: Vec<LowerName>,
+    /// Every single-label name is inside, listed or not.
+    any_single_label: bool,
 }
 
 impl Classifier {
-    /// Builds a classifier from normalised names (see [`crate::DnsConfig::validate`]).
+    /// Builds a classifier from normalised names (see [`crate::DnsConfig::validate`]); with
+    /// `any_single_label`, every single-label name is inside, not only the listed ones.
     ///
     /// Entries that are not DNS names are skipped; validation has already refused them.
-    pub fn new(inside_names: &[String], inside_zones: &[String]) -> Self {
+    pub fn new(inside_names: &[String], inside_zones: &[String], any_single_label: bool) -> Self {
         Self {
             names: inside_names.iter().filter_map(|n| fqdn(n)).collect(),
             zones: inside_zones.iter().filter_map(|n| fqdn(n)).collect(),
+            any_single_label,
         }
     }
 
@@ -38,7 +42,7 @@ impl Classifier {
     pub fn classify(&self, name: &LowerName) -> NameClass {
         if name.is_localhost() {
             NameClass::Localhost
-        } else if name.num_labels() == 1
+        } else if (self.any_single_label && name.num_labels() == 1)
             || self.names.contains(name)
             || self.zones.iter().any(|zone| zone.zone_of(name))
         {
@@ -59,9 +63,17 @@ fn fqdn(name: &str) -> Option<LowerName> {
 mod tests {
     use super::*;
 
-    fn class(name: &str) -> NameClass {
-        let classifier = Classifier::new(&["api-db.test".into()], &["svc.cluster.local".into()]);
+    fn class_with(name: &str, any_single_label: bool) -> NameClass {
+        let classifier = Classifier::new(
+            &["api-db.test".into(), "db".into()],
+            &["svc.cluster.local".into()],
+            any_single_label,
+        );
         classifier.classify(&name.parse().expect("name"))
+    }
+
+    fn class(name: &str) -> NameClass {
+        class_with(name, false)
     }
 
     #[test]
@@ -72,7 +84,13 @@ mod tests {
     }
 
     #[test]
-    fn single_labels_configured_names_and_zones_are_inside() {
+    fn unlisted_single_labels_are_outside_unless_every_one_is_inside() {
+        assert_eq!(class("printer."), NameClass::Outside);
+        assert_eq!(class_with("printer.", true), NameClass::Inside);
+    }
+
+    #[test]
+    fn listed_names_and_zones_are_inside() {
         assert_eq!(class("db."), NameClass::Inside);
         assert_eq!(class("API-DB.test."), NameClass::Inside);
         assert_eq!(class("svc.cluster.local."), NameClass::Inside);

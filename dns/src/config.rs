@@ -34,6 +34,12 @@ pub struct DnsConfig {
     /// The runtime's own zones, e.g. `svc.cluster.local`: the zone and every name below it.
     #[serde(default)]
     pub inside_zones: Vec<String>,
+    /// Whether a single-label name that `inside_names` does not list is still asked of the
+    /// runtime's resolver. Off (the default), it is answered as outside: the runtime's resolver
+    /// passes names it does not know on to the host's resolvers, so forwarding made-up short
+    /// names would be a way out for data spelled into them.
+    #[serde(default)]
+    pub forward_unlisted_single_labels: bool,
     /// The environment's networks: an inside name must resolve only into these to be inside.
     pub inside_subnets: Vec<IpNet>,
     /// The runtime's resolver (Docker's `127.0.0.11:53`, the cluster DNS service).
@@ -90,6 +96,7 @@ impl DnsConfig {
             allow_ipv6: false,
             inside_names: Vec::new(),
             inside_zones: Vec::new(),
+            forward_unlisted_single_labels: false,
             inside_subnets,
             upstream,
             ttl_secs: default_ttl_secs(),

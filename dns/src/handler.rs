@@ -75,7 +75,11 @@ impl Handler {
         metrics: Metrics,
     ) -> Result<Self, DnsError> {
         Ok(Self {
-            classifier: Classifier::new(&checked.inside_names, &checked.inside_zones),
+            classifier: Classifier::new(
+                &checked.inside_names,
+                &checked.inside_zones,
+                config.forward_unlisted_single_labels,
+            ),
             forwarder: Forwarder::new(config)?,
             sidecar_v4: config.sidecar_v4,
             sidecar_v6: config.sidecar_v6.filter(|_| config.allow_ipv6),

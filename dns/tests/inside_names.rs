@@ -72,9 +72,25 @@ async fn inside_looking_name_with_an_outside_address_is_answered_as_outside() {
 }
 
 #[tokio::test]
-async fn unknown_single_label_name_is_answered_as_outside() {
+async fn an_unlisted_single_label_name_is_outside_and_never_reaches_the_runtime_resolver() {
     let env = start(|_| {}).await;
     let answer = ask(env.addr, Transport::Udp, "printer.", RecordType::A).await;
+    assert_eq!(addresses(&answer), [IpAddr::V4(SIDECAR_V4)]);
+    assert!(
+        env.resolver.queries().is_empty(),
+        "a made-up short name must not leave through the runtime's resolver"
+    );
+    // Positive control: a listed short name is asked of the runtime's resolver.
+    let db = ask(env.addr, Transport::Udp, "db.", RecordType::A).await;
+    assert_eq!(addresses(&db), [ip("198.51.100.20")]);
+    assert_eq!(env.resolver.queries().len(), 1);
+}
+
+#[tokio::test]
+async fn forwarding_unlisted_single_labels_is_opt_in() {
+    let env = start(|config| config.forward_unlisted_single_labels = true).await;
+    let answer = ask(env.addr, Transport::Udp, "printer.", RecordType::A).await;
+    // The runtime's resolver does not know it: still the sidecar's address, but it was asked.
     assert_eq!(addresses(&answer), [IpAddr::V4(SIDECAR_V4)]);
     assert_eq!(env.resolver.queries().len(), 1);
 }

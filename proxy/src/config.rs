@@ -322,6 +322,7 @@ impl Listeners {
             answer_v4: None,
             answer_v6: None,
             inside_zones: Vec::new(),
+            forward_unlisted_short_names: false,
             udp_sockets: 0,
             seen_capacity: None,
         }
@@ -383,6 +384,10 @@ pub struct DnsListener {
     /// The runtime's own zones, forwarded like inside names (e.g. `svc.cluster.local`).
     #[serde(default)]
     pub inside_zones: Vec<String>,
+    /// Ask the runtime's resolver for single-label names `inside.names` does not list (off:
+    /// they are answered as outside, so made-up short names cannot carry data out through it).
+    #[serde(default)]
+    pub forward_unlisted_short_names: bool,
     /// UDP sockets sharing the port (SO_REUSEPORT); 0 means one per core.
     #[serde(default)]
     pub udp_sockets: usize,
@@ -415,6 +420,7 @@ impl DnsListener {
         config.allow_ipv6 = allow_ipv6 && self.answer_v6.is_some();
         config.inside_names = inside.names.clone();
         config.inside_zones = self.inside_zones.clone();
+        config.forward_unlisted_single_labels = self.forward_unlisted_short_names;
         if let Some(capacity) = self.seen_capacity {
             config.seen_capacity = capacity;
         }

@@ -107,6 +107,7 @@ pub fn config(upstream: SocketAddr) -> DnsConfig {
     );
     config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
     config.udp_sockets = 2;
+    config.inside_names = vec!["db".into(), "v6only".into()];
     config.inside_zones = vec!["svc.cluster.local".into()];
     config.upstream_timeout_ms = 1000;
     config
