@@ -31,6 +31,8 @@ pub struct Refusal {
     pub statement: String,
     /// What to do next.
     pub next: String,
+    /// Seconds until a retry can succeed (`Retry-After`), for a rate limit.
+    pub retry_after_secs: Option<u64>,
 }
 
 impl Refusal {
@@ -49,6 +51,7 @@ impl Refusal {
             reason: reason.into(),
             statement: statement.into(),
             next: code.next.to_owned(),
+            retry_after_secs: None,
         }
     }
 
@@ -83,7 +86,15 @@ impl Refusal {
         {
             h.insert(RULE, v);
         }
-        if self.status.is_client_error() && self.status != StatusCode::FORBIDDEN {
+        if let Some(secs) = self.retry_after_secs {
+            h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if self.status.is_client_error()
+            && !matches!(
+                self.status,
+                StatusCode::FORBIDDEN | StatusCode::TOO_MANY_REQUESTS
+            )
+        {
             h.insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         resp

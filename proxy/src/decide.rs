@@ -8,7 +8,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use af_policy::error::{ErrorCode, codes};
 use http::StatusCode;
@@ -130,6 +130,8 @@ pub fn decide_tunnel(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, TunnelVerdic
         }
     } else if decision.mode == Mode::Block {
         TunnelVerdict::Refuse(blocked(ask, &host, &label, decision.reason))
+    } else if let Err(wait) = state.rates.admit(decision.rule) {
+        TunnelVerdict::Refuse(rate_limited(state, ask, &host, &label, decision.rule, wait))
     } else {
         TunnelVerdict::Tunnel
     };
@@ -149,11 +151,45 @@ pub fn decide_request(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, Result<Serv
     let label = state.catalogue.rule_label(decision.rule).to_owned();
     let verdict = match decision.mode {
         Mode::Block => Err(blocked(ask, &host, &label, decision.reason)),
-        Mode::Allow => Ok(Serve::Forward),
-        Mode::Sandbox => Ok(Serve::Sandbox),
+        Mode::Allow | Mode::Sandbox => match state.rates.admit(decision.rule) {
+            Err(wait) => Err(rate_limited(state, ask, &host, &label, decision.rule, wait)),
+            Ok(()) if decision.mode == Mode::Allow => Ok(Serve::Forward),
+            Ok(()) => Ok(Serve::Sandbox),
+        },
         mode => Ok(Serve::Locally(mode)),
     };
     (Ticket::decided(state, ask, host, &decision, label), verdict)
+}
+
+/// The refusal of a request past its rule's `rate_limit`; `wait` is until a place frees.
+fn rate_limited(
+    state: &State,
+    ask: &Ask<'_>,
+    host: &str,
+    label: &str,
+    rule: Option<RuleId>,
+    wait: Duration,
+) -> Refusal {
+    let limit = rule
+        .and_then(|id| state.catalogue.rate_limit(id))
+        .map_or_else(String::new, |rate| format!(" of {rate}"));
+    let secs = wait.as_secs_f64().ceil() as u64;
+    Refusal {
+        rule: Some(label.to_owned()),
+        retry_after_secs: Some(secs.max(1)),
+        ..Refusal::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            &codes::NET_RATE_LIMITED,
+            "rate_limited",
+            format!(
+                "A request to {host}:{} went past the rate limit{limit} of {label} and was not forwarded",
+                ask.port
+            ),
+        )
+        .with_next(format!(
+            "Retry in {secs} s, or raise rate_limit on {label} in the manifest."
+        ))
+    }
 }
 
 /// The refusal of a tunnel that needs TLS opened when the sidecar has no environment CA.

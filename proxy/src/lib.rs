@@ -21,6 +21,7 @@ pub mod message;
 pub mod metrics;
 pub mod mime;
 pub mod modes;
+pub mod rate;
 pub mod respond;
 pub mod sidecar;
 pub mod smtp;

@@ -24,6 +24,7 @@ use crate::metrics::{Metrics, Via};
 use crate::modes::ModeSettings;
 use crate::modes::pack::Packs;
 use crate::modes::synth::OpenApiDocs;
+use crate::rate::RuleRates;
 use crate::state::{State, Tuning};
 
 /// A running sidecar: where it listens, and its tasks (aborted on drop).
@@ -193,6 +194,7 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
         tracing::warn!(networks = ?config.guard.trusted_networks, "guard: trusted upstream networks are set; loopback/private addresses in them will be dialled");
     }
     let state = Arc::new(State {
+        rates: RuleRates::new(&settings.catalogue),
         catalogue: settings.catalogue,
         journal: journal.clone(),
         metrics: metrics.clone(),

@@ -11,6 +11,7 @@ use crate::journal::Journal;
 use crate::limits::ConnectionLimit;
 use crate::metrics::Metrics;
 use crate::modes::ModeSettings;
+use crate::rate::RuleRates;
 use af_policy::egress::Catalogue;
 
 /// The sidecar's shared state.
@@ -33,6 +34,8 @@ pub struct State {
     pub modes: ModeSettings,
     /// The connection cap.
     pub limit: ConnectionLimit,
+    /// The rules' rate limits.
+    pub rates: RuleRates,
     /// Timeouts and sizes.
     pub tuning: Tuning,
 }

@@ -93,3 +93,44 @@ async fn a_slow_request_head_is_cut_off_and_an_oversized_one_is_refused() {
     let out = raw(sc.proxy(), big.as_bytes(), Duration::from_secs(5)).await;
     assert!(out.starts_with("HTTP/1.1 431"), "{out}");
 }
+
+#[tokio::test]
+async fn a_rules_rate_limit_refuses_with_429_net_048_past_its_burst() {
+    let up = hello_upstream().await;
+    let dns = resolver(vec![
+        ("api.limited.test", vec![upstream_ip()]),
+        ("tunnel.limited.test", vec![upstream_ip()]),
+    ])
+    .await;
+    let rules = "  default: block\n  rules:\n    - host: api.limited.test\n      mode: allow\n      rate_limit: 2/h\n    - host: tunnel.limited.test\n      mode: allow\n      rate_limit: 1/h\n";
+    let sc = Sidecar::start(&Setup::new(rules, dns.addr)).await;
+    let url = format!("http://api.limited.test:{}/", up.addr().port());
+    // Positive control: the burst is forwarded.
+    for _ in 0..2 {
+        assert_eq!(proxy_get(sc.proxy(), &url).await.status, 200);
+    }
+    assert_eq!(up.seen().len(), 2);
+    let refused = proxy_get(sc.proxy(), &url).await;
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert_eq!(refused.header("x-af-code"), Some("AF-NET-048"));
+    assert!(refused.body.contains("2/h"), "{}", refused.body);
+    assert!(refused.body.contains("Next:"), "{}", refused.body);
+    // One place frees every 30 minutes.
+    let retry: u64 = refused.header("retry-after").unwrap().parse().unwrap();
+    assert!((1_700..=1_800).contains(&retry), "{retry}");
+    assert_eq!(up.seen().len(), 2, "nothing past the limit was forwarded");
+
+    // A tunnel counts once, then is refused before any byte leaves.
+    let authority = format!("tunnel.limited.test:{}", up.addr().port());
+    let (first, _open) = connect_tunnel(sc.proxy(), &authority).await;
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    let (second, _) = connect_tunnel(sc.proxy(), &authority).await;
+    assert!(second.starts_with("HTTP/1.1 429"), "{second}");
+
+    let recs = sc.admin().wait_records("blocked=true", 2).await;
+    assert!(
+        recs.iter()
+            .all(|r| r["reason"] == "rate_limited" && r["code"] == "AF-NET-048"),
+        "{recs:#?}"
+    );
+}

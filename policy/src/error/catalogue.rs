@@ -207,4 +207,7 @@ catalogue! {
     NET_SMTP = "AF-NET-047", Network,
         "The SMTP listener refused a mail.",
         "Send a well-formed message with at least one recipient.";
+    NET_RATE_LIMITED = "AF-NET-048", Network,
+        "A request went past its egress rule's rate_limit and was not forwarded.",
+        "Retry after the time in Retry-After, or raise the rule's rate_limit in the manifest.";
 }
