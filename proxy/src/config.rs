@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -325,6 +326,7 @@ impl Listeners {
             forward_unlisted_short_names: false,
             udp_sockets: 0,
             seen_capacity: None,
+            sightings_per_second: default_sightings_per_second(),
         }
     }
 }
@@ -394,6 +396,15 @@ pub struct DnsListener {
     /// How many (name, type) pairs are remembered as seen; default af-dns's (65 536).
     #[serde(default)]
     pub seen_capacity: Option<usize>,
+    /// First sightings journaled per second (ten times as many at once); past it they are
+    /// counted, not journaled, so a flood of made-up names cannot push decisions out of the
+    /// bounded journal.
+    #[serde(default = "default_sightings_per_second")]
+    pub sightings_per_second: NonZeroU32,
+}
+
+fn default_sightings_per_second() -> NonZeroU32 {
+    NonZeroU32::new(50).unwrap_or(NonZeroU32::MIN)
 }
 
 impl DnsListener {

@@ -96,6 +96,7 @@ pub struct Metrics {
     active_connections: AtomicU64,
     connection_limit_refusals: AtomicU64,
     open_files_limit: AtomicU64,
+    sightings_not_journaled: AtomicU64,
     guard_refusals: AtomicU64,
     upstream_dials: AtomicU64,
     journal_written: AtomicU64,
@@ -145,6 +146,11 @@ impl Metrics {
     /// A connection refused at the limit.
     pub fn connection_limit_refusal(&self) {
         self.connection_limit_refusals.fetch_add(1, Relaxed);
+    }
+
+    /// A DNS first sighting past the budget, counted instead of journaled.
+    pub fn sighting_not_journaled(&self) {
+        self.sightings_not_journaled.fetch_add(1, Relaxed);
     }
 
     /// The open-files limit in force.
@@ -239,7 +245,7 @@ impl Metrics {
             }
         }
         let losses = self.journal_losses();
-        let simple: [(&str, &str, &str, u64); 16] = [
+        let simple: [(&str, &str, &str, u64); 17] = [
             (
                 "af_proxy_refused_undecided_total",
                 "counter",
@@ -263,6 +269,12 @@ impl Metrics {
                 "gauge",
                 "Client connections open now.",
                 self.active_connections.load(Relaxed),
+            ),
+            (
+                "af_proxy_dns_sightings_not_journaled_total",
+                "counter",
+                "DNS first sightings past listeners.dns.sightings_per_second, counted instead of journaled.",
+                self.sightings_not_journaled.load(Relaxed),
             ),
             (
                 "af_proxy_open_files_limit",

@@ -46,10 +46,15 @@ fn addresses(message: &Message) -> Vec<IpAddr> {
 }
 
 async fn sidecar_with_dns() -> (Sidecar, af_fixtures::test_resolver::TestResolver) {
+    sidecar_with_dns_and("").await
+}
+
+/// A sidecar with its DNS listener on, `extra` added to `listeners.dns`.
+async fn sidecar_with_dns_and(extra: &str) -> (Sidecar, af_fixtures::test_resolver::TestResolver) {
     let runtime_dns = resolver(vec![("web", vec![IpAddr::V4(WEB)])]).await;
     let mut setup = Setup::new(&egress(&[("api.allowed.test", "allow")]), runtime_dns.addr);
     setup.dns = format!(
-        "    listen: \"127.0.0.1:0\"\n    answer_v4: \"{SIDECAR_V4}\"\n    inside_resolver: \"{}\"\n    udp_sockets: 1",
+        "    listen: \"127.0.0.1:0\"\n    answer_v4: \"{SIDECAR_V4}\"\n    inside_resolver: \"{}\"\n    udp_sockets: 1{extra}",
         runtime_dns.addr
     );
     setup.extra = "inside:\n  subnets: [\"198.51.100.0/24\"]\n  names: [web]\n".into();
@@ -111,4 +116,41 @@ async fn dns_on_without_its_answer_address_is_refused_before_binding() {
         .expect("refused");
     assert_eq!(refused.code.code, "AF-NET-001");
     assert!(refused.statement.contains("answer_v4"), "{refused}");
+}
+
+#[tokio::test]
+async fn a_flood_of_made_up_names_is_journaled_only_within_the_sighting_budget() {
+    // One a second, ten at once.
+    let (sidecar, _runtime_dns) = sidecar_with_dns_and("\n    sightings_per_second: 1").await;
+    for i in 0..40 {
+        let answer = query(sidecar.dns(), &format!("x{i}.flood.test."), RecordType::A).await;
+        // Every name is still answered with the sidecar: the budget only bounds the journal.
+        assert_eq!(addresses(&answer), [IpAddr::V4(SIDECAR_V4)]);
+    }
+    let admin = sidecar.admin();
+    // Sightings reach the journal from af-dns's observer thread: wait until all 40 are
+    // accounted for.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let (journaled, not_journaled) = loop {
+        let not_journaled = admin
+            .metric("af_proxy_dns_sightings_not_journaled_total")
+            .await;
+        let records = admin.records("").await;
+        let journaled = records
+            .iter()
+            .filter(|r| r["kind"] == "dns_sighting")
+            .count() as u64;
+        if journaled + not_journaled == 40 || tokio::time::Instant::now() > deadline {
+            break (journaled, not_journaled);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        journaled + not_journaled,
+        40,
+        "{journaled} + {not_journaled}"
+    );
+    // Positive control: the burst was journaled; the rest was counted, none lost silently.
+    assert!(journaled >= 10, "{journaled}");
+    assert!(not_journaled >= 20, "{not_journaled}");
 }
