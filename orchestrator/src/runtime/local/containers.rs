@@ -1,10 +1,14 @@
-//! Container helpers: find ours (refusing somebody else's), remove, exec, last log lines.
+//! Container helpers: find ours (refusing somebody else's), list, create, upload files, start,
+//! remove, exec, last log lines.
+
+use std::collections::HashMap;
 
 use bollard::Docker;
 use bollard::exec::{CreateExecOptions, StartExecResults};
-use bollard::models::ContainerInspectResponse;
+use bollard::models::{ContainerCreateBody, ContainerInspectResponse, ContainerSummary};
 use bollard::query_parameters::{
-    ListContainersOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder,
+    CreateContainerOptionsBuilder, ListContainersOptionsBuilder, LogsOptionsBuilder,
+    RemoveContainerOptionsBuilder, UploadToContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
 
@@ -131,18 +135,11 @@ pub struct Listed {
 
 /// Every container (running or not) carrying the environment's labels.
 pub async fn owned(docker: &Docker, names: &Names) -> Result<Vec<Listed>, RuntimeError> {
-    let options = ListContainersOptionsBuilder::default()
-        .all(true)
-        .filters(&names.filter())
-        .build();
-    let list = docker
-        .list_containers(Some(options))
-        .await
-        .map_err(|e| RuntimeError::engine("list containers", e))?;
-    Ok(list
+    Ok(list(docker, &names.filter())
+        .await?
         .into_iter()
         .filter_map(|c| {
-            let name = c.names?.first()?.trim_start_matches('/').to_owned();
+            let name = name_of(&c)?;
             let label = |k: &str| {
                 c.labels
                     .as_ref()
@@ -161,26 +158,73 @@ pub async fn owned(docker: &Docker, names: &Names) -> Result<Vec<Listed>, Runtim
 
 /// Containers named like this environment's but without its label.
 pub async fn foreign(docker: &Docker, names: &Names) -> Result<Vec<String>, RuntimeError> {
-    let filters = std::collections::HashMap::from([(
-        "name".to_owned(),
-        vec![format!("af-{}-", names.env())],
-    )]);
-    let options = ListContainersOptionsBuilder::default()
-        .all(true)
-        .filters(&filters)
-        .build();
-    let list = docker
-        .list_containers(Some(options))
-        .await
-        .map_err(|e| RuntimeError::engine("list containers", e))?;
-    Ok(list
+    let filters = HashMap::from([("name".to_owned(), vec![format!("af-{}-", names.env())])]);
+    Ok(list(docker, &filters)
+        .await?
         .into_iter()
         .filter_map(|c| {
-            let name = c.names?.first()?.trim_start_matches('/').to_owned();
+            let name = name_of(&c)?;
             (names.could_be_ours(&name) && owner(c.labels.as_ref(), names.env()) != Owner::This)
                 .then_some(name)
         })
         .collect())
+}
+
+/// Every container (running or not) that `filters` match.
+async fn list(
+    docker: &Docker,
+    filters: &HashMap<String, Vec<String>>,
+) -> Result<Vec<ContainerSummary>, RuntimeError> {
+    let options = ListContainersOptionsBuilder::default()
+        .all(true)
+        .filters(filters)
+        .build();
+    docker
+        .list_containers(Some(options))
+        .await
+        .map_err(|e| RuntimeError::engine("list containers", e))
+}
+
+/// A listed container's name, without the leading `/`.
+fn name_of(container: &ContainerSummary) -> Option<String> {
+    let name = container.names.as_ref()?.first()?;
+    Some(name.trim_start_matches('/').to_owned())
+}
+
+/// Create a container named `name` from `body`, without starting it.
+pub async fn create(
+    docker: &Docker,
+    name: &str,
+    body: ContainerCreateBody,
+) -> Result<(), RuntimeError> {
+    let options = CreateContainerOptionsBuilder::default().name(name).build();
+    docker
+        .create_container(Some(options), body)
+        .await
+        .map_err(|e| RuntimeError::engine(format!("create container {name}"), e))?;
+    Ok(())
+}
+
+/// Unpack a tar `archive` at `/` in a container; `what` names its files in the error.
+pub async fn upload(
+    docker: &Docker,
+    name: &str,
+    archive: Vec<u8>,
+    what: &str,
+) -> Result<(), RuntimeError> {
+    let options = UploadToContainerOptionsBuilder::default().path("/").build();
+    docker
+        .upload_to_container(name, Some(options), bollard::body_full(archive.into()))
+        .await
+        .map_err(|e| RuntimeError::engine(format!("write {what} into {name}"), e))
+}
+
+/// Start a created container.
+pub async fn start(docker: &Docker, name: &str) -> Result<(), RuntimeError> {
+    docker
+        .start_container(name, None)
+        .await
+        .map_err(|e| RuntimeError::engine(format!("start container {name}"), e))
 }
 
 /// Run `argv` in a running container and collect its output.

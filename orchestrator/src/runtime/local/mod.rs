@@ -11,6 +11,7 @@
 
 pub mod client;
 pub mod containers;
+pub mod hardening;
 pub mod images;
 pub mod labels;
 pub mod networks;
@@ -25,9 +26,7 @@ use std::path::PathBuf;
 use std::time::SystemTime;
 
 use bollard::Docker;
-use bollard::query_parameters::{
-    ListImagesOptionsBuilder, LogsOptionsBuilder, RestartContainerOptionsBuilder,
-};
+use bollard::query_parameters::{LogsOptionsBuilder, RestartContainerOptionsBuilder};
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use ipnet::Ipv4Net;
@@ -605,15 +604,7 @@ impl LocalRuntime {
                 service: "sidecar".to_owned(),
             });
         }
-        let options = ListImagesOptionsBuilder::default()
-            .filters(&names.filter())
-            .build();
-        let list = self
-            .docker
-            .list_images(Some(options))
-            .await
-            .map_err(|e| RuntimeError::engine("list images", e))?;
-        for image in list {
+        for image in teardown::owned_images(&self.docker, &names).await? {
             let name = image.repo_tags.first().cloned().unwrap_or(image.id.clone());
             let label = |k: &str| image.labels.get(k).cloned().unwrap_or_default();
             out.push(OwnedObject {

@@ -11,16 +11,13 @@ use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
 use bollard::Docker;
-use bollard::models::{
-    ContainerCreateBody, EndpointSettings, HostConfig, NetworkingConfig, PortBinding,
-};
-use bollard::query_parameters::{CreateContainerOptionsBuilder, UploadToContainerOptionsBuilder};
+use bollard::models::{ContainerCreateBody, EndpointSettings, HostConfig, NetworkingConfig};
 use futures_util::StreamExt;
 
-use super::containers;
 use super::images::{FORWARD_BINARY, tar_of};
 use super::labels::{Names, kind};
 use super::sidecar::{PROXY_PORT, connect};
+use super::{containers, hardening};
 use crate::plan::{EnvPlan, ServicePlan, short_digest};
 use crate::runtime::RuntimeError;
 use crate::trust::{self, TrustFiles};
@@ -103,11 +100,9 @@ fn body(
 ) -> ContainerCreateBody {
     let s = spec.service;
     let host_config = HostConfig {
-        network_mode: Some(spec.internal.to_owned()),
         dns: Some(vec![spec.sidecar.to_string()]),
         dns_search: Some(Vec::new()),
-        security_opt: Some(vec!["no-new-privileges".to_owned()]),
-        ..Default::default()
+        ..hardening::host_config(spec.internal)
     };
     let endpoint = EndpointSettings {
         aliases: alias.then(|| vec![s.name.clone()]),
@@ -169,12 +164,14 @@ async fn create_and_start(
     body: ContainerCreateBody,
     trust: &TrustFiles,
 ) -> Result<(), RuntimeError> {
-    let options = CreateContainerOptionsBuilder::default().name(name).build();
-    docker
-        .create_container(Some(options), body)
-        .await
-        .map_err(|e| RuntimeError::engine(format!("create container {name}"), e))?;
-    let archive = tar_of(&[
+    containers::create(docker, name, body).await?;
+    containers::upload(docker, name, ca_archive(trust)?, "the CA files").await?;
+    containers::start(docker, name).await
+}
+
+/// The CA files as a tar archive to unpack at `/`.
+fn ca_archive(trust: &TrustFiles) -> Result<Vec<u8>, RuntimeError> {
+    tar_of(&[
         (
             relative(trust::BUNDLE_PATH),
             trust.bundle_pem.as_bytes(),
@@ -182,16 +179,7 @@ async fn create_and_start(
         ),
         (relative(trust::CA_PATH), trust.ca_pem.as_bytes(), 0o644),
     ])
-    .map_err(|e| RuntimeError::engine("pack the CA files", e))?;
-    let options = UploadToContainerOptionsBuilder::default().path("/").build();
-    docker
-        .upload_to_container(name, Some(options), bollard::body_full(archive.into()))
-        .await
-        .map_err(|e| RuntimeError::engine(format!("write the CA files into {name}"), e))?;
-    docker
-        .start_container(name, None)
-        .await
-        .map_err(|e| RuntimeError::engine(format!("start container {name}"), e))
+    .map_err(|e| RuntimeError::engine("pack the CA files", e))
 }
 
 /// An absolute path as a tar entry under `/`.
@@ -225,20 +213,7 @@ pub async fn forwarder(
 ) -> Result<(), RuntimeError> {
     let name = names.forwarder(f.service);
     let port_key = format!("{}/tcp", f.port);
-    let host_config = HostConfig {
-        network_mode: Some(f.publish.to_owned()),
-        port_bindings: Some(HashMap::from([(
-            port_key.clone(),
-            Some(vec![PortBinding {
-                host_ip: Some("127.0.0.1".to_owned()),
-                host_port: Some(String::new()),
-            }]),
-        )])),
-        cap_drop: Some(vec!["ALL".to_owned()]),
-        cap_add: Some(vec!["NET_BIND_SERVICE".to_owned()]),
-        security_opt: Some(vec!["no-new-privileges".to_owned()]),
-        ..Default::default()
-    };
+    let host_config = hardening::published_host_config(f.publish, &port_key);
     let body = ContainerCreateBody {
         image: Some(f.image.to_owned()),
         entrypoint: Some(vec![format!("/{FORWARD_BINARY}")]),
@@ -253,16 +228,9 @@ pub async fn forwarder(
         host_config: Some(host_config),
         ..Default::default()
     };
-    let options = CreateContainerOptionsBuilder::default().name(&name).build();
-    docker
-        .create_container(Some(options), body)
-        .await
-        .map_err(|e| RuntimeError::engine(format!("create container {name}"), e))?;
+    containers::create(docker, &name, body).await?;
     connect(docker, f.internal, &name, None).await?;
-    docker
-        .start_container(&name, None)
-        .await
-        .map_err(|e| RuntimeError::engine(format!("start container {name}"), e))
+    containers::start(docker, &name).await
 }
 
 #[cfg(test)]

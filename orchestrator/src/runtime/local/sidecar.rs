@@ -18,19 +18,16 @@ use std::time::SystemTime;
 use bollard::Docker;
 use bollard::models::{
     ContainerCreateBody, EndpointIpamConfig, EndpointSettings, HostConfig, NetworkConnectRequest,
-    NetworkingConfig, PortBinding, RestartPolicy, RestartPolicyNameEnum, VolumeCreateRequest,
+    NetworkingConfig, RestartPolicy, RestartPolicyNameEnum, VolumeCreateRequest,
 };
-use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, DownloadFromContainerOptionsBuilder,
-    UploadToContainerOptionsBuilder,
-};
+use bollard::query_parameters::DownloadFromContainerOptionsBuilder;
 use futures_util::StreamExt;
 use ipnet::Ipv4Net;
 use serde_json::{Value, json};
 
-use super::containers;
 use super::images::tar_of;
 use super::labels::{Names, kind};
+use super::{containers, hardening};
 use crate::env_id::EnvId;
 use crate::plan::{EnvPlan, short_digest};
 use crate::runtime::{AdminEndpoint, RuntimeError};
@@ -210,23 +207,12 @@ pub async fn create(docker: &Docker, names: &Names, c: Create<'_>) -> Result<(),
     let journal = ensure_journal_volume(docker, names).await?;
     let admin_port = format!("{ADMIN_PORT}/tcp");
     let host_config = HostConfig {
-        network_mode: Some(c.internal.0.to_owned()),
         binds: Some(vec![format!("{journal}:{JOURNAL_DIR}")]),
-        port_bindings: Some(HashMap::from([(
-            admin_port.clone(),
-            Some(vec![PortBinding {
-                host_ip: Some("127.0.0.1".to_owned()),
-                host_port: Some(String::new()),
-            }]),
-        )])),
         restart_policy: Some(RestartPolicy {
             name: Some(RestartPolicyNameEnum::UNLESS_STOPPED),
             maximum_retry_count: None,
         }),
-        cap_drop: Some(vec!["ALL".to_owned()]),
-        cap_add: Some(vec!["NET_BIND_SERVICE".to_owned()]),
-        security_opt: Some(vec!["no-new-privileges".to_owned()]),
-        ..Default::default()
+        ..hardening::published_host_config(c.internal.0, &admin_port)
     };
     let body = ContainerCreateBody {
         image: Some(c.image.to_owned()),
@@ -242,11 +228,7 @@ pub async fn create(docker: &Docker, names: &Names, c: Create<'_>) -> Result<(),
         }),
         ..Default::default()
     };
-    let options = CreateContainerOptionsBuilder::default().name(&name).build();
-    docker
-        .create_container(Some(options), body)
-        .await
-        .map_err(|e| RuntimeError::engine(format!("create container {name}"), e))?;
+    containers::create(docker, &name, body).await?;
     // The engine takes one network at create time on older API versions: join the rest now,
     // before the sidecar starts.
     connect(docker, c.edge.0, &name, Some(c.edge.1)).await?;
@@ -255,16 +237,8 @@ pub async fn create(docker: &Docker, names: &Names, c: Create<'_>) -> Result<(),
     }
     let archive = tar_of(&[("etc/af/sidecar.json", &file_bytes(c.doc), 0o600)])
         .map_err(|e| RuntimeError::engine("pack the sidecar configuration", e))?;
-    let options = UploadToContainerOptionsBuilder::default().path("/").build();
-    docker
-        .upload_to_container(&name, Some(options), bollard::body_full(archive.into()))
-        .await
-        .map_err(|e| RuntimeError::engine(format!("write the configuration into {name}"), e))?;
-    docker
-        .start_container(&name, None)
-        .await
-        .map_err(|e| RuntimeError::engine(format!("start container {name}"), e))?;
-    Ok(())
+    containers::upload(docker, &name, archive, "the configuration").await?;
+    containers::start(docker, &name).await
 }
 
 /// The journal volume: ours reused, somebody else's refused, otherwise created.

@@ -3,6 +3,7 @@
 //! collected and teardown goes on; the caller reports what is left (AF-RUN-030).
 
 use bollard::Docker;
+use bollard::models::ImageSummary;
 use bollard::query_parameters::{
     ListImagesOptionsBuilder, ListVolumesOptionsBuilder, RemoveImageOptionsBuilder,
     RemoveVolumeOptions,
@@ -28,6 +29,20 @@ pub async fn owned_volumes(docker: &Docker, names: &Names) -> Result<Vec<String>
         .into_iter()
         .map(|v| v.name)
         .collect())
+}
+
+/// The images carrying the environment's labels.
+pub async fn owned_images(
+    docker: &Docker,
+    names: &Names,
+) -> Result<Vec<ImageSummary>, RuntimeError> {
+    let options = ListImagesOptionsBuilder::default()
+        .filters(&names.filter())
+        .build();
+    docker
+        .list_images(Some(options))
+        .await
+        .map_err(|e| RuntimeError::engine("list images", e))
 }
 
 /// Remove the environment's containers, networks, volumes and images.
@@ -62,13 +77,7 @@ pub async fn down(docker: &Docker, names: &Names) -> Result<DownReport, RuntimeE
                 .push((format!("volume {name}"), e.to_string())),
         }
     }
-    let options = ListImagesOptionsBuilder::default()
-        .filters(&names.filter())
-        .build();
-    let images = docker
-        .list_images(Some(options))
-        .await
-        .map_err(|e| RuntimeError::engine("list images", e))?;
+    let images = owned_images(docker, names).await?;
     // By tag, so an image that somehow also carries another name keeps that name.
     let prefix = format!("af/{}/", names.env());
     for image in images {
