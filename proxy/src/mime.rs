@@ -311,6 +311,23 @@ mod tests {
         assert!(Mail::parse(b"\r\njust text").is_none());
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_bytes_after_a_header_are_read_without_panicking(
+            headers in proptest::collection::vec("[A-Za-z-]{1,12}: .{0,60}", 1..6),
+            body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..1024),
+        ) {
+            let mut raw = headers.join("\r\n").into_bytes();
+            raw.extend_from_slice(b"\r\n\r\n");
+            raw.extend_from_slice(&body);
+            if let Some(mail) = Mail::parse(&raw) {
+                let content = mail.content(&["note".to_owned()]);
+                proptest::prop_assert!(content.text.is_some(), "the note is always shown");
+                let _ = (mail.from(), mail.recipients());
+            }
+        }
+    }
+
     #[test]
     fn names_with_separators_are_quoted() {
         assert_eq!(mailbox(Some("Doe, J"), "j@x.test"), "\"Doe, J\" <j@x.test>");

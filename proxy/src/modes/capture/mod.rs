@@ -8,6 +8,8 @@
 
 mod error;
 mod form;
+#[cfg(test)]
+mod fuzz;
 mod ids;
 mod mail;
 mod mailgun;
