@@ -112,6 +112,45 @@ async fn mock_answers_from_the_built_in_pack_and_a_miss_offers_a_skeleton() {
 }
 
 #[tokio::test]
+async fn every_answering_mode_answers_alike_through_connect_and_transparent_tls() {
+    let env = Env::start().await;
+    let connector = client(&[&env.ca.cert_der], &[H1]);
+    let mail = json!({
+        "personalizations": [{"to": [{"email": "both@example.test"}]}],
+        "from": {"email": "noreply@shop.example.test"},
+        "subject": "Hello", "content": [{"type": "text/plain", "value": "hi"}]
+    });
+    let cases = [
+        ("mock", "api.github.com", 200),
+        ("synth", "shop.synth.test", 200),
+        ("capture", "api.sendgrid.com", 202),
+    ];
+    for (mode, host, status) in cases {
+        let ask = || match mode {
+            "mock" => request("GET", host, "/repos/acme/widgets", ""),
+            "synth" => request("GET", host, "/v1/orders/ord_7", ""),
+            _ => json_request(host, "/v3/mail/send", &mail),
+        };
+        let through_connect = send1(&mut env.h1_to(host).await, ask()).await;
+        let tls = tls_direct(env.sc.tls(), host, &connector).await.unwrap();
+        let through_transparent = send1(&mut h1(tls).await, ask()).await;
+        for got in [&through_connect, &through_transparent] {
+            assert_eq!(got.status, status, "{mode}: {}", got.body);
+            assert_eq!(got.header("x-af-decision"), Some(mode));
+        }
+        if mode != "capture" {
+            assert_eq!(
+                through_connect.body, through_transparent.body,
+                "{mode}: the same answer either way"
+            );
+        }
+    }
+    // Both captures reached the inbox.
+    let inbox = wait_inbox(&env.sc.admin(), "to=both%40example.test", 2).await;
+    assert_eq!(inbox.len(), 2);
+}
+
+#[tokio::test]
 async fn synth_is_deterministic_per_request_through_transparent_tls() {
     let env = Env::start().await;
     let connector = client(&[&env.ca.cert_der], &[H1]);

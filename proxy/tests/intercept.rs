@@ -236,6 +236,28 @@ async fn sandbox_swaps_in_the_test_credential_and_refuses_without_one() {
 }
 
 #[tokio::test]
+async fn sandbox_swaps_the_credential_through_the_transparent_listener_too() {
+    let env = Env::start(16).await;
+    let connector = client(&[&env.ca.cert_der], &[H1]);
+    let tls = tls_direct(env.sc.tls(), "api.sandbox.test", &connector)
+        .await
+        .unwrap();
+    let mut req = request("GET", "api.sandbox.test", "/v1/balance", "");
+    req.headers_mut().insert(
+        "authorization",
+        "Bearer sk_test_the_services_own".parse().unwrap(),
+    );
+    let got = send1(&mut h1(tls).await, req).await;
+    assert_eq!(got.status, 200, "{}", got.body);
+    let seen = env.up.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        seen[0].header("authorization"),
+        Some("Bearer sk_test_sandbox_key")
+    );
+}
+
+#[tokio::test]
 async fn a_live_key_is_refused_on_every_path_and_never_recorded() {
     let env = Env::start(16).await;
     let live = "sk_live_51NotARealKeyButLooksLive";
