@@ -90,7 +90,7 @@ pub fn explain_command(ask: &Ask<'_>, host: &str) -> String {
         format!(
             "af net explain {method} {}://{host}{port}{}",
             ask.scheme(),
-            tripwire::redact(ask.path)
+            tripwire::redact_path(ask.path)
         )
     }
 }
@@ -224,7 +224,7 @@ fn blocked(ask: &Ask<'_>, host: &str, label: &str, reason: Reason) -> Refusal {
             "{} {}://{host}{}",
             ask.method,
             ask.scheme(),
-            tripwire::redact(ask.path)
+            tripwire::redact_path(ask.path)
         )
     };
     let by = match reason {
@@ -310,8 +310,8 @@ impl Ticket {
                 method: ask.method.to_owned(),
                 host,
                 port: ask.port,
-                // Every record's path is redacted: a live secret in a URL never reaches disk.
-                path: tripwire::redact(ask.path).into_owned(),
+                // Every record's path is redacted: no secret a URL carries reaches disk.
+                path: tripwire::redact_path(ask.path).into_owned(),
                 tls: matches!(ask.via, Via::Tls | Via::Intercept),
                 mode: mode.map(Mode::as_str),
                 rule,

@@ -5,6 +5,9 @@
 //! The head (URL and headers, including a Basic credential's decoded user and password) is
 //! checked for every request; the body is checked where the sidecar reads it anyway (mock,
 //! capture, synth). A streamed body (allow, sandbox) is not buffered for this.
+//!
+//! Any credential a URL carries in a query parameter (`?key=`, `?access_token=`, live or not)
+//! is kept out of the journal and refusals too: [`redact_path`] replaces its value.
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -134,6 +137,48 @@ pub fn redact(path: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Query parameters that carry API credentials (Google's `key`, OAuth's `access_token`, ...);
+/// compared without regard to case.
+const CREDENTIAL_PARAMETERS: [&str; 8] = [
+    "key",
+    "api_key",
+    "apikey",
+    "api-key",
+    "access_token",
+    "auth_token",
+    "token",
+    "client_secret",
+];
+
+/// Whether a query's `name=value` pair (or bare `name`) carries a credential.
+pub fn is_credential_parameter(pair: &str) -> bool {
+    let name = pair.split_once('=').map_or(pair, |(name, _)| name);
+    CREDENTIAL_PARAMETERS
+        .iter()
+        .any(|c| c.eq_ignore_ascii_case(name))
+}
+
+/// A request path (with query) as records and refusals show it: [`redact`], and the value of
+/// every credential query parameter replaced.
+pub fn redact_path(path: &str) -> Cow<'_, str> {
+    let live = redact(path);
+    let Some((head, query)) = live.split_once('?') else {
+        return live;
+    };
+    let carries = |pair: &&str| is_credential_parameter(pair) && !pair.ends_with('=');
+    if !query.split('&').any(|pair| carries(&pair)) {
+        return live;
+    }
+    let pairs: Vec<Cow<'_, str>> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, _)) if carries(&pair) => Cow::Owned(format!("{name}={REDACTED}")),
+            _ => Cow::Borrowed(pair),
+        })
+        .collect();
+    Cow::Owned(format!("{head}?{}", pairs.join("&")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,6 +211,20 @@ mod tests {
 
         let body = format!("{{\"api_key\":\"rk_live_{}\"}}", "a".repeat(24));
         assert!(scan_body(body.as_bytes()).is_some_and(|h| h.what.contains("restricted")));
+    }
+
+    #[test]
+    fn credential_parameters_are_redacted_from_paths_and_the_rest_is_kept() {
+        assert_eq!(
+            redact_path("/geo?address=a%20b&KEY=AIzaOwnKey&x=1&access_token=t&token="),
+            "/geo?address=a%20b&KEY=[redacted]&x=1&access_token=[redacted]&token="
+        );
+        assert_eq!(
+            redact_path(&format!("/v1?monkey=1&q={KEY}")),
+            "/v1?monkey=1&q=sk_live_[redacted]"
+        );
+        assert!(matches!(redact_path("/v1/x?keyword=k"), Cow::Borrowed(_)));
+        assert!(matches!(redact_path("/v1/x"), Cow::Borrowed(_)));
     }
 
     #[test]

@@ -134,6 +134,33 @@ async fn blocked_request_gets_403_naming_the_rule_and_is_journaled() {
 }
 
 #[tokio::test]
+async fn a_credential_in_the_query_is_forwarded_as_sent_but_never_recorded() {
+    let (_dns, up, sc) = setup(Replies::new(Reply::ok("hello"))).await;
+    let url = format!(
+        "http://api.allowed.test:{}/maps?q=cafe&key=AIzaServicesOwnKey1234",
+        up.addr().port()
+    );
+    assert_eq!(proxy_get(sc.proxy(), &url).await.status, 200);
+    // Allow forwards the request untouched: the key is the service's business.
+    assert_eq!(up.seen()[0].path, "/maps?q=cafe&key=AIzaServicesOwnKey1234");
+    let refused = proxy_get(
+        sc.proxy(),
+        "http://api.blocked.test/x?access_token=tok123456",
+    )
+    .await;
+    assert_eq!(refused.status, 403);
+    assert!(!refused.body.contains("tok123456"), "{}", refused.body);
+    let recs = sc.admin().wait_records("", 2).await;
+    assert_eq!(recs[0]["path"], "/maps?q=cafe&key=[redacted]", "{recs:#?}");
+    assert_eq!(recs[1]["path"], "/x?access_token=[redacted]", "{recs:#?}");
+    let all = serde_json::to_string(&recs).unwrap();
+    assert!(
+        !all.contains("AIzaServicesOwnKey1234") && !all.contains("tok123456"),
+        "{all}"
+    );
+}
+
+#[tokio::test]
 async fn redirects_are_passed_back_not_followed() {
     let replies = Replies::new(Reply::ok("final"))
         .route("/old", Reply::redirect("http://api.blocked.test/new"));

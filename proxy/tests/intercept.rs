@@ -272,7 +272,7 @@ async fn a_live_key_is_refused_on_every_path_and_never_recorded() {
     assert!(!got.body.contains(live));
     // In the URL of a plain proxied request to an allowed host.
     let url = format!(
-        "http://api.open.test:{}/pay?key={live}",
+        "http://api.open.test:{}/pay?with={live}",
         env.up.addr().port()
     );
     let got = proxy_get(env.sc.proxy(), &url).await;

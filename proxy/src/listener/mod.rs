@@ -171,7 +171,7 @@ pub fn no_single_host(
     req: &Request<Incoming>,
     problem: &str,
 ) -> Response<ProxyBody> {
-    let path = tripwire::redact(req.uri().path_and_query().map_or("/", |p| p.as_str()));
+    let path = tripwire::redact_path(req.uri().path_and_query().map_or("/", |p| p.as_str()));
     let ask = Ask {
         via: origin.via,
         client: origin.client,

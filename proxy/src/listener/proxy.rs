@@ -58,7 +58,7 @@ async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Respon
                 format!(
                     "{}://{host}{} is not an http:// URL; this proxy forwards plain HTTP and tunnels everything else",
                     uri.scheme_str().unwrap_or_default(),
-                    tripwire::redact(path)
+                    tripwire::redact_path(path)
                 ),
             )
             .with_next("Send https:// requests as CONNECT (HTTPS_PROXY does this).");
@@ -71,7 +71,7 @@ async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Respon
                 "not_proxy_request",
                 format!(
                     "{method} {} reached the proxy port without an absolute URL",
-                    tripwire::redact(path)
+                    tripwire::redact_path(path)
                 ),
             );
             return bad_request(&state, &ask, refusal);

@@ -8,6 +8,8 @@ use http::Uri;
 use http::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use http::uri::PathAndQuery;
 
+use crate::tripwire;
+
 /// How a provider expects its credential.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Convention {
@@ -87,37 +89,18 @@ pub fn swap(headers: &mut HeaderMap, host: &str, credential: &str) -> Result<(),
     Ok(())
 }
 
-/// Query parameters that carry API credentials (Google's `key`, OAuth's `access_token`, ...);
-/// compared without regard to case.
-const CREDENTIAL_PARAMETERS: [&str; 8] = [
-    "key",
-    "api_key",
-    "apikey",
-    "api-key",
-    "access_token",
-    "auth_token",
-    "token",
-    "client_secret",
-];
-
 /// `uri` without the query parameters that carry credentials; every other parameter is kept
 /// byte for byte, in order.
 pub fn without_query_credentials(uri: &Uri) -> Uri {
     let Some(query) = uri.query() else {
         return uri.clone();
     };
-    let is_credential = |pair: &&str| {
-        let name = pair.split_once('=').map_or(*pair, |(name, _)| name);
-        CREDENTIAL_PARAMETERS
-            .iter()
-            .any(|c| c.eq_ignore_ascii_case(name))
-    };
-    if !query.split('&').any(|pair| is_credential(&pair)) {
+    if !query.split('&').any(tripwire::is_credential_parameter) {
         return uri.clone();
     }
     let kept: Vec<&str> = query
         .split('&')
-        .filter(|pair| !is_credential(pair))
+        .filter(|pair| !tripwire::is_credential_parameter(pair))
         .collect();
     let path_and_query = if kept.is_empty() {
         uri.path().to_owned()
