@@ -56,6 +56,11 @@ pub struct DnsConfig {
     /// How many sightings may wait for the observer before new ones are dropped (default 4096).
     #[serde(default = "default_sighting_queue")]
     pub sighting_queue: usize,
+    /// First sightings reported per second (ten times as many at once). Past it a sighting is
+    /// counted and not remembered, so the name is reported on a later query once there is room:
+    /// a flood of made-up names cannot bury the observer (the sidecar's bounded journal).
+    #[serde(default = "default_sightings_per_second")]
+    pub sightings_per_second: u32,
     /// Idle time after which a DNS-over-TCP connection is closed (default 10 s).
     #[serde(default = "default_tcp_idle_secs")]
     pub tcp_idle_secs: u64,
@@ -73,6 +78,10 @@ fn default_upstream_timeout_ms() -> u64 {
 fn default_seen_capacity() -> usize {
     65_536
 }
+fn default_sightings_per_second() -> u32 {
+    50
+}
+
 fn default_sighting_queue() -> usize {
     4096
 }
@@ -103,6 +112,7 @@ impl DnsConfig {
             upstream_timeout_ms: default_upstream_timeout_ms(),
             seen_capacity: default_seen_capacity(),
             sighting_queue: default_sighting_queue(),
+            sightings_per_second: default_sightings_per_second(),
             tcp_idle_secs: default_tcp_idle_secs(),
         }
     }
@@ -161,6 +171,12 @@ impl DnsConfig {
             return Err(invalid(
                 "upstream_timeout_ms and tcp_idle_secs must be positive".to_owned(),
                 "remove them to use the defaults (2000 ms and 10 s)",
+            ));
+        }
+        if self.sightings_per_second == 0 {
+            return Err(invalid(
+                "sightings_per_second must be positive".to_owned(),
+                "remove it to use the default (50)",
             ));
         }
         if self.seen_capacity < SHARDS || self.sighting_queue == 0 {

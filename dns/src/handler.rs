@@ -259,7 +259,8 @@ mod tests {
     };
 
     use super::*;
-    use crate::sightings::IgnoreSightings;
+    use crate::sightings::{IgnoreSightings, SightingBounds};
+    use std::num::NonZeroU32;
 
     /// Keeps every response the handler sends, encoded as it would go on the wire.
     #[derive(Clone, Default)]
@@ -298,8 +299,13 @@ mod tests {
         config.upstream_timeout_ms = 500;
         let checked = config.validate().expect("valid");
         let metrics = Metrics::default();
-        let sightings = Sightings::start(Arc::new(IgnoreSightings), 1024, 1024, metrics.clone())
-            .expect("thread");
+        let bounds = SightingBounds {
+            seen_capacity: 1024,
+            queue: 1024,
+            per_second: NonZeroU32::new(1_000_000).expect("positive"),
+        };
+        let sightings =
+            Sightings::start(Arc::new(IgnoreSightings), bounds, metrics.clone()).expect("thread");
         Handler::new(&config, &checked, sightings, metrics).expect("handler")
     }
 

@@ -20,6 +20,7 @@ struct Counters {
     failed: AtomicU64,
     sightings_sent: AtomicU64,
     sightings_dropped: AtomicU64,
+    sightings_over_budget: AtomicU64,
     seen_evicted: AtomicU64,
 }
 
@@ -40,6 +41,8 @@ pub struct MetricsSnapshot {
     pub sightings_sent: u64,
     /// Sightings dropped because the observer's queue was full.
     pub sightings_dropped: u64,
+    /// Sightings past `sightings_per_second`, not reported (yet).
+    pub sightings_over_budget: u64,
     /// Remembered (name, type) pairs forgotten because the seen set was full.
     pub seen_evicted: u64,
 }
@@ -63,6 +66,7 @@ impl Metrics {
             failed: c.failed.load(Relaxed),
             sightings_sent: c.sightings_sent.load(Relaxed),
             sightings_dropped: c.sightings_dropped.load(Relaxed),
+            sightings_over_budget: c.sightings_over_budget.load(Relaxed),
             seen_evicted: c.seen_evicted.load(Relaxed),
         }
     }
@@ -85,6 +89,10 @@ impl Metrics {
 
     pub(crate) fn sighting_dropped(&self) {
         self.0.sightings_dropped.fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn sighting_over_budget(&self) {
+        self.0.sightings_over_budget.fetch_add(1, Relaxed);
     }
 
     pub(crate) fn seen_evicted(&self) {

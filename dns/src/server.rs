@@ -6,6 +6,7 @@ use std::{
     future::Future,
     io,
     net::{SocketAddr, TcpListener, UdpSocket},
+    num::NonZeroU32,
     sync::Arc,
     time::Duration,
 };
@@ -18,7 +19,7 @@ use crate::{
     error::DnsError,
     handler::Handler,
     metrics::Metrics,
-    sightings::{QueryObserver, Sightings},
+    sightings::{QueryObserver, SightingBounds, Sightings},
 };
 
 /// How many times a free port is looked for when the configured port is 0.
@@ -50,14 +51,15 @@ impl DnsServer {
     ) -> Result<Self, DnsError> {
         let checked = config.validate()?;
         let metrics = Metrics::default();
-        let sightings = Sightings::start(
-            observer,
-            config.seen_capacity,
-            config.sighting_queue,
-            metrics.clone(),
-        )
-        .map_err(|error| DnsError::Stopped {
-            reason: format!("cannot start the sightings thread: {error}"),
+        let bounds = SightingBounds {
+            seen_capacity: config.seen_capacity,
+            queue: config.sighting_queue,
+            per_second: NonZeroU32::new(config.sightings_per_second).unwrap_or(NonZeroU32::MIN),
+        };
+        let sightings = Sightings::start(observer, bounds, metrics.clone()).map_err(|error| {
+            DnsError::Stopped {
+                reason: format!("cannot start the sightings thread: {error}"),
+            }
         })?;
         let handler = Handler::new(&config, &checked, sightings, metrics.clone())?;
         let (tcp, udp) = bind_sockets(config.listen, checked.udp_sockets)?;

@@ -3,19 +3,22 @@
 //!
 //! Bounds: the seen set holds at most `seen_capacity` pairs (a 64-bit keyed hash each, about
 //! 16 bytes; 1 MiB at the default); when full, the oldest pair is forgotten, so a pair may be reported again later.
-//! At most `sighting_queue` sightings wait for the observer; when that queue is full the new
-//! sighting is dropped, counted, and not remembered, so its next query reports it again.
+//! At most `sighting_queue` sightings wait for the observer, and at most `sightings_per_second`
+//! are reported a second (ten times that at once); past either, the new sighting is dropped,
+//! counted, and not remembered, so a later query reports it again.
 
 use std::{
     collections::{HashSet, VecDeque},
     hash::{BuildHasher, RandomState},
     net::SocketAddr,
+    num::NonZeroU32,
     sync::{
         Arc, Mutex,
         mpsc::{Receiver, SyncSender, TrySendError, sync_channel},
     },
 };
 
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use hickory_proto::rr::{LowerName, RecordType};
 
 use crate::metrics::Metrics;
@@ -65,11 +68,23 @@ impl QueryObserver for IgnoreSightings {
 /// Shards of the seen set: queries on different sockets rarely wait for the same lock.
 pub const SHARDS: usize = 16;
 
+/// How much the sightings machinery holds and passes on.
+#[derive(Debug, Clone, Copy)]
+pub struct SightingBounds {
+    /// (name, type) pairs remembered.
+    pub seen_capacity: usize,
+    /// Sightings waiting for the observer.
+    pub queue: usize,
+    /// Sightings reported per second (ten times that at once).
+    pub per_second: NonZeroU32,
+}
+
 /// The bounded seen set plus the queue to the observer thread.
 pub struct Sightings {
     hasher: RandomState,
     shards: Box<[Mutex<Shard>]>,
     queue: SyncSender<Sighting>,
+    budget: DefaultDirectRateLimiter,
     metrics: Metrics,
 }
 
@@ -84,10 +99,14 @@ impl Sightings {
     /// Starts the observer thread; it ends when the returned value is dropped.
     pub fn start(
         observer: Arc<dyn QueryObserver>,
-        seen_capacity: usize,
-        queue: usize,
+        bounds: SightingBounds,
         metrics: Metrics,
     ) -> std::io::Result<Self> {
+        let SightingBounds {
+            seen_capacity,
+            queue,
+            per_second,
+        } = bounds;
         let (sender, receiver) = sync_channel(queue);
         std::thread::Builder::new()
             .name("af-dns-sightings".into())
@@ -101,10 +120,12 @@ impl Sightings {
                 })
             })
             .collect();
+        let burst = per_second.saturating_mul(NonZeroU32::new(10).unwrap_or(NonZeroU32::MIN));
         Ok(Self {
             hasher: RandomState::new(),
             shards,
             queue: sender,
+            budget: RateLimiter::direct(Quota::per_second(per_second).allow_burst(burst)),
             metrics,
         })
     }
@@ -124,6 +145,10 @@ impl Sightings {
             return;
         };
         if shard.keys.contains(&key) {
+            return;
+        }
+        if self.budget.check().is_err() {
+            self.metrics.sighting_over_budget();
             return;
         }
         let sighting = Sighting {
@@ -185,14 +210,48 @@ mod tests {
         "127.0.0.1:4000".parse().expect("addr")
     }
 
+    fn bounds(seen_capacity: usize, queue: usize, per_second: u32) -> SightingBounds {
+        SightingBounds {
+            seen_capacity,
+            queue,
+            per_second: NonZeroU32::new(per_second).expect("positive"),
+        }
+    }
+
+    #[test]
+    fn past_the_budget_a_sighting_is_counted_and_reported_on_a_later_query() {
+        let (sender, receiver) = mpsc::channel();
+        let metrics = Metrics::default();
+        // One a second, ten at once.
+        let sightings = Sightings::start(
+            Arc::new(Collect(Mutex::new(sender))),
+            bounds(1024, 1024, 1),
+            metrics.clone(),
+        )
+        .expect("thread");
+        let name = |i: usize| -> LowerName { format!("n{i}.flood.test.").parse().expect("name") };
+        for i in 0..30 {
+            sightings.record(&name(i), RecordType::A, client(), AnswerKind::Outside);
+        }
+        let snapshot = metrics.snapshot();
+        assert_eq!(snapshot.sightings_sent, 10, "{snapshot:?}");
+        assert_eq!(snapshot.sightings_over_budget, 20, "{snapshot:?}");
+        // A second later there is room for one more: the hidden name is reported when asked again.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        sightings.record(&name(29), RecordType::A, client(), AnswerKind::Outside);
+        drop(sightings);
+        let reported: Vec<String> = receiver.iter().map(|s| s.name).collect();
+        assert_eq!(reported.len(), 11, "{reported:?}");
+        assert_eq!(reported.last().map(String::as_str), Some("n29.flood.test"));
+    }
+
     #[test]
     fn a_pair_is_reported_once_in_journal_form() {
         let (sender, receiver) = mpsc::channel();
         let metrics = Metrics::default();
         let sightings = Sightings::start(
             Arc::new(Collect(Mutex::new(sender))),
-            64,
-            8,
+            bounds(64, 8, 1_000_000),
             metrics.clone(),
         )
         .expect("thread");
@@ -224,8 +283,12 @@ mod tests {
     #[test]
     fn a_full_seen_set_forgets_the_oldest() {
         let metrics = Metrics::default();
-        let sightings =
-            Sightings::start(Arc::new(IgnoreSightings), 32, 4096, metrics.clone()).expect("thread");
+        let sightings = Sightings::start(
+            Arc::new(IgnoreSightings),
+            bounds(32, 4096, 1_000_000),
+            metrics.clone(),
+        )
+        .expect("thread");
         for i in 0..1000 {
             let name: LowerName = format!("n{i}.example.").parse().expect("name");
             sightings.record(&name, RecordType::A, client(), AnswerKind::Outside);

@@ -89,6 +89,8 @@ async fn a_storm_of_distinct_names_keeps_the_seen_set_within_its_bound() {
     let env = start(|config| {
         config.seen_capacity = CAPACITY;
         config.sighting_queue = 100_000;
+        // This test is about the seen set, not the reporting budget.
+        config.sightings_per_second = 1_000_000;
     })
     .await;
     assert_eq!(storm(env.addr, NAMES).await, NAMES);
@@ -150,6 +152,7 @@ async fn a_stuck_observer_delays_no_answer_and_drops_are_counted() {
         .expect("resolver");
     let mut config = common::config(resolver.addr);
     config.sighting_queue = 16;
+    config.sightings_per_second = 1_000_000;
     let (release, gate) = mpsc::channel();
     let server = DnsServer::bind(config, Arc::new(Stuck(Mutex::new(gate))))
         .await

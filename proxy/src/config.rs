@@ -396,9 +396,9 @@ pub struct DnsListener {
     /// How many (name, type) pairs are remembered as seen; default af-dns's (65 536).
     #[serde(default)]
     pub seen_capacity: Option<usize>,
-    /// First sightings journaled per second (ten times as many at once); past it they are
-    /// counted, not journaled, so a flood of made-up names cannot push decisions out of the
-    /// bounded journal.
+    /// First sightings journaled per second (ten times as many at once); past it one is
+    /// counted and journaled on a later query once there is room, so a flood of made-up names
+    /// cannot push decisions out of the bounded journal.
     #[serde(default = "default_sightings_per_second")]
     pub sightings_per_second: NonZeroU32,
 }
@@ -432,6 +432,7 @@ impl DnsListener {
         config.inside_names = inside.names.clone();
         config.inside_zones = self.inside_zones.clone();
         config.forward_unlisted_single_labels = self.forward_unlisted_short_names;
+        config.sightings_per_second = self.sightings_per_second.get();
         if let Some(capacity) = self.seen_capacity {
             config.seen_capacity = capacity;
         }

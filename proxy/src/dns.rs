@@ -1,55 +1,28 @@
 //! The environment's DNS server inside the sidecar: af-dns answers, and every first sighting of
 //! a name becomes a journal record carrying the mode the catalogue gives that host.
 
-use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use af_dns::{DnsError, QueryObserver, Sighting};
 use af_policy::egress::Catalogue;
 use af_policy::error::{Report, codes};
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
 use crate::journal::{DnsSighting, Entry, Journal};
-use crate::metrics::Metrics;
 
 /// The port a sighting's mode is decided for: a name is looked up before any port is known,
 /// and most outside traffic is HTTPS.
 const SIGHTING_PORT: u16 = 443;
 
-/// Journals first sightings, within a budget. Runs on af-dns's observer thread;
-/// `Journal::record` never waits.
+/// Journals first sightings. Runs on af-dns's observer thread; `Journal::record` never waits.
 pub struct JournalSightings {
-    journal: Journal,
-    catalogue: Arc<Catalogue>,
-    budget: DefaultDirectRateLimiter,
-    metrics: Arc<Metrics>,
-}
-
-impl JournalSightings {
-    /// Sightings into `journal`, with the mode `catalogue` gives each host, at most
-    /// `per_second` a second (ten times that at once); the rest are counted in `metrics`.
-    pub fn new(
-        journal: Journal,
-        catalogue: Arc<Catalogue>,
-        per_second: NonZeroU32,
-        metrics: Arc<Metrics>,
-    ) -> Self {
-        let burst = per_second.saturating_mul(NonZeroU32::new(10).unwrap_or(NonZeroU32::MIN));
-        Self {
-            journal,
-            catalogue,
-            budget: RateLimiter::direct(Quota::per_second(per_second).allow_burst(burst)),
-            metrics,
-        }
-    }
+    /// Where sightings go.
+    pub journal: Journal,
+    /// Decides the mode each sighted host would get.
+    pub catalogue: Arc<Catalogue>,
 }
 
 impl QueryObserver for JournalSightings {
     fn first_seen(&self, sighting: &Sighting) {
-        if self.budget.check().is_err() {
-            self.metrics.sighting_not_journaled();
-            return;
-        }
         let decision = self.catalogue.decide_host(&sighting.name, SIGHTING_PORT);
         self.journal.record(Entry::DnsSighting(DnsSighting {
             via: "dns",

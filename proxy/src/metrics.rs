@@ -1,6 +1,7 @@
 //! Counters for `GET /metrics`, kept as plain atomics so the hot path never locks.
 
 use std::fmt::Write;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use af_policy::egress::Mode;
@@ -96,7 +97,8 @@ pub struct Metrics {
     active_connections: AtomicU64,
     connection_limit_refusals: AtomicU64,
     open_files_limit: AtomicU64,
-    sightings_not_journaled: AtomicU64,
+    /// The DNS server's counters, once it listens.
+    dns: OnceLock<af_dns::Metrics>,
     guard_refusals: AtomicU64,
     upstream_dials: AtomicU64,
     journal_written: AtomicU64,
@@ -148,9 +150,9 @@ impl Metrics {
         self.connection_limit_refusals.fetch_add(1, Relaxed);
     }
 
-    /// A DNS first sighting past the budget, counted instead of journaled.
-    pub fn sighting_not_journaled(&self) {
-        self.sightings_not_journaled.fetch_add(1, Relaxed);
+    /// Report the DNS server's counters with these.
+    pub fn attach_dns(&self, dns: af_dns::Metrics) {
+        let _ = self.dns.set(dns);
     }
 
     /// The open-files limit in force.
@@ -245,7 +247,12 @@ impl Metrics {
             }
         }
         let losses = self.journal_losses();
-        let simple: [(&str, &str, &str, u64); 17] = [
+        let dns = self
+            .dns
+            .get()
+            .map(af_dns::Metrics::snapshot)
+            .unwrap_or_default();
+        let simple: [(&str, &str, &str, u64); 18] = [
             (
                 "af_proxy_refused_undecided_total",
                 "counter",
@@ -271,10 +278,16 @@ impl Metrics {
                 self.active_connections.load(Relaxed),
             ),
             (
-                "af_proxy_dns_sightings_not_journaled_total",
+                "af_proxy_dns_sightings_over_budget_total",
                 "counter",
-                "DNS first sightings past listeners.dns.sightings_per_second, counted instead of journaled.",
-                self.sightings_not_journaled.load(Relaxed),
+                "DNS first sightings past listeners.dns.sightings_per_second, journaled on a later query instead.",
+                dns.sightings_over_budget,
+            ),
+            (
+                "af_proxy_dns_sightings_dropped_total",
+                "counter",
+                "DNS first sightings dropped because the journal's hand-off queue was full.",
+                dns.sightings_dropped,
             ),
             (
                 "af_proxy_open_files_limit",

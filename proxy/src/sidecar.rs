@@ -227,17 +227,15 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
     }
     let dns = match settings.dns {
         Some(dns_config) => {
-            let observer = Arc::new(JournalSightings::new(
-                journal.clone(),
-                state.catalogue.clone(),
-                config.listeners.dns.sightings_per_second,
-                metrics.clone(),
-            ));
-            Some(
-                DnsServer::bind(dns_config, observer)
-                    .await
-                    .map_err(dns::refusal)?,
-            )
+            let observer = Arc::new(JournalSightings {
+                journal: journal.clone(),
+                catalogue: state.catalogue.clone(),
+            });
+            let server = DnsServer::bind(dns_config, observer)
+                .await
+                .map_err(dns::refusal)?;
+            metrics.attach_dns(server.metrics());
+            Some(server)
         }
         None => None,
     };

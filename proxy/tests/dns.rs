@@ -133,7 +133,7 @@ async fn a_flood_of_made_up_names_is_journaled_only_within_the_sighting_budget()
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let (journaled, not_journaled) = loop {
         let not_journaled = admin
-            .metric("af_proxy_dns_sightings_not_journaled_total")
+            .metric("af_proxy_dns_sightings_over_budget_total")
             .await;
         let records = admin.records("").await;
         let journaled = records
