@@ -8,7 +8,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use af_policy::error::{ErrorCode, codes};
 use http::StatusCode;
@@ -130,12 +130,19 @@ pub fn decide_tunnel(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, TunnelVerdic
         }
     } else if decision.mode == Mode::Block {
         TunnelVerdict::Refuse(blocked(ask, &host, &label, decision.reason))
-    } else if let Err(wait) = state.rates.admit(decision.rule) {
-        TunnelVerdict::Refuse(rate_limited(state, ask, &host, &label, decision.rule, wait))
     } else {
         TunnelVerdict::Tunnel
     };
-    (Ticket::decided(state, ask, host, &decision, label), verdict)
+    let ticket = Ticket::decided(state, ask, host, &decision, label);
+    // A tunnel takes its rule's rate-limit place when it is about to be dialled.
+    let verdict = match verdict {
+        TunnelVerdict::Tunnel => match within_rate_limit(state, &ticket) {
+            Ok(()) => TunnelVerdict::Tunnel,
+            Err(refusal) => TunnelVerdict::Refuse(*refusal),
+        },
+        other => other,
+    };
+    (ticket, verdict)
 }
 
 /// Decide an HTTP request on its host, port, method and path: the ticket to close, and how to
@@ -151,45 +158,43 @@ pub fn decide_request(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, Result<Serv
     let label = state.catalogue.rule_label(decision.rule).to_owned();
     let verdict = match decision.mode {
         Mode::Block => Err(blocked(ask, &host, &label, decision.reason)),
-        Mode::Allow | Mode::Sandbox => match state.rates.admit(decision.rule) {
-            Err(wait) => Err(rate_limited(state, ask, &host, &label, decision.rule, wait)),
-            Ok(()) if decision.mode == Mode::Allow => Ok(Serve::Forward),
-            Ok(()) => Ok(Serve::Sandbox),
-        },
+        Mode::Allow => Ok(Serve::Forward),
+        Mode::Sandbox => Ok(Serve::Sandbox),
         mode => Ok(Serve::Locally(mode)),
     };
     (Ticket::decided(state, ask, host, &decision, label), verdict)
 }
 
-/// The refusal of a request past its rule's `rate_limit`; `wait` is until a place frees.
-fn rate_limited(
-    state: &State,
-    ask: &Ask<'_>,
-    host: &str,
-    label: &str,
-    rule: Option<RuleId>,
-    wait: Duration,
-) -> Refusal {
-    let limit = rule
+/// Take a place under the ticket's rule's `rate_limit` for a request (or tunnel) about to be
+/// forwarded, or the refusal when the limit is reached. Called last, once nothing else can
+/// refuse it, so a request that never leaves takes no place.
+pub fn within_rate_limit(state: &State, ticket: &Ticket) -> Result<(), Box<Refusal>> {
+    let Err(wait) = state.rates.admit(ticket.rule) else {
+        return Ok(());
+    };
+    let label = ticket.rule_label().unwrap_or("default");
+    let limit = ticket
+        .rule
         .and_then(|id| state.catalogue.rate_limit(id))
         .map_or_else(String::new, |rate| format!(" of {rate}"));
-    let secs = wait.as_secs_f64().ceil() as u64;
-    Refusal {
+    let secs = (wait.as_secs_f64().ceil() as u64).max(1);
+    Err(Box::new(Refusal {
         rule: Some(label.to_owned()),
-        retry_after_secs: Some(secs.max(1)),
+        retry_after_secs: Some(secs),
         ..Refusal::new(
             StatusCode::TOO_MANY_REQUESTS,
             &codes::NET_RATE_LIMITED,
             "rate_limited",
             format!(
-                "A request to {host}:{} went past the rate limit{limit} of {label} and was not forwarded",
-                ask.port
+                "A request to {}:{} went past the rate limit{limit} of {label} and was not forwarded",
+                ticket.host(),
+                ticket.record.port
             ),
         )
         .with_next(format!(
             "Retry in {secs} s, or raise rate_limit on {label} in the manifest."
         ))
-    }
+    }))
 }
 
 /// The refusal of a tunnel that needs TLS opened when the sidecar has no environment CA.

@@ -88,7 +88,9 @@ pub fn raise_open_files_limit(max_connections: usize) -> Option<u64> {
             return None;
         }
     };
-    let needed = 2 * max_connections as u64 + FD_RESERVE;
+    let needed = (max_connections as u64)
+        .saturating_mul(2)
+        .saturating_add(FD_RESERVE);
     if limit < needed {
         tracing::warn!(
             limit,

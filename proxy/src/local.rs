@@ -4,6 +4,8 @@
 
 pub mod model;
 
+use self::model::CallJournal;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -117,12 +119,11 @@ async fn dispatch(
             let offline = synth::answer(doc, pack, exchange);
             let made = match &modes.model {
                 Some(model) => {
-                    let (made, call) = model.answer(doc, exchange, offline).await;
-                    if let Some(call) = call {
-                        let record = call.record(ticket.on_behalf());
-                        state.journal.record(Entry::Decision(record));
-                    }
-                    made
+                    let to = CallJournal {
+                        journal: state.journal.clone(),
+                        on_behalf: ticket.on_behalf(),
+                    };
+                    model.answer(doc, exchange, offline, to).await
                 }
                 None => offline,
             };

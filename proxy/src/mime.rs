@@ -322,7 +322,11 @@ mod tests {
             raw.extend_from_slice(&body);
             if let Some(mail) = Mail::parse(&raw) {
                 let content = mail.content(&["note".to_owned()]);
-                proptest::prop_assert!(content.text.is_some(), "the note is always shown");
+                let text = content.text.unwrap_or_default();
+                proptest::prop_assert!(text.contains("note"), "the notes follow the text: {text:?}");
+                for body in [Some(text), content.html].into_iter().flatten() {
+                    proptest::prop_assert!(!body.contains("\r\n"), "lines end in LF: {body:?}");
+                }
                 let _ = (mail.from(), mail.recipients());
             }
         }

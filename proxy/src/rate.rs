@@ -46,10 +46,12 @@ impl RuleRates {
     }
 }
 
-/// `count` per `period`, all of it available at once.
+/// `count` per `period`, all of it available at once (a place frees at least every
+/// nanosecond: a count above 10^9 a second is as good as unlimited, not turned off).
 fn quota(rate: RateLimit) -> Option<Quota> {
     let burst = NonZeroU32::new(rate.count)?;
-    Some(Quota::with_period(rate.period / rate.count)?.allow_burst(burst))
+    let every = (rate.period / rate.count).max(Duration::from_nanos(1));
+    Some(Quota::with_period(every)?.allow_burst(burst))
 }
 
 #[cfg(test)]
@@ -82,6 +84,15 @@ mod tests {
         // One place frees every 20 minutes.
         assert!(wait > Duration::from_secs(19 * 60), "{wait:?}");
         assert!(wait <= Duration::from_secs(20 * 60), "{wait:?}");
+    }
+
+    #[test]
+    fn a_count_past_a_billion_a_second_still_limits() {
+        let rates = RuleRates::new(&catalogue("4000000000/s"));
+        for _ in 0..1000 {
+            assert_eq!(rates.admit(Some(RuleId(0))), Ok(()));
+        }
+        assert!(rates.limiters[0].is_some(), "the rule has its limiter");
     }
 
     #[test]

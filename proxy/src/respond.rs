@@ -16,7 +16,7 @@ use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
 use crate::answer::Refusal;
-use crate::decide::{Ask, Serve, Ticket, decide_request};
+use crate::decide::{Ask, Serve, Ticket, decide_request, within_rate_limit};
 use crate::forward::http::{ProxyBody, Upstream, forward};
 use crate::metrics::Via;
 use crate::modes::sandbox;
@@ -68,11 +68,15 @@ pub async fn respond(
         Via::Intercept => Upstream::Https(&state.https_client),
         _ => Upstream::Http(&state.client),
     };
+    let mut req = req;
+    if serve == Serve::Sandbox
+        && let Err(refusal) = with_test_credential(state, &ticket, &mut req)
+    {
+        return refuse(ticket, &refusal);
+    }
     match serve {
-        Serve::Forward => forward(upstream, req, &host, origin.port, authority, ticket).await,
-        Serve::Sandbox => {
-            let mut req = req;
-            if let Err(refusal) = with_test_credential(state, &ticket, &mut req) {
+        Serve::Forward | Serve::Sandbox => {
+            if let Err(refusal) = within_rate_limit(state, &ticket) {
                 return refuse(ticket, &refusal);
             }
             forward(upstream, req, &host, origin.port, authority, ticket).await

@@ -137,9 +137,10 @@ pub fn redact(path: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Query parameters that carry API credentials (Google's `key`, OAuth's `access_token`, ...);
-/// compared without regard to case.
-const CREDENTIAL_PARAMETERS: [&str; 8] = [
+/// Query parameters that carry API credentials or stand for one (Google's `key`, OAuth's
+/// `access_token`, AWS pre-signed URLs, Azure SAS `sig`, ...); compared without regard to case,
+/// after percent-decoding the name (a server decodes `ke%79` to `key`).
+const CREDENTIAL_PARAMETERS: [&str; 17] = [
     "key",
     "api_key",
     "apikey",
@@ -147,15 +148,25 @@ const CREDENTIAL_PARAMETERS: [&str; 8] = [
     "access_token",
     "auth_token",
     "token",
+    "refresh_token",
+    "id_token",
     "client_secret",
+    "secret",
+    "password",
+    "sig",
+    "signature",
+    "x-amz-signature",
+    "x-amz-security-token",
+    "x-amz-credential",
 ];
 
 /// Whether a query's `name=value` pair (or bare `name`) carries a credential.
 pub fn is_credential_parameter(pair: &str) -> bool {
-    let name = pair.split_once('=').map_or(pair, |(name, _)| name);
+    let raw = pair.split_once('=').map_or(pair, |(name, _)| name);
+    let name = percent_encoding::percent_decode_str(raw).decode_utf8_lossy();
     CREDENTIAL_PARAMETERS
         .iter()
-        .any(|c| c.eq_ignore_ascii_case(name))
+        .any(|c| c.eq_ignore_ascii_case(&name))
 }
 
 /// A request path (with query) as records and refusals show it: [`redact`], and the value of
@@ -222,6 +233,10 @@ mod tests {
         assert_eq!(
             redact_path(&format!("/v1?monkey=1&q={KEY}")),
             "/v1?monkey=1&q=sk_live_[redacted]"
+        );
+        assert_eq!(
+            redact_path("/o?ke%79=own&api%5Fkey=own&X-Amz-Signature=abc&sig=s"),
+            "/o?ke%79=[redacted]&api%5Fkey=[redacted]&X-Amz-Signature=[redacted]&sig=[redacted]"
         );
         assert!(matches!(redact_path("/v1/x?keyword=k"), Cow::Borrowed(_)));
         assert!(matches!(redact_path("/v1/x"), Cow::Borrowed(_)));

@@ -241,6 +241,26 @@ async fn a_model_endpoint_the_guard_refuses_is_never_dialled() {
     let got = proxy_get(sc.proxy(), ORDER_1).await;
     assert_eq!(got.header("x-af-synth"), Some("openapi"));
     assert!(model.seen().is_empty());
+    // Journaled as a call that never left.
+    let call = sc
+        .admin()
+        .wait_records(&format!("host={}", model.addr().ip()), 1)
+        .await;
+    assert_eq!(call[0]["reason"], "synth_model", "{call:#?}");
+    assert_eq!(call[0]["allowed"], false, "{call:#?}");
+    assert_eq!(call[0]["bytes_up"], 0, "{call:#?}");
+    assert_eq!(call[0]["code"], "AF-NET-013", "{call:#?}");
+}
+
+#[tokio::test]
+async fn a_credential_in_the_query_never_reaches_the_model() {
+    let model = fake_model(&order().to_string()).await;
+    let (_dns, sc) = sidecar(Some(model_yaml(model.addr(), ""))).await;
+    let url = format!("{ORDER_1}?expand=items&api_key=own-secret-9876");
+    assert_eq!(proxy_get(sc.proxy(), &url).await.status, 200);
+    let asked = String::from_utf8_lossy(&model.seen()[0].body).into_owned();
+    assert!(asked.contains("expand=items"), "{asked}");
+    assert!(!asked.contains("own-secret-9876"), "{asked}");
 }
 
 #[tokio::test]

@@ -109,7 +109,10 @@ async fn connect(state: Arc<State>, conn: Conn, mut req: Request<Incoming>) -> R
             StatusCode::BAD_REQUEST,
             &codes::NET_BAD_REQUEST,
             "bad_request",
-            format!("CONNECT {} does not name a host and port", req.uri()),
+            format!(
+                "CONNECT {} does not name a host and port",
+                tripwire::redact_path(&req.uri().to_string())
+            ),
         )
         .with_next("Send CONNECT host:port.");
         return bad_request(&state, &ask, refusal);

@@ -21,10 +21,11 @@ use rustls::ClientConfig;
 use crate::config::ModelConfig;
 use crate::forward::connector::GuardedConnector;
 use crate::guard::Guard;
-use crate::journal::DecisionRecord;
+use crate::journal::{DecisionRecord, Entry, Journal};
 use crate::modes::model::{Question, Unusable};
 use crate::modes::synth::{self, OpenApi};
 use crate::modes::{Answer, Exchange};
+use crate::tripwire;
 
 /// Largest reply read from the model.
 const REPLY_BYTES: usize = 1024 * 1024;
@@ -40,22 +41,43 @@ pub struct SynthModel {
     answers: Mutex<LruCache<[u8; 32], Answer>>,
 }
 
-/// One call made to the model: it left the environment, so it is journaled like a request.
-#[derive(Debug)]
-pub struct ModelCall {
-    endpoint: Uri,
-    started: Instant,
-    bytes_up: u64,
-    bytes_down: u64,
-    status: Option<u16>,
-    error: Option<String>,
+/// Where a model call is journaled: a call leaves the environment, so it gets a decision
+/// record of its own, made on behalf of the synth request (`on_behalf`: its listener, client,
+/// mode and rule).
+pub struct CallJournal {
+    /// The journal.
+    pub journal: Journal,
+    /// The synth request's side of the record.
+    pub on_behalf: DecisionRecord,
 }
 
-impl ModelCall {
-    /// The call as a decision record, made on behalf of the request `on_behalf` describes.
-    pub fn record(self, on_behalf: DecisionRecord) -> DecisionRecord {
+/// One call to the model, journaled when it is dropped: when it ends, and also when the synth
+/// request is cancelled mid-call (the question may already have left).
+struct ModelCall {
+    to: CallJournal,
+    endpoint: Uri,
+    started: Instant,
+    /// Bytes of the question; not counted when the endpoint was never reached.
+    question_bytes: u64,
+    reached: bool,
+    bytes_down: u64,
+    status: Option<u16>,
+    outcome: Option<Result<(), String>>,
+}
+
+/// Longest error text a call record keeps.
+const ERROR_CHARS: usize = 300;
+
+impl Drop for ModelCall {
+    fn drop(&mut self) {
         let https = self.endpoint.scheme_str() == Some("https");
-        DecisionRecord {
+        let error = match self.outcome.take() {
+            Some(Ok(())) => None,
+            Some(Err(why)) => Some(why),
+            None => Some("the synth request was cancelled before the model answered".to_owned()),
+        };
+        let error = error.map(|e| tripwire::redact(&e).chars().take(ERROR_CHARS).collect());
+        let record = DecisionRecord {
             method: Method::POST.to_string(),
             host: self.endpoint.host().unwrap_or_default().to_owned(),
             port: self
@@ -65,15 +87,16 @@ impl ModelCall {
             path: self.endpoint.path().to_owned(),
             tls: https,
             reason: "synth_model".to_owned(),
-            allowed: true,
+            allowed: self.reached,
             status: self.status,
-            bytes_up: self.bytes_up,
+            bytes_up: if self.reached { self.question_bytes } else { 0 },
             bytes_down: self.bytes_down,
             duration_ms: self.started.elapsed().as_millis() as u64,
-            code: self.error.as_ref().map(|_| codes::NET_UPSTREAM.code),
-            error: self.error,
-            ..on_behalf
-        }
+            code: error.as_ref().map(|_| codes::NET_UPSTREAM.code),
+            error,
+            ..std::mem::take(&mut self.to.on_behalf)
+        };
+        self.to.journal.record(Entry::Decision(record));
     }
 }
 
@@ -128,37 +151,42 @@ impl SynthModel {
         })
     }
 
-    /// The answer to `ex`: the model's, when it gives (or gave) a usable one, else `offline`;
-    /// with the call made, if the model was asked (not when the cache answered).
+    /// The answer to `ex`: the model's, when it gives (or gave) a usable one, else `offline`.
+    /// A call made (not when the cache answers) is journaled through `to`.
     pub async fn answer(
         &self,
         doc: Option<&OpenApi>,
         ex: &Exchange<'_>,
         offline: Answer,
-    ) -> (Answer, Option<ModelCall>) {
+        to: CallJournal,
+    ) -> Answer {
         let digest = synth::request_digest(ex);
         if let Some(kept) = self.cache().get(&digest) {
-            return (kept.clone(), None);
+            return kept.clone();
         }
         let Some(question) = Question::new(&self.model, &digest, doc, ex, &offline) else {
-            return (offline, None);
+            return offline;
         };
         let body = Bytes::from(question.request.to_string());
         let mut call = ModelCall {
+            to,
             endpoint: self.endpoint.clone(),
             started: Instant::now(),
-            bytes_up: body.len() as u64,
+            question_bytes: body.len() as u64,
+            // Until a dial is known to have failed, the question may have left.
+            reached: true,
             bytes_down: 0,
             status: None,
-            error: None,
+            outcome: None,
         };
         let asked = tokio::time::timeout(self.timeout, self.ask(&question, body, &mut call))
             .await
             .unwrap_or(Err(CallError::Timeout(self.timeout)));
         match asked {
             Ok(answer) => {
+                call.outcome = Some(Ok(()));
                 self.cache().put(digest, answer.clone());
-                (answer, Some(call))
+                answer
             }
             Err(e) => {
                 tracing::warn!(
@@ -168,8 +196,8 @@ impl SynthModel {
                     error = %e,
                     "synth: the model's answer is not used; answering offline"
                 );
-                call.error = Some(format!("the model's answer was not used: {e}"));
-                (offline, Some(call))
+                call.outcome = Some(Err(format!("the model's answer was not used: {e}")));
+                offline
             }
         }
     }
@@ -188,11 +216,11 @@ impl SynthModel {
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
         headers.insert(AUTHORIZATION, self.authorization.clone());
-        let resp = self
-            .client
-            .request(req)
-            .await
-            .map_err(|e| CallError::Request(error_chain(&e)))?;
+        let resp = self.client.request(req).await.map_err(|e| {
+            // A dial that failed (or that the guard refused) sent nothing.
+            call.reached = !e.is_connect();
+            CallError::Request(error_chain(&e))
+        })?;
         call.status = Some(resp.status().as_u16());
         if !resp.status().is_success() {
             return Err(CallError::Status(resp.status()));

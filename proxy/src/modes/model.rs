@@ -12,6 +12,7 @@ use serde_json::{Map, Value, json};
 
 use super::synth::{self, OpenApi};
 use super::{Answer, Exchange, mock};
+use crate::tripwire;
 
 /// The `X-Af-Synth` value of an answer the model made.
 pub const MARK: &str = "model";
@@ -179,12 +180,21 @@ fn user_prompt(
     schema: Option<&Value>,
     offline: &Value,
 ) -> String {
+    // A credential in the query is not the model's business: it would leave with the prompt.
+    let query: Vec<&str> = ex
+        .query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .filter(|pair| !pair.is_empty() && !tripwire::is_credential_parameter(pair))
+        .collect();
+    let query = if query.is_empty() {
+        "(none)".to_owned()
+    } else {
+        query.join("&")
+    };
     let mut prompt = format!(
-        "Request: {} {}\nHost: {}\nQuery: {}\n",
-        ex.method,
-        ex.path,
-        ex.host,
-        ex.query.unwrap_or("(none)")
+        "Request: {} {}\nHost: {}\nQuery: {query}\n",
+        ex.method, ex.path, ex.host,
     );
     if ex.body.is_empty() {
         prompt.push_str("Request body: (none)\n");
