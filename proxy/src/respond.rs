@@ -81,7 +81,9 @@ pub async fn respond(
             }
             forward(upstream, req, &host, origin.port, authority, ticket).await
         }
-        Serve::Locally(mode) => local::answer(state, mode, req, ticket).await,
+        // Boxed: answering locally is the larger state machine by far, and a connection keeps
+        // room for its request future while it idles (hyper allocates it once).
+        Serve::Locally(mode) => Box::pin(local::answer(state, mode, req, ticket)).await,
     }
 }
 
