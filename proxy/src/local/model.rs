@@ -2,6 +2,7 @@
 //! reply): one pooled client whose every dial goes through the address guard, the whole call
 //! under a timeout, and a bounded cache of the answers used, so the same request keeps getting
 //! the same answer. The key is sent only in `Authorization` (marked sensitive) and never logged.
+//! Every call leaves the environment, so every call is journaled ([`CallJournal`]).
 
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, PoisonError};
