@@ -169,6 +169,13 @@ pub fn is_credential_parameter(pair: &str) -> bool {
         .any(|c| c.eq_ignore_ascii_case(&name))
 }
 
+/// The pairs of `query` that carry no credential, as sent and in order (empty pairs skipped).
+pub fn non_credential_pairs(query: &str) -> impl Iterator<Item = &str> {
+    query
+        .split('&')
+        .filter(|pair| !pair.is_empty() && !is_credential_parameter(pair))
+}
+
 /// A request path (with query) as records and refusals show it: [`redact`], and the value of
 /// every credential query parameter replaced.
 pub fn redact_path(path: &str) -> Cow<'_, str> {

@@ -79,6 +79,16 @@ impl Env {
         }
     }
 
+    /// An HTTP/1.1 connection to `host` through the transparent TLS listener.
+    async fn h1_direct(
+        &self,
+        host: &str,
+    ) -> hyper::client::conn::http1::SendRequest<http_body_util::Full<bytes::Bytes>> {
+        let connector = client(&[&self.ca.cert_der], &[H1]);
+        let tls = tls_direct(self.sc.tls(), host, &connector).await.unwrap();
+        h1(tls).await
+    }
+
     fn authority(&self, host: &str) -> String {
         format!("{host}:{}", self.up.addr().port())
     }
@@ -175,11 +185,7 @@ async fn http2_is_negotiated_and_each_stream_is_decided() {
 #[tokio::test]
 async fn the_transparent_tls_listener_intercepts_hosts_that_need_it() {
     let env = Env::start(16).await;
-    let connector = client(&[&env.ca.cert_der], &[H1]);
-    let tls = tls_direct(env.sc.tls(), "api.paths.test", &connector)
-        .await
-        .unwrap();
-    let mut c = h1(tls).await;
+    let mut c = env.h1_direct("api.paths.test").await;
     let ok = send1(&mut c, request("GET", "api.paths.test", "/v1/t", "")).await;
     assert_eq!(ok.status, 200, "{}", ok.body);
     let no = send1(&mut c, request("POST", "api.paths.test", "/v2", "x")).await;
@@ -238,16 +244,12 @@ async fn sandbox_swaps_in_the_test_credential_and_refuses_without_one() {
 #[tokio::test]
 async fn sandbox_swaps_the_credential_through_the_transparent_listener_too() {
     let env = Env::start(16).await;
-    let connector = client(&[&env.ca.cert_der], &[H1]);
-    let tls = tls_direct(env.sc.tls(), "api.sandbox.test", &connector)
-        .await
-        .unwrap();
     let mut req = request("GET", "api.sandbox.test", "/v1/balance", "");
     req.headers_mut().insert(
         "authorization",
         "Bearer sk_test_the_services_own".parse().unwrap(),
     );
-    let got = send1(&mut h1(tls).await, req).await;
+    let got = send1(&mut env.h1_direct("api.sandbox.test").await, req).await;
     assert_eq!(got.status, 200, "{}", got.body);
     let seen = env.up.seen();
     assert_eq!(seen.len(), 1);

@@ -184,8 +184,7 @@ fn user_prompt(
     let query: Vec<&str> = ex
         .query
         .into_iter()
-        .flat_map(|q| q.split('&'))
-        .filter(|pair| !pair.is_empty() && !tripwire::is_credential_parameter(pair))
+        .flat_map(tripwire::non_credential_pairs)
         .collect();
     let query = if query.is_empty() {
         "(none)".to_owned()

@@ -98,10 +98,7 @@ pub fn without_query_credentials(uri: &Uri) -> Uri {
     if !query.split('&').any(tripwire::is_credential_parameter) {
         return uri.clone();
     }
-    let kept: Vec<&str> = query
-        .split('&')
-        .filter(|pair| !tripwire::is_credential_parameter(pair))
-        .collect();
+    let kept: Vec<&str> = tripwire::non_credential_pairs(query).collect();
     let path_and_query = if kept.is_empty() {
         uri.path().to_owned()
     } else {
