@@ -444,3 +444,43 @@ fn problems_found_before_a_syntax_error_are_sorted_with_it() {
     );
     assert!(found.iter().any(|(code, ..)| *code == "AF-MAN-004"));
 }
+
+#[test]
+fn a_capability_that_goes_around_the_sidecar_is_refused_at_its_entry() {
+    let text = with_head(
+        "services:\n  - name: api\n    port: 80\n    capabilities: [CHOWN, NET_RAW, SETUID, NET_ADMIN, SYS_ADMIN]\n",
+    );
+    assert_eq!(
+        refusals(&text),
+        [
+            ("AF-MAN-015", 6, 27),
+            ("AF-MAN-015", 6, 44),
+            ("AF-MAN-015", 6, 55)
+        ]
+    );
+    assert!(
+        statements(&text)[0].starts_with("Service api asks for NET_RAW, and it lets a process")
+    );
+    assert!(problems(&text)[0].report.next.starts_with("Remove it"));
+}
+
+#[test]
+fn the_capabilities_a_service_may_have_are_accepted() {
+    // Positive control for the refusal above: the same list without the refused ones reads.
+    let text = with_head(
+        "services:\n  - name: api\n    port: 80\n    capabilities: [CHOWN, SETUID, SETGID, NET_BIND_SERVICE]\n",
+    );
+    let manifest = common::load(&text).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = manifest.services[0]
+        .capabilities
+        .iter()
+        .map(|c| c.name())
+        .collect();
+    assert_eq!(names, ["CHOWN", "SETUID", "SETGID", "NET_BIND_SERVICE"]);
+}
+
+#[test]
+fn an_unknown_capability_is_refused_as_a_wrong_value() {
+    let text = with_head("services:\n  - name: api\n    port: 80\n    capabilities: [CAP_CHOWN]\n");
+    assert_eq!(refusals(&text)[0].0, "AF-MAN-007");
+}

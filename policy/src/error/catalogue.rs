@@ -69,6 +69,9 @@ catalogue! {
     MAN_MISSING_KEY = "AF-MAN-014", Usage,
         "A required key is missing from the manifest.",
         "Add the key shown.";
+    MAN_CAPABILITY = "AF-MAN-015", Usage,
+        "A service asks for a capability that would let it go around the sidecar or act on the host.",
+        "Remove it from the service's capabilities; every service runs with every capability dropped but those it names.";
     SCH_UNSATISFIABLE = "AF-SCH-001", Placement,
         "No runtime target satisfies a placement requirement.",
         "Declare a target under runtime.targets carrying that tag, or relax runtime.requires. Nothing was created.";

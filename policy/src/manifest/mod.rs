@@ -8,6 +8,7 @@
 //! what a schema cannot say (names, dependencies, egress rules, placement). All problems are
 //! collected and sorted by position.
 
+mod capability;
 mod model;
 mod names;
 mod path;
@@ -22,6 +23,7 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+pub use capability::Capability;
 pub use model::{MANIFEST_VERSION, Manifest, Resources, Service, ServiceKind};
 pub use names::dns_label_problem;
 pub use path::{FieldPath, Segment};

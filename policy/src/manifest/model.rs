@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::capability::Capability;
 use crate::egress::EgressSpec;
 use crate::placement::Runtime;
 
@@ -88,6 +89,11 @@ pub struct Service {
     /// arguments. It is never retried: if it fails, the service is not started.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub migrate: Vec<String>,
+    /// Linux capabilities the service needs, by name (`CHOWN`, `SETUID`, ...). A service runs
+    /// with every other one dropped; `NET_RAW`, `NET_ADMIN`, `SYS_ADMIN` and those that act on
+    /// the host are refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<Capability>,
 }
 
 /// What kind of process a service is.

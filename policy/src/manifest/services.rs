@@ -103,6 +103,16 @@ fn check_fields(service: &Service, at: &FieldPath) -> Vec<(FieldPath, Report)> {
             "Use letters, digits and underscores, not starting with a digit.",
         );
     }
+    for (k, cap) in service.capabilities.iter().enumerate() {
+        if let Some(why) = cap.refusal() {
+            refuse(
+                at.key("capabilities").index(k),
+                &codes::MAN_CAPABILITY,
+                format!("Service {name} asks for {cap}, and {why}."),
+                "Remove it; if the service cannot run without it, it cannot run contained.",
+            );
+        }
+    }
     let resources = at.key("resources");
     if let Some(cpu) = service.resources.cpu.as_deref().filter(|c| !is_cpu(c)) {
         refuse(
