@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use af_policy::egress::EgressSpec;
 use af_policy::error::{Report, codes};
-use af_policy::manifest::{Manifest, ServiceKind};
+use af_policy::manifest::{Capability, Manifest, ServiceKind};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -73,6 +73,8 @@ pub struct ServicePlan {
     pub depends_on: Vec<String>,
     /// Run once, before the service starts, never retried.
     pub migrate: Vec<String>,
+    /// The capabilities it keeps; every other one is dropped.
+    pub capabilities: Vec<Capability>,
 }
 
 impl ServicePlan {
@@ -90,6 +92,7 @@ impl ServicePlan {
             env: BTreeMap::new(),
             depends_on: Vec::new(),
             migrate: Vec::new(),
+            capabilities: Vec::new(),
         }
     }
 
@@ -154,6 +157,7 @@ impl EnvPlan {
                 env: s.env.clone(),
                 depends_on: s.depends_on.clone(),
                 migrate: s.migrate.clone(),
+                capabilities: s.capabilities.clone(),
             })
             .collect();
         let mut plan = Self::new(

@@ -8,7 +8,7 @@ use futures_util::StreamExt;
 use serde::Serialize;
 
 use super::output::{Format, print_json};
-use crate::runtime::local::{LocalOptions, client, images, networks};
+use crate::runtime::local::{LocalOptions, client, host, images, networks};
 
 /// One check.
 #[derive(Debug, Serialize)]
@@ -151,6 +151,19 @@ pub async fn run(
         },
     };
     checks.push(sidecar);
+    // What this host would expose to a service with IPv6 on (never to one without).
+    let exposure = host::Exposure::read();
+    checks.push(Check {
+        name: "host over IPv6",
+        ok: true,
+        detail: match exposure.with_ipv6() {
+            None => format!("{exposure}: nothing a service could reach, even with egress.allow_ipv6"),
+            Some(reach) => format!(
+                "{exposure}: services run with IPv6 off and cannot reach it; a manifest with egress.allow_ipv6 would let them reach {reach}"
+            ),
+        },
+        remedy: None,
+    });
     // Loopback ports for publishing.
     let port = std::net::TcpListener::bind("127.0.0.1:0");
     checks.push(Check {

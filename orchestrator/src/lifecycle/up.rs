@@ -14,7 +14,10 @@ pub async fn run(
     format: Format,
     out: &mut dyn Write,
 ) -> Result<UpReport, Report> {
-    for warning in warnings(plan) {
+    for warning in warnings(plan)
+        .into_iter()
+        .chain(runtime.containment_notes(plan))
+    {
         eprintln!("warning: {warning}");
     }
     let result = match format {

@@ -192,6 +192,14 @@ pub trait Runtime: Send + Sync {
     /// What it can do.
     fn capabilities(&self) -> Capabilities;
 
+    /// Where this plan's containment on this runtime reaches less far than the manifest may
+    /// expect (the host's own settings it cannot change), each a sentence `af up` prints before
+    /// it starts. Empty when the containment holds whatever the host's settings.
+    fn containment_notes(&self, plan: &EnvPlan) -> Vec<String> {
+        let _ = plan;
+        Vec::new()
+    }
+
     /// Make (or bring up to date) the environment: sidecar first, then the services in the
     /// plan's order, each ready before the next. Idempotent.
     fn up<'a>(

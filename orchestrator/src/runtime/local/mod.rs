@@ -12,6 +12,7 @@
 pub mod client;
 pub mod containers;
 pub mod hardening;
+pub mod host;
 pub mod images;
 pub mod labels;
 pub mod networks;
@@ -235,8 +236,9 @@ impl LocalRuntime {
             let image_id = images::build_service_image(docker, &names, service, progress).await?;
             let digest = short_digest(
                 format!(
-                    "{}|{image_id}|{inside_addr}|{}|{}",
+                    "{}|{image_id}|{inside_addr}|{}|{}|{}",
                     service.config_digest(),
+                    hardening::REVISION,
                     provisions.digest(),
                     plan.services
                         .iter()
@@ -410,8 +412,13 @@ impl LocalRuntime {
     ) -> Result<String, RuntimeError> {
         let docker = &self.docker;
         let name = names.forwarder(&service.name);
-        let digest =
-            short_digest(format!("{image}|{target}|{port}|{internal}|{publish}").as_bytes());
+        let digest = short_digest(
+            format!(
+                "{image}|{target}|{port}|{internal}|{publish}|{}",
+                hardening::REVISION
+            )
+            .as_bytes(),
+        );
         let existing = containers::find(docker, names, &name).await?;
         let reuse = existing
             .as_ref()
@@ -687,6 +694,23 @@ impl Runtime for LocalRuntime {
             admin_api: true,
             restart_sidecar: true,
         }
+    }
+
+    fn containment_notes(&self, plan: &EnvPlan) -> Vec<String> {
+        if !plan.egress.allow_ipv6 {
+            // IPv6 is off in every service and none holds NET_RAW: nothing of the host's
+            // settings is in reach.
+            return Vec::new();
+        }
+        host::Exposure::read()
+            .with_ipv6()
+            .map(|reach| {
+                format!(
+                    "egress.allow_ipv6 leaves IPv6 on in the services, so they can reach {reach}; the sidecar does not see that traffic. Remove allow_ipv6, or close those on this host."
+                )
+            })
+            .into_iter()
+            .collect()
     }
 
     fn up<'a>(

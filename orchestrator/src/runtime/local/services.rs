@@ -102,7 +102,13 @@ fn body(
     let host_config = HostConfig {
         dns: Some(vec![spec.sidecar.to_string()]),
         dns_search: Some(Vec::new()),
-        ..hardening::host_config(spec.internal)
+        ..hardening::service_host_config(
+            spec.internal,
+            hardening::ServiceConfinement {
+                capabilities: &s.capabilities,
+                ipv6: spec.plan.egress.allow_ipv6,
+            },
+        )
     };
     let endpoint = EndpointSettings {
         aliases: alias.then(|| vec![s.name.clone()]),

@@ -169,7 +169,11 @@ pub fn digest(doc: &Value, image: &str, extra_networks: &[String]) -> String {
     let mut d = doc.clone();
     d["admin"]["token"] = Value::Null;
     d["tls"]["ca_key_pem"] = Value::Null;
-    let text = format!("{d}|{image}|{}", extra_networks.join(","));
+    let text = format!(
+        "{d}|{image}|{}|{}",
+        extra_networks.join(","),
+        hardening::REVISION
+    );
     short_digest(text.as_bytes())
 }
 
