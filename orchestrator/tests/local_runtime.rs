@@ -146,3 +146,43 @@ async fn an_image_that_does_not_build_is_refused() {
     conformance::an_image_that_does_not_build_is_refused(&h, dir.clone()).await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_service_cannot_open_a_raw_or_packet_socket() {
+    let h = harness("raw").await;
+    conformance::escape::a_service_cannot_open_a_raw_or_packet_socket(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_service_cannot_reach_a_host_listener_by_any_bridge_address() {
+    let h = harness("hostaddr").await;
+    // A listener on every IPv6 address (IPv4 too, through mapped addresses), one on every
+    // IPv4 address.
+    let dual = tokio::net::TcpListener::bind("[::]:0")
+        .await
+        .expect("listen on [::]");
+    let v4 = tokio::net::TcpListener::bind("0.0.0.0:0")
+        .await
+        .expect("listen on 0.0.0.0");
+    let ports = (
+        dual.local_addr().expect("address").port(),
+        v4.local_addr().expect("address").port(),
+    );
+    for listener in [dual, v4] {
+        tokio::spawn(async move {
+            while let Ok((s, _)) = listener.accept().await {
+                drop(s);
+            }
+        });
+    }
+    conformance::escape::a_service_cannot_reach_a_host_listener_by_any_bridge_address(
+        &h, ports.0, ports.1,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_service_cannot_have_an_ipv6_packet_forwarded_by_the_host() {
+    let h = harness("fwd6").await;
+    conformance::escape::a_service_cannot_have_an_ipv6_packet_forwarded_by_the_host(&h).await;
+}

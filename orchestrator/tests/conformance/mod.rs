@@ -6,6 +6,8 @@
 //! same run (the allowed host is reached, through the same sidecar), because "blocked" and
 //! "never governed" look the same from inside a service.
 
+pub mod escape;
+
 use std::net::{IpAddr, SocketAddr};
 
 use std::time::{Duration, SystemTime};

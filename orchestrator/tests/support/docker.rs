@@ -26,8 +26,9 @@ use bollard::query_parameters::{
 };
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
+use serde_json::Value;
 
-use super::{Harness, Internet};
+use super::{Harness, HostAddr, Internet, Island};
 
 /// The label every object of a test run carries (besides the product's own on environments).
 pub const TEST_LABEL: &str = "dev.antifailure.test";
@@ -121,7 +122,8 @@ impl DockerHarness {
             allowed: ("api.allowed.test".to_owned(), ip(10)),
             unlisted: ("other.test".to_owned(), ip(20)),
             resolver: ip(29),
-            metadata: IpAddr::from([169, 254, 169, 254]),
+            // Link-local, like the cloud metadata endpoint, but never that address itself.
+            metadata: IpAddr::from([169, 254, 42, 254]),
         };
         let inet = format!("aft-{run}-inet");
         let mut sidecar_networks = vec![inet.clone()];
@@ -159,7 +161,7 @@ impl DockerHarness {
         .await;
         if metadata {
             let meta = format!("aft-{run}-meta");
-            create_network(&docker, &meta, "169.254.169.248/29", &labels)
+            create_network(&docker, &meta, "169.254.42.248/29", &labels)
                 .await
                 .unwrap_or_else(|e| panic!("metadata network: {e}"));
             run_host(
@@ -429,6 +431,29 @@ impl Harness for DockerHarness {
         })
     }
 
+    fn unconfined_probe<'a>(&'a self, env: &'a EnvId, args: &'a [&'a str]) -> BoxFuture<'a, Value> {
+        Box::pin(async move {
+            let network = Names::new(env).internal();
+            self.inner_unconfined_probe(env, &network, args).await
+        })
+    }
+
+    fn host_addrs<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Vec<HostAddr>> {
+        Box::pin(self.inner_host_addrs(env))
+    }
+
+    fn next_hop_mac<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, String> {
+        Box::pin(self.inner_internal_bridge_mac(env))
+    }
+
+    fn island<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Island> {
+        Box::pin(self.inner_island(env))
+    }
+
+    fn island_received<'a>(&'a self, island: &'a Island) -> BoxFuture<'a, Vec<String>> {
+        Box::pin(self.inner_island_received(island))
+    }
+
     fn foreign_object_exists<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, bool> {
         Box::pin(async move {
             match self
@@ -562,4 +587,267 @@ fn probe_context(bins: &Path, run: &str) -> PathBuf {
     )
     .unwrap_or_else(|e| panic!("{e}"));
     dir
+}
+
+/// The linux bridge a Docker network of this id is.
+fn bridge_of(id: &str) -> String {
+    format!("br-{}", &id[..id.len().min(12)])
+}
+
+/// The host's IPv6 addresses by interface, from `/proc/net/if_inet6` (address, interface).
+fn host_ipv6() -> Vec<(std::net::Ipv6Addr, String)> {
+    std::fs::read_to_string("/proc/net/if_inet6")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let hex = u128::from_str_radix(f.first()?, 16).ok()?;
+            Some((std::net::Ipv6Addr::from(hex), (*f.get(5)?).to_owned()))
+        })
+        .collect()
+}
+
+impl DockerHarness {
+    /// The image the environment's probe service runs.
+    async fn probe_image(&self, env: &EnvId) -> String {
+        self.docker
+            .inspect_container(&Names::new(env).service("probe"), None)
+            .await
+            .ok()
+            .and_then(|c| c.image)
+            .unwrap_or_else(|| panic!("{env}'s probe service has an image"))
+    }
+
+    /// Run the probe, as a container of the test's own with the engine's default capabilities
+    /// (`NET_RAW` among them) and IPv6 on, on `network`; its last JSON line.
+    /// This is the positive control of the escape cases: what a service could do without
+    /// the environment's confinement.
+    async fn inner_unconfined_probe(&self, env: &EnvId, network: &str, args: &[&str]) -> Value {
+        let image = self.probe_image(env).await;
+        let name = format!(
+            "aft-{}-free-{}",
+            self.run,
+            short_digest(args.join(" ").as_bytes())
+        );
+        let mut cmd = vec!["/af-probe".to_owned()];
+        cmd.extend(args.iter().map(|a| (*a).to_owned()));
+        let body = ContainerCreateBody {
+            image: Some(image),
+            entrypoint: Some(cmd),
+            env: Some(vec!["AF_PROBE_SETTLE=1".to_owned()]),
+            labels: Some(HashMap::from([(TEST_LABEL.to_owned(), self.run.clone())])),
+            host_config: Some(HostConfig {
+                network_mode: Some(network.to_owned()),
+                // Some engines turn IPv6 off in containers on IPv4-only networks, others do
+                // not (and `egress.allow_ipv6` would not): the control has it on.
+                sysctls: Some(HashMap::from([
+                    ("net.ipv6.conf.all.disable_ipv6".to_owned(), "0".to_owned()),
+                    (
+                        "net.ipv6.conf.default.disable_ipv6".to_owned(),
+                        "0".to_owned(),
+                    ),
+                ])),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let _ = self
+            .docker
+            .remove_container(
+                &name,
+                Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+            )
+            .await;
+        let options = CreateContainerOptionsBuilder::default().name(&name).build();
+        self.docker
+            .create_container(Some(options), body)
+            .await
+            .unwrap_or_else(|e| panic!("create {name}: {e}"));
+        self.docker
+            .start_container(&name, None)
+            .await
+            .unwrap_or_else(|e| panic!("start {name}: {e}"));
+        let _ = self
+            .docker
+            .wait_container(&name, None)
+            .collect::<Vec<_>>()
+            .await;
+        let out = self.stdout_of(&name).await;
+        let _ = self
+            .docker
+            .remove_container(
+                &name,
+                Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+            )
+            .await;
+        let line = out.lines().last().unwrap_or("").to_owned();
+        serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("unconfined probe {args:?} printed {out:?}: {e}"))
+    }
+
+    async fn stdout_of(&self, container: &str) -> String {
+        let options = bollard::query_parameters::LogsOptionsBuilder::default()
+            .stdout(true)
+            .build();
+        let mut logs = self.docker.logs(container, Some(options));
+        let mut out = String::new();
+        while let Some(Ok(chunk)) = logs.next().await {
+            out.push_str(&chunk.to_string());
+        }
+        out
+    }
+
+    /// Every address the host has on a bridge: the IPv4 gateway of every network this
+    /// environment and the engine have, and every IPv6 address of their bridges.
+    async fn inner_host_addrs(&self, env: &EnvId) -> Vec<HostAddr> {
+        let names = Names::new(env);
+        let mut out = Vec::new();
+        let mut networks = vec![
+            names.internal(),
+            names.edge(),
+            names.publish(),
+            "bridge".to_owned(),
+            format!("aft-{}-inet", self.run),
+        ];
+        networks.dedup();
+        for net in networks {
+            let Ok(n) = self.docker.inspect_network(&net, None).await else {
+                continue;
+            };
+            let id = n.id.clone().unwrap_or_default();
+            let bridge = if net == "bridge" {
+                "docker0".to_owned()
+            } else {
+                bridge_of(&id)
+            };
+            let on_internal = net == names.internal();
+            for c in n.ipam.and_then(|i| i.config).unwrap_or_default() {
+                if let Some(gw) = c.gateway.filter(|g| !g.is_empty()) {
+                    // The internal network's gateway is an address the host does not take.
+                    let on_host = std::net::UdpSocket::bind((gw.as_str(), 0)).is_ok();
+                    out.push(HostAddr {
+                        bridge: bridge.clone(),
+                        from_host: gw.clone(),
+                        from_service: gw,
+                        on_internal,
+                        on_host,
+                    });
+                }
+            }
+            for (ip, iface) in host_ipv6() {
+                if iface == bridge {
+                    let scoped = (ip.segments()[0] & 0xffc0) == 0xfe80;
+                    out.push(HostAddr {
+                        bridge: bridge.clone(),
+                        from_host: if scoped {
+                            format!("{ip}%{iface}")
+                        } else {
+                            ip.to_string()
+                        },
+                        from_service: if scoped {
+                            format!("{ip}%eth0")
+                        } else {
+                            ip.to_string()
+                        },
+                        on_internal,
+                        on_host: true,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// The MAC address of the host's side of the environment's internal network.
+    async fn inner_internal_bridge_mac(&self, env: &EnvId) -> String {
+        let n = self
+            .docker
+            .inspect_network(&Names::new(env).internal(), None)
+            .await
+            .unwrap_or_else(|e| panic!("internal network: {e}"));
+        let bridge = bridge_of(&n.id.unwrap_or_default());
+        std::fs::read_to_string(format!("/sys/class/net/{bridge}/address"))
+            .unwrap_or_else(|e| panic!("{bridge}: {e}"))
+            .trim()
+            .to_owned()
+    }
+
+    /// Make the IPv6 island (its network and receiver) from the environment's probe image.
+    async fn inner_island(&self, env: &EnvId) -> Island {
+        let labels = HashMap::from([(TEST_LABEL.to_owned(), self.run.clone())]);
+        let net = format!("aft-{}-v6", self.run);
+        let prefix = format!("fdaf:{}:{}", &short_digest(self.run.as_bytes())[..4], 16);
+        let request = NetworkCreateRequest {
+            name: net.clone(),
+            driver: Some("bridge".to_owned()),
+            internal: Some(true),
+            enable_ipv6: Some(true),
+            ipam: Some(Ipam {
+                config: Some(vec![IpamConfig {
+                    subnet: Some(format!("{prefix}::/64")),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            labels: Some(labels.clone()),
+            ..Default::default()
+        };
+        self.docker
+            .create_network(request)
+            .await
+            .unwrap_or_else(|e| panic!("create {net}: {e}"));
+        let addr = format!("{prefix}::10");
+        let container = format!("aft-{}-island", self.run);
+        let body = ContainerCreateBody {
+            image: Some(self.probe_image(env).await),
+            entrypoint: Some(vec![
+                "/af-probe".to_owned(),
+                "udp-listen".to_owned(),
+                "9999".to_owned(),
+            ]),
+            labels: Some(labels),
+            host_config: Some(HostConfig {
+                network_mode: Some(net.clone()),
+                ..Default::default()
+            }),
+            networking_config: Some(NetworkingConfig {
+                endpoints_config: Some(HashMap::from([(
+                    net.clone(),
+                    EndpointSettings {
+                        ipam_config: Some(EndpointIpamConfig {
+                            ipv6_address: Some(addr.clone()),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    },
+                )])),
+            }),
+            ..Default::default()
+        };
+        let options = CreateContainerOptionsBuilder::default()
+            .name(&container)
+            .build();
+        self.docker
+            .create_container(Some(options), body)
+            .await
+            .unwrap_or_else(|e| panic!("create {container}: {e}"));
+        self.docker
+            .start_container(&container, None)
+            .await
+            .unwrap_or_else(|e| panic!("start {container}: {e}"));
+        Island {
+            receiver: format!("[{addr}]:9999"),
+            container,
+        }
+    }
+
+    /// Every datagram text the island's receiver has printed so far.
+    async fn inner_island_received(&self, island: &Island) -> Vec<String> {
+        self.stdout_of(&island.container)
+            .await
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter_map(|v| v["text"].as_str().map(str::to_owned))
+            .collect()
+    }
 }

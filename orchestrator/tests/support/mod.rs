@@ -28,7 +28,7 @@ pub struct Internet {
     pub unlisted: (String, IpAddr),
     /// The simulated internet's resolver (UDP 53); the sidecar uses it.
     pub resolver: IpAddr,
-    /// The metadata address, served by a test host.
+    /// A link-local address standing in for the metadata endpoint, served by a test host.
     pub metadata: IpAddr,
 }
 
@@ -66,6 +66,95 @@ pub trait Harness: Send + Sync {
     ) -> BoxFuture<'a, Option<Vec<u8>>>;
     /// The variables a service's processes start with, as `NAME=value`.
     fn service_env<'a>(&'a self, env: &'a EnvId, service: &'a str) -> BoxFuture<'a, Vec<String>>;
+    /// Run the probe outside the environment's confinement (the runtime's defaults: its
+    /// capabilities, IPv6 on) on the services' network; its last JSON line. The escape cases'
+    /// positive control: the way out exists on this host, so only the confinement closes it.
+    fn unconfined_probe<'a>(&'a self, env: &'a EnvId, args: &'a [&'a str]) -> BoxFuture<'a, Value>;
+    /// Every address the host has on a bridge, IPv4 and IPv6 (link-local included).
+    fn host_addrs<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Vec<HostAddr>>;
+    /// The MAC address of the host's side of the services' network (the next hop a frame
+    /// built by hand is sent to).
+    fn next_hop_mac<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, String>;
+    /// Make the IPv6 island: a host on an IPv6 network of the test's own, behind the host.
+    fn island<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Island>;
+    /// What the island's receiver has received.
+    fn island_received<'a>(&'a self, island: &'a Island) -> BoxFuture<'a, Vec<String>>;
+}
+
+/// An address of the host on one of its bridges, as the host dials it and as a service on the
+/// environment's internal network would (a link-local address scoped to the service's `eth0`).
+#[derive(Debug, Clone)]
+pub struct HostAddr {
+    /// The bridge interface it is on.
+    pub bridge: String,
+    /// `ADDR` as the host dials it (IPv6 link-local scoped to the bridge).
+    pub from_host: String,
+    /// `ADDR` as a container on the internal network dials it.
+    pub from_service: String,
+    /// Whether it is on the environment's internal network's own bridge.
+    pub on_internal: bool,
+    /// Whether the host really has it (a network's gateway address may be nobody's).
+    pub on_host: bool,
+}
+
+impl HostAddr {
+    /// `ADDR:PORT` as the host dials it.
+    pub fn host_target(&self, port: u16) -> String {
+        target(&self.from_host, port)
+    }
+
+    /// `ADDR:PORT` as a service dials it.
+    pub fn service_target(&self, port: u16) -> String {
+        target(&self.from_service, port)
+    }
+}
+
+fn target(addr: &str, port: u16) -> String {
+    if addr.contains(':') {
+        format!("[{addr}]:{port}")
+    } else {
+        format!("{addr}:{port}")
+    }
+}
+
+/// The IPv6 island: a network of the test's own with IPv6 (a unique-local /64 it picks) and a
+/// host on it that prints every datagram it receives.
+pub struct Island {
+    /// `[ADDR]:PORT` of the receiver.
+    pub receiver: String,
+    /// The container that receives.
+    pub container: String,
+}
+
+/// Sets the host's IPv6 forwarding for as long as it lives, then puts back what it found.
+pub struct HostForwarding {
+    before: String,
+}
+
+const FORWARDING: &str = "/proc/sys/net/ipv6/conf/all/forwarding";
+
+impl HostForwarding {
+    /// Turn the host's IPv6 forwarding on or off.
+    pub fn set(on: bool) -> HostForwarding {
+        let before = std::fs::read_to_string(FORWARDING).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(FORWARDING, if on { "1" } else { "0" })
+            .unwrap_or_else(|e| panic!("set {FORWARDING} (the tests run as root): {e}"));
+        HostForwarding { before }
+    }
+
+    /// Change it while keeping the first value to put back.
+    pub fn turn(&self, on: bool) {
+        std::fs::write(FORWARDING, if on { "1" } else { "0" })
+            .unwrap_or_else(|e| panic!("set {FORWARDING}: {e}"));
+        let now = std::fs::read_to_string(FORWARDING).unwrap_or_default();
+        assert_eq!(now.trim(), if on { "1" } else { "0" }, "{FORWARDING} took");
+    }
+}
+
+impl Drop for HostForwarding {
+    fn drop(&mut self) {
+        let _ = std::fs::write(FORWARDING, self.before.trim());
+    }
 }
 
 /// The egress catalogue every conformance environment runs with: the allowed name may go
