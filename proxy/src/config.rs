@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::num::NonZeroU32;
+use std::num::{NonZeroU32, NonZeroU64};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -327,6 +327,7 @@ impl Listeners {
             udp_sockets: 0,
             seen_capacity: None,
             sightings_per_second: default_sightings_per_second(),
+            tcp_idle_secs: default_dns_tcp_idle_secs(),
         }
     }
 }
@@ -401,6 +402,14 @@ pub struct DnsListener {
     /// cannot push decisions out of the bounded journal.
     #[serde(default = "default_sightings_per_second")]
     pub sightings_per_second: NonZeroU32,
+    /// A DNS-over-TCP connection that brings no whole query for this long is closed, default
+    /// 10 s. DNS-over-TCP connections count under `limits.max_connections`.
+    #[serde(default = "default_dns_tcp_idle_secs")]
+    pub tcp_idle_secs: NonZeroU64,
+}
+
+fn default_dns_tcp_idle_secs() -> NonZeroU64 {
+    NonZeroU64::new(10).unwrap_or(NonZeroU64::MIN)
 }
 
 fn default_sightings_per_second() -> NonZeroU32 {
@@ -433,6 +442,7 @@ impl DnsListener {
         config.inside_zones = self.inside_zones.clone();
         config.forward_unlisted_single_labels = self.forward_unlisted_short_names;
         config.sightings_per_second = self.sightings_per_second.get();
+        config.tcp_idle_secs = self.tcp_idle_secs.get();
         if let Some(capacity) = self.seen_capacity {
             config.seen_capacity = capacity;
         }

@@ -252,7 +252,7 @@ impl Metrics {
             .get()
             .map(af_dns::Metrics::snapshot)
             .unwrap_or_default();
-        let simple: [(&str, &str, &str, u64); 18] = [
+        let simple: [(&str, &str, &str, u64); 20] = [
             (
                 "af_proxy_refused_undecided_total",
                 "counter",
@@ -288,6 +288,18 @@ impl Metrics {
                 "counter",
                 "DNS first sightings dropped because the journal's hand-off queue was full.",
                 dns.sightings_dropped,
+            ),
+            (
+                "af_proxy_dns_tcp_refusals_total",
+                "counter",
+                "DNS-over-TCP connections closed at limits.max_connections (also in af_proxy_connection_limit_refusals_total).",
+                dns.tcp_refused,
+            ),
+            (
+                "af_proxy_dns_tcp_accept_failures_total",
+                "counter",
+                "Failed DNS-over-TCP accepts (out of file descriptors and the like), each followed by a 50 ms pause.",
+                dns.tcp_accept_failed,
             ),
             (
                 "af_proxy_open_files_limit",

@@ -231,7 +231,8 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
                 journal: journal.clone(),
                 catalogue: state.catalogue.clone(),
             });
-            let server = DnsServer::bind(dns_config, observer)
+            let cap = Arc::new(state.limit.clone());
+            let server = DnsServer::bind_under(dns_config, observer, cap)
                 .await
                 .map_err(dns::refusal)?;
             metrics.attach_dns(server.metrics());

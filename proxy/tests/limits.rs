@@ -141,3 +141,85 @@ async fn a_rules_rate_limit_refuses_with_429_net_048_past_its_burst() {
         "{recs:#?}"
     );
 }
+
+/// Asks `example.test. A` over an open DNS-over-TCP connection: the answer's address, or
+/// `None` when the sidecar closes the connection instead.
+async fn dns_over_tcp(stream: &mut TcpStream) -> Option<std::net::IpAddr> {
+    use hickory_proto::op::{Message, MessageType, OpCode, Query};
+    use hickory_proto::rr::{Name, RData, RecordType};
+    let mut message = Message::new(7, MessageType::Query, OpCode::Query);
+    message.add_query(Query::query(
+        Name::from_ascii("example.test.").unwrap(),
+        RecordType::A,
+    ));
+    let bytes = message.to_vec().unwrap();
+    let len = u16::try_from(bytes.len()).unwrap();
+    stream.write_all(&len.to_be_bytes()).await.ok()?;
+    stream.write_all(&bytes).await.ok()?;
+    let read = async {
+        let mut prefix = [0u8; 2];
+        stream.read_exact(&mut prefix).await.ok()?;
+        let mut reply = vec![0u8; usize::from(u16::from_be_bytes(prefix))];
+        stream.read_exact(&mut reply).await.ok()?;
+        Message::from_vec(&reply).ok()
+    };
+    let answer = tokio::time::timeout(Duration::from_secs(5), read)
+        .await
+        .ok()??;
+    answer.answers.iter().find_map(|r| match &r.data {
+        RData::A(a) => Some(std::net::IpAddr::V4(a.0)),
+        _ => None,
+    })
+}
+
+#[tokio::test]
+async fn dns_over_tcp_holds_places_under_max_connections_and_is_closed_past_it() {
+    let up = hello_upstream().await;
+    let dns = resolver(vec![("api.allowed.test", vec![upstream_ip()])]).await;
+    let mut setup = Setup::new(&egress(&[("api.allowed.test", "allow")]), dns.addr);
+    setup.dns = format!(
+        "    listen: \"127.0.0.1:0\"\n    answer_v4: \"192.0.2.53\"\n    inside_resolver: \"{}\"\n    udp_sockets: 1",
+        dns.addr
+    );
+    setup.extra =
+        "inside:\n  subnets: [\"198.51.100.0/24\"]\nlimits:\n  max_connections: 2\n".into();
+    let sc = Sidecar::start(&setup).await;
+    let sidecar_v4: std::net::IpAddr = "192.0.2.53".parse().unwrap();
+
+    // Positive control: within the cap DNS over TCP is answered.
+    let mut held1 = TcpStream::connect(sc.dns()).await.unwrap();
+    let mut held2 = TcpStream::connect(sc.dns()).await.unwrap();
+    assert_eq!(dns_over_tcp(&mut held1).await, Some(sidecar_v4));
+    assert_eq!(dns_over_tcp(&mut held2).await, Some(sidecar_v4));
+    assert_eq!(sc.running.metrics.active_connections(), 2);
+
+    // The two DNS connections hold both places: HTTP is refused, and so is a third DNS one.
+    let url = format!("http://api.allowed.test:{}/", up.addr().port());
+    let out = raw(
+        sc.proxy(),
+        format!("GET {url} HTTP/1.1\r\nHost: api.allowed.test\r\n\r\n").as_bytes(),
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(out.starts_with("HTTP/1.1 503"), "{out}");
+    let mut third = TcpStream::connect(sc.dns()).await.unwrap();
+    assert_eq!(dns_over_tcp(&mut third).await, None);
+    let admin = sc.admin();
+    assert_eq!(admin.metric("af_proxy_dns_tcp_refusals_total").await, 1);
+    assert_eq!(
+        admin
+            .metric("af_proxy_connection_limit_refusals_total")
+            .await,
+        2
+    );
+
+    // A DNS connection closing frees its place for HTTP.
+    drop(held1);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while sc.running.metrics.active_connections() > 1 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let got = proxy_get(sc.proxy(), &url).await;
+    assert_eq!(got.status, 200, "{}", got.body);
+    assert_eq!(dns_over_tcp(&mut held2).await, Some(sidecar_v4));
+}
