@@ -527,10 +527,16 @@ pub struct Limits {
     pub idle_timeout_ms: u64,
     /// Time to receive a TLS ClientHello, default 5 s.
     pub client_hello_timeout_ms: u64,
-    /// Time to connect to an upstream, default 10 s.
+    /// Time to connect to one upstream address, default 10 s.
     pub upstream_connect_timeout_ms: u64,
     /// Time to resolve a name, default 5 s.
     pub resolve_timeout_ms: u64,
+    /// Time for a whole dial, resolution and every address included, default 15 s; the
+    /// addresses left share what remains. Past it: 504 AF-NET-019.
+    pub dial_timeout_ms: u64,
+    /// Upstream connections open at once (pooled HTTP and HTTPS, idle ones included, tunnels,
+    /// model calls), default 4096. Past it a dial is refused: 503 AF-NET-018.
+    pub max_upstream_connections: usize,
     /// Idle pooled upstream connections kept per host, default 256 (fewer than the clients
     /// of a busy host makes every burst reconnect).
     pub pool_max_idle_per_host: usize,
@@ -548,6 +554,8 @@ impl Default for Limits {
             client_hello_timeout_ms: 5_000,
             upstream_connect_timeout_ms: 10_000,
             resolve_timeout_ms: 5_000,
+            dial_timeout_ms: 15_000,
+            max_upstream_connections: 4096,
             pool_max_idle_per_host: 256,
             tunnel_buffer_bytes: 64 * 1024,
         }
@@ -659,6 +667,11 @@ impl Config {
             ("client_hello_timeout_ms", l.client_hello_timeout_ms),
             ("upstream_connect_timeout_ms", l.upstream_connect_timeout_ms),
             ("resolve_timeout_ms", l.resolve_timeout_ms),
+            ("dial_timeout_ms", l.dial_timeout_ms),
+            (
+                "max_upstream_connections",
+                l.max_upstream_connections as u64,
+            ),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(refuse(format!("limits.{name} must be greater than 0.")));
