@@ -61,9 +61,15 @@ pub struct DnsConfig {
     /// a flood of made-up names cannot bury the observer (the sidecar's bounded journal).
     #[serde(default = "default_sightings_per_second")]
     pub sightings_per_second: u32,
-    /// Idle time after which a DNS-over-TCP connection is closed (default 10 s).
+    /// A DNS-over-TCP connection that brings no whole query for this long is closed (default
+    /// 10 s; a query trickled in byte by byte does not reset it).
     #[serde(default = "default_tcp_idle_secs")]
     pub tcp_idle_secs: u64,
+    /// DNS-over-TCP connections open at once; past it a new one is closed at once (default
+    /// 1024). An embedding program can count them under its own cap instead
+    /// ([`crate::DnsServer::bind_under`]), and then this is not used.
+    #[serde(default = "default_tcp_max_connections")]
+    pub tcp_max_connections: usize,
 }
 
 fn default_listen() -> SocketAddr {
@@ -87,6 +93,9 @@ fn default_sighting_queue() -> usize {
 }
 fn default_tcp_idle_secs() -> u64 {
     10
+}
+fn default_tcp_max_connections() -> usize {
+    1024
 }
 
 /// Upper bound on `udp_sockets`: more sockets than this only wastes file descriptors.
@@ -114,6 +123,7 @@ impl DnsConfig {
             sighting_queue: default_sighting_queue(),
             sightings_per_second: default_sightings_per_second(),
             tcp_idle_secs: default_tcp_idle_secs(),
+            tcp_max_connections: default_tcp_max_connections(),
         }
     }
 
@@ -167,10 +177,12 @@ impl DnsConfig {
                 "keep ttl_secs short (the default is 5)",
             ));
         }
-        if self.upstream_timeout_ms == 0 || self.tcp_idle_secs == 0 {
+        if self.upstream_timeout_ms == 0 || self.tcp_idle_secs == 0 || self.tcp_max_connections == 0
+        {
             return Err(invalid(
-                "upstream_timeout_ms and tcp_idle_secs must be positive".to_owned(),
-                "remove them to use the defaults (2000 ms and 10 s)",
+                "upstream_timeout_ms, tcp_idle_secs and tcp_max_connections must be positive"
+                    .to_owned(),
+                "remove them to use the defaults (2000 ms, 10 s and 1024)",
             ));
         }
         if self.sightings_per_second == 0 {

@@ -28,12 +28,14 @@ mod handler;
 mod metrics;
 mod server;
 mod sightings;
+mod tcp;
 
 pub use config::{Checked, DnsConfig};
 pub use error::DnsError;
 pub use metrics::{Metrics, MetricsSnapshot};
 pub use server::DnsServer;
 pub use sightings::{AnswerKind, IgnoreSightings, QueryObserver, Sighting};
+pub use tcp::{TcpAdmission, TcpLimit, TcpPlace};
 
 /// The DNS record type of a [`Sighting`] (re-exported from hickory-proto).
 pub use hickory_proto::rr::RecordType;

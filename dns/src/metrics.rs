@@ -22,6 +22,8 @@ struct Counters {
     sightings_dropped: AtomicU64,
     sightings_over_budget: AtomicU64,
     seen_evicted: AtomicU64,
+    tcp_refused: AtomicU64,
+    tcp_accept_failed: AtomicU64,
 }
 
 /// The counters at one moment.
@@ -45,6 +47,10 @@ pub struct MetricsSnapshot {
     pub sightings_over_budget: u64,
     /// Remembered (name, type) pairs forgotten because the seen set was full.
     pub seen_evicted: u64,
+    /// DNS-over-TCP connections closed unanswered because the connection cap was reached.
+    pub tcp_refused: u64,
+    /// Failed TCP accepts (out of file descriptors and the like), each followed by a pause.
+    pub tcp_accept_failed: u64,
 }
 
 impl MetricsSnapshot {
@@ -68,6 +74,8 @@ impl Metrics {
             sightings_dropped: c.sightings_dropped.load(Relaxed),
             sightings_over_budget: c.sightings_over_budget.load(Relaxed),
             seen_evicted: c.seen_evicted.load(Relaxed),
+            tcp_refused: c.tcp_refused.load(Relaxed),
+            tcp_accept_failed: c.tcp_accept_failed.load(Relaxed),
         }
     }
 
@@ -97,5 +105,13 @@ impl Metrics {
 
     pub(crate) fn seen_evicted(&self) {
         self.0.seen_evicted.fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn tcp_refused(&self) {
+        self.0.tcp_refused.fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn tcp_accept_failed(&self) {
+        self.0.tcp_accept_failed.fetch_add(1, Relaxed);
     }
 }

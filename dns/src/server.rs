@@ -1,6 +1,7 @@
 //! Sockets and lifetime: one TCP listener and several UDP sockets sharing the port through
 //! `SO_REUSEPORT` (one UDP socket is hickory-server's ceiling; the kernel spreads queries over
-//! several), all handed to hickory-server.
+//! several). The UDP sockets are handed to hickory-server; TCP is accepted by [`crate::tcp`],
+//! under a connection cap.
 
 use std::{
     future::Future,
@@ -11,8 +12,13 @@ use std::{
     time::Duration,
 };
 
-use hickory_server::Server;
+use hickory_server::{
+    Server,
+    net::runtime::Time,
+    server::{Request, RequestHandler, ResponseHandler, ResponseInfo},
+};
 use socket2::{Domain, Protocol, Socket, Type};
+use tokio::task::JoinSet;
 
 use crate::{
     config::DnsConfig,
@@ -20,12 +26,11 @@ use crate::{
     handler::Handler,
     metrics::Metrics,
     sightings::{QueryObserver, SightingBounds, Sightings},
+    tcp::{self, TcpAdmission, TcpLimit, TcpService},
 };
 
 /// How many times a free port is looked for when the configured port is 0.
 const PORT_ATTEMPTS: usize = 16;
-/// Per-connection buffer of responses waiting to be written on DNS-over-TCP.
-const TCP_RESPONSE_BUFFER: usize = 32;
 /// Pending-connection queue of the TCP listener.
 const TCP_BACKLOG: i32 = 1024;
 
@@ -35,7 +40,9 @@ const TCP_BACKLOG: i32 = 1024;
 /// hickory-server logs two `info` lines per query under the `hickory_server` target: the
 /// embedding program should filter that target to `warn` so logging stays off the query path.
 pub struct DnsServer {
-    server: Server<Handler>,
+    server: Server<Shared>,
+    /// The DNS-over-TCP accept loop; dropping the set aborts it and its connections.
+    tcp: JoinSet<()>,
     local_addr: SocketAddr,
     udp_sockets: usize,
     metrics: Metrics,
@@ -43,11 +50,23 @@ pub struct DnsServer {
 
 impl DnsServer {
     /// Validates `config`, binds every socket and starts serving; `observer` gets first sightings.
+    /// DNS over TCP holds at most `tcp_max_connections` connections.
     ///
     /// Fails before anything is served if the configuration is invalid or an address is taken.
     pub async fn bind(
         config: DnsConfig,
         observer: Arc<dyn QueryObserver>,
+    ) -> Result<Self, DnsError> {
+        let limit = Arc::new(TcpLimit::new(config.tcp_max_connections));
+        Self::bind_under(config, observer, limit).await
+    }
+
+    /// As [`DnsServer::bind`], with each DNS-over-TCP connection admitted by `admission`
+    /// instead of `tcp_max_connections`: an embedding program counts them under its own cap.
+    pub async fn bind_under(
+        config: DnsConfig,
+        observer: Arc<dyn QueryObserver>,
+        admission: Arc<dyn TcpAdmission>,
     ) -> Result<Self, DnsError> {
         let checked = config.validate()?;
         let metrics = Metrics::default();
@@ -61,28 +80,34 @@ impl DnsServer {
                 reason: format!("cannot start the sightings thread: {error}"),
             }
         })?;
-        let handler = Handler::new(&config, &checked, sightings, metrics.clone())?;
-        let (tcp, udp) = bind_sockets(config.listen, checked.udp_sockets)?;
-        let local_addr = tcp
+        let handler = Arc::new(Handler::new(&config, &checked, sightings, metrics.clone())?);
+        let (tcp_listener, udp) = bind_sockets(config.listen, checked.udp_sockets)?;
+        let local_addr = tcp_listener
             .local_addr()
             .map_err(|source| bind_error(config.listen, "tcp", source))?;
 
-        let mut server = Server::new(handler);
+        let mut server = Server::new(Shared(handler.clone()));
         for socket in udp {
             let socket = tokio::net::UdpSocket::from_std(socket)
                 .map_err(|source| bind_error(local_addr, "udp", source))?;
             server.register_socket(socket);
         }
-        let tcp = tokio::net::TcpListener::from_std(tcp)
+        let tcp_listener = tokio::net::TcpListener::from_std(tcp_listener)
             .map_err(|source| bind_error(local_addr, "tcp", source))?;
-        server.register_listener(
-            tcp,
-            Duration::from_secs(config.tcp_idle_secs),
-            TCP_RESPONSE_BUFFER,
-        );
+        let mut tcp = JoinSet::new();
+        tcp.spawn(tcp::accept_loop(
+            tcp_listener,
+            TcpService {
+                handler,
+                admission,
+                idle: Duration::from_secs(config.tcp_idle_secs),
+                metrics: metrics.clone(),
+            },
+        ));
         tracing::info!(%local_addr, udp_sockets = checked.udp_sockets, "DNS server listening");
         Ok(Self {
             server,
+            tcp,
             local_addr,
             udp_sockets: checked.udp_sockets,
             metrics,
@@ -114,6 +139,7 @@ impl DnsServer {
             Some(result) => result,
             None => self.server.shutdown_gracefully().await,
         };
+        self.tcp.shutdown().await;
         result.map_err(|error| DnsError::Stopped {
             reason: error.to_string(),
         })
@@ -122,6 +148,22 @@ impl DnsServer {
     /// Stops accepting queries and waits for the listeners to close.
     pub async fn shutdown(self) -> Result<(), DnsError> {
         self.serve_until(async {}).await
+    }
+}
+
+/// The handler as hickory's UDP transport owns it, shared with the TCP transport.
+struct Shared(Arc<Handler>);
+
+#[async_trait::async_trait]
+impl RequestHandler for Shared {
+    async fn handle_request<R: ResponseHandler, T: Time>(
+        &self,
+        request: &Request,
+        response_handle: R,
+    ) -> ResponseInfo {
+        self.0
+            .handle_request::<R, T>(request, response_handle)
+            .await
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::num::NonZeroU32;
+use std::num::{NonZeroU32, NonZeroU64};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -327,6 +327,7 @@ impl Listeners {
             udp_sockets: 0,
             seen_capacity: None,
             sightings_per_second: default_sightings_per_second(),
+            tcp_idle_secs: default_dns_tcp_idle_secs(),
         }
     }
 }
@@ -401,6 +402,14 @@ pub struct DnsListener {
     /// cannot push decisions out of the bounded journal.
     #[serde(default = "default_sightings_per_second")]
     pub sightings_per_second: NonZeroU32,
+    /// A DNS-over-TCP connection that brings no whole query for this long is closed, default
+    /// 10 s. DNS-over-TCP connections count under `limits.max_connections`.
+    #[serde(default = "default_dns_tcp_idle_secs")]
+    pub tcp_idle_secs: NonZeroU64,
+}
+
+fn default_dns_tcp_idle_secs() -> NonZeroU64 {
+    NonZeroU64::new(10).unwrap_or(NonZeroU64::MIN)
 }
 
 fn default_sightings_per_second() -> NonZeroU32 {
@@ -433,6 +442,7 @@ impl DnsListener {
         config.inside_zones = self.inside_zones.clone();
         config.forward_unlisted_single_labels = self.forward_unlisted_short_names;
         config.sightings_per_second = self.sightings_per_second.get();
+        config.tcp_idle_secs = self.tcp_idle_secs.get();
         if let Some(capacity) = self.seen_capacity {
             config.seen_capacity = capacity;
         }
@@ -517,10 +527,16 @@ pub struct Limits {
     pub idle_timeout_ms: u64,
     /// Time to receive a TLS ClientHello, default 5 s.
     pub client_hello_timeout_ms: u64,
-    /// Time to connect to an upstream, default 10 s.
+    /// Time to connect to one upstream address, default 10 s.
     pub upstream_connect_timeout_ms: u64,
     /// Time to resolve a name, default 5 s.
     pub resolve_timeout_ms: u64,
+    /// Time for a whole dial, resolution and every address included, default 15 s; the
+    /// addresses left share what remains. Past it: 504 AF-NET-019.
+    pub dial_timeout_ms: u64,
+    /// Upstream connections open at once (pooled HTTP and HTTPS, idle ones included, tunnels,
+    /// model calls), default 4096. Past it a dial is refused: 503 AF-NET-018.
+    pub max_upstream_connections: usize,
     /// Idle pooled upstream connections kept per host, default 256 (fewer than the clients
     /// of a busy host makes every burst reconnect).
     pub pool_max_idle_per_host: usize,
@@ -538,6 +554,8 @@ impl Default for Limits {
             client_hello_timeout_ms: 5_000,
             upstream_connect_timeout_ms: 10_000,
             resolve_timeout_ms: 5_000,
+            dial_timeout_ms: 15_000,
+            max_upstream_connections: 4096,
             pool_max_idle_per_host: 256,
             tunnel_buffer_bytes: 64 * 1024,
         }
@@ -649,6 +667,11 @@ impl Config {
             ("client_hello_timeout_ms", l.client_hello_timeout_ms),
             ("upstream_connect_timeout_ms", l.upstream_connect_timeout_ms),
             ("resolve_timeout_ms", l.resolve_timeout_ms),
+            ("dial_timeout_ms", l.dial_timeout_ms),
+            (
+                "max_upstream_connections",
+                l.max_upstream_connections as u64,
+            ),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(refuse(format!("limits.{name} must be greater than 0.")));

@@ -1,13 +1,24 @@
-//! The environment's DNS server inside the sidecar: af-dns answers, and every first sighting of
-//! a name becomes a journal record carrying the mode the catalogue gives that host.
+//! The environment's DNS server inside the sidecar: af-dns answers, every first sighting of
+//! a name becomes a journal record carrying the mode the catalogue gives that host, and DNS
+//! over TCP holds places under `limits.max_connections` like every data connection.
 
 use std::sync::Arc;
 
-use af_dns::{DnsError, QueryObserver, Sighting};
+use af_dns::{DnsError, QueryObserver, Sighting, TcpAdmission, TcpPlace};
 use af_policy::egress::Catalogue;
 use af_policy::error::{Report, codes};
 
 use crate::journal::{DnsSighting, Entry, Journal};
+use crate::limits::ConnectionLimit;
+
+/// DNS-over-TCP connections are admitted under the data listeners' cap (a refusal is counted
+/// with theirs) and are closed at once past it.
+impl TcpAdmission for ConnectionLimit {
+    fn admit(&self) -> Option<TcpPlace> {
+        let admitted = self.try_admit()?;
+        Some(Box::new(admitted))
+    }
+}
 
 /// The port a sighting's mode is decided for: a name is looked up before any port is known,
 /// and most outside traffic is HTTPS.

@@ -7,6 +7,10 @@
 //! the environment's own inside subnets, and the configured trusted upstream networks (meant
 //! for tests). The last two can never open unspecified, link-local (metadata), multicast or
 //! broadcast addresses, nor IPv6 forms that embed an IPv4 address: see [`admit`].
+//!
+//! A dial is bounded twice: it must finish, resolution included, within one deadline however
+//! many addresses the name has, and each connection it opens holds a place under the upstream
+//! cap until it closes.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -19,7 +23,9 @@ use hickory_resolver::config::{
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use ipnet::IpNet;
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 
+use crate::limits::{UpstreamConn, UpstreamLimit};
 use crate::metrics::Metrics;
 use af_policy::egress::Catalogue;
 
@@ -242,6 +248,33 @@ pub enum DialError {
         addr: SocketAddr,
         reason: String,
     },
+    /// The dial deadline passed before any address answered.
+    #[error(
+        "no address of {host} answered within the dial deadline of {} ms ({tried} of {addresses} addresses tried)",
+        deadline.as_millis()
+    )]
+    Deadline {
+        host: String,
+        deadline: Duration,
+        tried: usize,
+        addresses: usize,
+    },
+    /// The sidecar already holds as many upstream connections as it may.
+    #[error(
+        "{host} was not dialled: the sidecar already holds limits.max_upstream_connections ({max}) upstream connections"
+    )]
+    Limit { host: String, max: usize },
+}
+
+/// The shortest time one address is given while the deadline allows it (as Go's dialer).
+const MIN_ATTEMPT: Duration = Duration::from_secs(2);
+
+/// How long the next of `left` addresses may take to connect: an equal share of what remains
+/// of the deadline, but at least [`MIN_ATTEMPT`] (or all that remains), and never more than
+/// the per-address `connect_timeout`.
+fn attempt_timeout(remaining: Duration, left: usize, connect_timeout: Duration) -> Duration {
+    let share = remaining / u32::try_from(left.max(1)).unwrap_or(u32::MAX);
+    share.max(MIN_ATTEMPT.min(remaining)).min(connect_timeout)
 }
 
 /// The guard: resolver, classifier and the overrides, shared by every dial.
@@ -253,6 +286,8 @@ pub struct Guard {
     own: Vec<IpAddr>,
     connect_timeout: Duration,
     resolve_timeout: Duration,
+    dial_timeout: Duration,
+    upstream: UpstreamLimit,
     metrics: Arc<Metrics>,
 }
 
@@ -266,10 +301,14 @@ pub struct GuardSettings {
     pub trusted: Vec<IpNet>,
     /// The sidecar's own inside addresses (its DNS answers), never dialled.
     pub own: Vec<IpAddr>,
-    /// Upstream connect timeout.
+    /// Connect timeout of one address.
     pub connect_timeout: Duration,
     /// Name resolution timeout.
     pub resolve_timeout: Duration,
+    /// Deadline of a whole dial, resolution and every address included.
+    pub dial_timeout: Duration,
+    /// The cap every upstream connection takes a place under.
+    pub upstream: UpstreamLimit,
 }
 
 impl Guard {
@@ -288,6 +327,8 @@ impl Guard {
             own: settings.own,
             connect_timeout: settings.connect_timeout,
             resolve_timeout: settings.resolve_timeout,
+            dial_timeout: settings.dial_timeout,
+            upstream: settings.upstream,
             metrics,
         })
     }
@@ -364,19 +405,41 @@ impl Guard {
         }
     }
 
-    /// Resolve, check and connect to the first address that passed and answers.
-    pub async fn dial(&self, host: &str, port: u16) -> Result<TcpStream, DialError> {
-        let addrs = self.resolve(host, port).await?;
+    /// Resolve, check and connect to the first address that passed and answers, all within
+    /// the dial deadline; the connection holds a place under the upstream cap until it closes.
+    pub async fn dial(&self, host: &str, port: u16) -> Result<UpstreamConn, DialError> {
+        let deadline = Instant::now() + self.dial_timeout;
+        let past_deadline = |tried, addresses| DialError::Deadline {
+            host: host.to_owned(),
+            deadline: self.dial_timeout,
+            tried,
+            addresses,
+        };
+        let addrs = tokio::time::timeout_at(deadline, self.resolve(host, port))
+            .await
+            .map_err(|_| past_deadline(0, 0))??;
+        let place = self.upstream.try_take().ok_or_else(|| DialError::Limit {
+            host: host.to_owned(),
+            max: self.upstream.max(),
+        })?;
         let mut last = None;
-        for addr in addrs {
+        for (tried, addr) in addrs.iter().enumerate() {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(past_deadline(tried, addrs.len()));
+            }
+            let timeout = attempt_timeout(remaining, addrs.len() - tried, self.connect_timeout);
             self.metrics.upstream_dial();
-            match tokio::time::timeout(self.connect_timeout, TcpStream::connect(addr)).await {
+            match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
                 Ok(Ok(stream)) => {
                     let _ = stream.set_nodelay(true);
-                    return Ok(stream);
+                    return Ok(UpstreamConn::new(stream, place));
                 }
-                Ok(Err(e)) => last = Some((addr, e.to_string())),
-                Err(_) => last = Some((addr, "connect timed out".into())),
+                Ok(Err(e)) => last = Some((*addr, e.to_string())),
+                Err(_) if Instant::now() >= deadline => {
+                    return Err(past_deadline(tried + 1, addrs.len()));
+                }
+                Err(_) => last = Some((*addr, "connect timed out".into())),
             }
         }
         let (addr, reason) =
@@ -480,6 +543,23 @@ mod tests {
         for (addr, want) in table {
             assert_eq!(classify(ip(addr)), *want, "{addr}");
         }
+    }
+
+    #[test]
+    fn addresses_share_what_remains_of_the_dial_deadline() {
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        // One address: the per-address timeout, or what remains when that is shorter.
+        assert_eq!(attempt_timeout(s(15), 1, s(10)), s(10));
+        assert_eq!(attempt_timeout(s(4), 1, s(10)), s(4));
+        // Several: an equal share, so the last address is still tried.
+        assert_eq!(attempt_timeout(s(15), 3, s(10)), s(5));
+        assert_eq!(attempt_timeout(s(15), 3, s(3)), s(3));
+        // A share never falls below two seconds while that much remains...
+        assert_eq!(attempt_timeout(s(6), 10, s(10)), s(2));
+        // ...nor above what remains.
+        assert_eq!(attempt_timeout(ms(700), 10, s(10)), ms(700));
+        assert_eq!(attempt_timeout(ms(700), 0, s(10)), ms(700));
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Limits that protect the sidecar: the connection cap and the idle watchdog. The header,
-//! ClientHello and connect timeouts live where they apply (listeners, guard).
+//! Limits that protect the sidecar: the client and upstream connection caps and the idle
+//! watchdog. The header, ClientHello and dial timeouts live where they apply (listeners,
+//! guard).
 
 use std::io;
 use std::pin::Pin;
@@ -8,7 +9,9 @@ use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use hyper_util::client::legacy::connect::{Connected, Connection};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::metrics::Metrics;
@@ -71,16 +74,133 @@ impl ConnectionLimit {
     }
 }
 
-/// File descriptors kept beyond the data connections' share: listeners, the journal, DNS
-/// over TCP, admin connections, the idle upstream pool.
+/// The cap on upstream connections open at once: every guard dial takes a place and holds it
+/// until the connection closes, idle pooled connections included, so no client (an HTTP/2
+/// client with many streams, many tunnels) can make the sidecar hold more.
+#[derive(Clone)]
+pub struct UpstreamLimit {
+    permits: Arc<Semaphore>,
+    max: usize,
+    metrics: Arc<Metrics>,
+}
+
+/// One upstream connection's place; dropping it frees the place.
+pub struct UpstreamPlace {
+    _permit: OwnedSemaphorePermit,
+    metrics: Arc<Metrics>,
+}
+
+impl Drop for UpstreamPlace {
+    fn drop(&mut self) {
+        self.metrics.upstream_closed();
+    }
+}
+
+impl UpstreamLimit {
+    /// A cap of `max` upstream connections.
+    pub fn new(max: usize, metrics: Arc<Metrics>) -> Self {
+        Self {
+            permits: Arc::new(Semaphore::new(max)),
+            max,
+            metrics,
+        }
+    }
+
+    /// The cap.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// A place for one more upstream connection, or `None` at the cap (counted as a refusal).
+    pub fn try_take(&self) -> Option<UpstreamPlace> {
+        match self.permits.clone().try_acquire_owned() {
+            Ok(permit) => {
+                self.metrics.upstream_opened();
+                Some(UpstreamPlace {
+                    _permit: permit,
+                    metrics: self.metrics.clone(),
+                })
+            }
+            Err(_) => {
+                self.metrics.upstream_limit_refusal();
+                None
+            }
+        }
+    }
+}
+
+/// An upstream connection holding its place under the [`UpstreamLimit`] until it is dropped.
+pub struct UpstreamConn {
+    stream: TcpStream,
+    _place: UpstreamPlace,
+}
+
+impl UpstreamConn {
+    /// `stream`, holding `place`.
+    pub fn new(stream: TcpStream, place: UpstreamPlace) -> Self {
+        Self {
+            stream,
+            _place: place,
+        }
+    }
+}
+
+impl AsyncRead for UpstreamConn {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for UpstreamConn {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+}
+
+impl Connection for UpstreamConn {
+    fn connected(&self) -> Connected {
+        self.stream.connected()
+    }
+}
+
+/// File descriptors kept beyond the client and upstream connections: listeners, the journal,
+/// admin connections, the resolver's sockets.
 const FD_RESERVE: u64 = 1024;
 
 /// Raise the process's open-files soft limit to its hard limit (as nginx's
 /// `worker_rlimit_nofile` and Go's runtime do: the default soft limit of 1024 is far below what
-/// a proxy holds), and warn when `max_connections` can still outgrow it. Each admitted
-/// connection can hold two descriptors: the client's and its upstream's. Returns the limit
-/// now in force, or `None` when the platform does not say.
-pub fn raise_open_files_limit(max_connections: usize) -> Option<u64> {
+/// a proxy holds), and warn when the connection caps can still outgrow it: one descriptor per
+/// client connection (DNS over TCP included) and one per upstream connection. Returns the
+/// limit now in force, or `None` when the platform does not say.
+pub fn raise_open_files_limit(max_connections: usize, max_upstream: usize) -> Option<u64> {
     let limit = match rlimit::increase_nofile_limit(u64::MAX) {
         Ok(limit) => limit,
         Err(e) => {
@@ -89,14 +209,15 @@ pub fn raise_open_files_limit(max_connections: usize) -> Option<u64> {
         }
     };
     let needed = (max_connections as u64)
-        .saturating_mul(2)
+        .saturating_add(max_upstream as u64)
         .saturating_add(FD_RESERVE);
     if limit < needed {
         tracing::warn!(
             limit,
             needed,
             max_connections,
-            "the open-files limit is below what limits.max_connections needs: accepts and dials will fail before the cap; raise the hard limit (ulimit -Hn, the container's nofile) or lower limits.max_connections"
+            max_upstream,
+            "the open-files limit is below what limits.max_connections and limits.max_upstream_connections need: accepts and dials will fail before the caps; raise the hard limit (ulimit -Hn, the container's nofile) or lower the caps"
         );
     }
     Some(limit)

@@ -101,6 +101,8 @@ pub struct Metrics {
     dns: OnceLock<af_dns::Metrics>,
     guard_refusals: AtomicU64,
     upstream_dials: AtomicU64,
+    upstream_open: AtomicU64,
+    upstream_limit_refusals: AtomicU64,
     journal_written: AtomicU64,
     journal_queue_drops: AtomicU64,
     journal_evicted_records: AtomicU64,
@@ -173,6 +175,26 @@ impl Metrics {
     /// Connections attempted to upstream addresses (after the guard).
     pub fn upstream_dials(&self) -> u64 {
         self.upstream_dials.load(Relaxed)
+    }
+
+    /// An upstream connection took a place under the upstream cap.
+    pub fn upstream_opened(&self) {
+        self.upstream_open.fetch_add(1, Relaxed);
+    }
+
+    /// An upstream connection's place was freed.
+    pub fn upstream_closed(&self) {
+        self.upstream_open.fetch_sub(1, Relaxed);
+    }
+
+    /// Upstream connections holding a place now (idle pooled ones included).
+    pub fn upstream_connections(&self) -> u64 {
+        self.upstream_open.load(Relaxed)
+    }
+
+    /// A dial refused at the upstream cap.
+    pub fn upstream_limit_refusal(&self) {
+        self.upstream_limit_refusals.fetch_add(1, Relaxed);
     }
 
     /// Records committed to disk.
@@ -252,7 +274,7 @@ impl Metrics {
             .get()
             .map(af_dns::Metrics::snapshot)
             .unwrap_or_default();
-        let simple: [(&str, &str, &str, u64); 18] = [
+        let simple: [(&str, &str, &str, u64); 22] = [
             (
                 "af_proxy_refused_undecided_total",
                 "counter",
@@ -290,6 +312,18 @@ impl Metrics {
                 dns.sightings_dropped,
             ),
             (
+                "af_proxy_dns_tcp_refusals_total",
+                "counter",
+                "DNS-over-TCP connections closed at limits.max_connections (also in af_proxy_connection_limit_refusals_total).",
+                dns.tcp_refused,
+            ),
+            (
+                "af_proxy_dns_tcp_accept_failures_total",
+                "counter",
+                "Failed DNS-over-TCP accepts (out of file descriptors and the like), each followed by a 50 ms pause.",
+                dns.tcp_accept_failed,
+            ),
+            (
                 "af_proxy_open_files_limit",
                 "gauge",
                 "The process's open-files limit, raised to the hard limit at start (0: unknown).",
@@ -312,6 +346,18 @@ impl Metrics {
                 "counter",
                 "TCP connects to upstream addresses that passed the guard.",
                 self.upstream_dials.load(Relaxed),
+            ),
+            (
+                "af_proxy_upstream_connections",
+                "gauge",
+                "Upstream connections open now, idle pooled ones included (at most limits.max_upstream_connections).",
+                self.upstream_open.load(Relaxed),
+            ),
+            (
+                "af_proxy_upstream_limit_refusals_total",
+                "counter",
+                "Requests and tunnels refused at limits.max_upstream_connections (503 AF-NET-018).",
+                self.upstream_limit_refusals.load(Relaxed),
             ),
             (
                 "af_proxy_journal_records_total",

@@ -17,7 +17,7 @@ use crate::forward;
 use crate::guard::{Guard, GuardSettings, resolver_for};
 use crate::intercept::{Authority, Interception, upstream};
 use crate::journal::{Journal, JournalSettings};
-use crate::limits::ConnectionLimit;
+use crate::limits::{ConnectionLimit, UpstreamLimit};
 use crate::listener;
 use crate::local::model::SynthModel;
 use crate::metrics::{Metrics, Via};
@@ -98,7 +98,9 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
     let config = settings.config;
     let l = &config.limits;
     let metrics = Arc::new(Metrics::default());
-    if let Some(limit) = crate::limits::raise_open_files_limit(l.max_connections) {
+    if let Some(limit) =
+        crate::limits::raise_open_files_limit(l.max_connections, l.max_upstream_connections)
+    {
         metrics.set_open_files_limit(limit);
     }
     let env: Arc<str> = Arc::from(config.env.as_str());
@@ -129,6 +131,8 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
             own: own_addresses(&config),
             connect_timeout: Limits::ms(l.upstream_connect_timeout_ms),
             resolve_timeout: Limits::ms(l.resolve_timeout_ms),
+            dial_timeout: Limits::ms(l.dial_timeout_ms),
+            upstream: UpstreamLimit::new(l.max_upstream_connections, metrics.clone()),
         },
         metrics.clone(),
     )
@@ -231,7 +235,8 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
                 journal: journal.clone(),
                 catalogue: state.catalogue.clone(),
             });
-            let server = DnsServer::bind(dns_config, observer)
+            let cap = Arc::new(state.limit.clone());
+            let server = DnsServer::bind_under(dns_config, observer, cap)
                 .await
                 .map_err(dns::refusal)?;
             metrics.attach_dns(server.metrics());

@@ -278,10 +278,11 @@ async fn the_open_files_limit_is_raised_to_the_hard_limit_and_a_short_one_is_war
     assert_eq!(admin.metric("af_proxy_open_files_limit").await, 4096);
     child.kill().unwrap();
     child.wait().unwrap();
-    // The default limits.max_connections (4096) needs more than 4096 descriptors.
+    // The default caps (4096 client and 4096 upstream connections) need more than 4096
+    // descriptors.
     let stderr = std::fs::read_to_string(&log).unwrap();
     assert!(
-        stderr.contains("open-files limit is below what limits.max_connections needs"),
+        stderr.contains("open-files limit is below what limits.max_connections and limits.max_upstream_connections need"),
         "{stderr}"
     );
     assert!(stderr.contains("\"needed\":9216"), "{stderr}");

@@ -186,9 +186,15 @@ pub async fn udp_raw(addr: SocketAddr, bytes: &[u8]) -> Option<Vec<u8>> {
 /// Sends one length-prefixed message over a new TCP connection.
 pub async fn tcp_raw(addr: SocketAddr, bytes: &[u8]) -> Option<Vec<u8>> {
     let mut stream = TcpStream::connect(addr).await.expect("connect");
+    tcp_exchange(&mut stream, bytes).await
+}
+
+/// Sends one length-prefixed message on an open connection and reads one answer; `None` when
+/// the server closes it or no answer comes in time.
+pub async fn tcp_exchange(stream: &mut TcpStream, bytes: &[u8]) -> Option<Vec<u8>> {
     let len = u16::try_from(bytes.len()).expect("fits TCP framing");
-    stream.write_all(&len.to_be_bytes()).await.expect("write");
-    stream.write_all(bytes).await.expect("write");
+    stream.write_all(&len.to_be_bytes()).await.ok()?;
+    stream.write_all(bytes).await.ok()?;
     let read = async {
         let mut prefix = [0u8; 2];
         stream.read_exact(&mut prefix).await.ok()?;
@@ -197,6 +203,26 @@ pub async fn tcp_raw(addr: SocketAddr, bytes: &[u8]) -> Option<Vec<u8>> {
         Some(reply)
     };
     tokio::time::timeout(WAIT, read).await.ok().flatten()
+}
+
+/// Asks for `example.com. A` on an open connection: whether the sidecar's address came back.
+pub async fn tcp_answered(stream: &mut TcpStream) -> bool {
+    let bytes = query(0x7cb, "example.com.", RecordType::A)
+        .to_vec()
+        .expect("encode query");
+    tcp_exchange(stream, &bytes)
+        .await
+        .and_then(|reply| Message::from_vec(&reply).ok())
+        .is_some_and(|answer| addresses(&answer) == [IpAddr::V4(SIDECAR_V4)])
+}
+
+/// Whether the server closes `stream` without a byte within `within`.
+pub async fn closed_unanswered(stream: &mut TcpStream, within: Duration) -> bool {
+    let mut buf = [0u8; 1];
+    matches!(
+        tokio::time::timeout(within, stream.read(&mut buf)).await,
+        Ok(Ok(0) | Err(_))
+    )
 }
 
 /// The addresses in an answer, in order.

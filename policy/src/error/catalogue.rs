@@ -165,6 +165,12 @@ catalogue! {
     NET_BAD_REQUEST = "AF-NET-017", Network,
         "The request could not be understood.",
         "Send a well-formed HTTP/1.1 request.";
+    NET_UPSTREAM_LIMIT = "AF-NET-018", Network,
+        "The sidecar holds as many upstream connections as it may, so this one was not opened.",
+        "Retry shortly, or raise limits.max_upstream_connections in the sidecar configuration.";
+    NET_DIAL_DEADLINE = "AF-NET-019", Network,
+        "No address of the upstream answered within the dial deadline.",
+        "Check that the upstream is up and its addresses are reachable, or raise limits.dial_timeout_ms.";
     NET_UNAUTHORIZED = "AF-NET-020", Network,
         "The admin API refused a request without the right token.",
         "Send the environment's admin token as a Bearer token.";

@@ -7,9 +7,9 @@ use std::task::{Context, Poll};
 
 use http::Uri;
 use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
 
 use crate::guard::{DialError, Guard};
+use crate::limits::UpstreamConn;
 
 /// A connector that resolves, checks and dials through the [`Guard`].
 #[derive(Clone)]
@@ -25,7 +25,7 @@ impl GuardedConnector {
 }
 
 impl tower_service::Service<Uri> for GuardedConnector {
-    type Response = TokioIo<TcpStream>;
+    type Response = TokioIo<UpstreamConn>;
     type Error = DialError;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, DialError>> + Send>>;
 

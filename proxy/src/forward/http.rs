@@ -20,7 +20,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::connector::GuardedConnector;
-use super::{DialOutcome, upstream_refusal};
+use super::{dial_failed, upstream_refusal};
 use crate::answer::Refusal;
 use crate::decide::Ticket;
 use crate::guard::{DialError, Guard};
@@ -210,35 +210,15 @@ pub async fn forward(
             )
         }
         Err(e) => {
-            let dial = find_dial_error(&e);
-            match dial.map(DialOutcome::from_error) {
-                Some(DialOutcome::Refused(refusal)) => {
-                    let resp = refusal.response();
-                    ticket.refused(&refusal);
-                    resp
-                }
-                Some(DialOutcome::Failed { reason, error }) => {
-                    let refusal = upstream_refusal(reason, &error);
-                    let resp = refusal.response();
-                    ticket.upstream_failed(Some(502), &codes::NET_UPSTREAM, reason, error, 0, 0);
-                    resp
-                }
-                None => {
-                    let error = format!("the upstream {host}:{port} failed: {}", error_chain(&e));
-                    let refusal = upstream_refusal("upstream", &error);
-                    let resp = refusal.response();
-                    let sent = up.load(Relaxed);
-                    ticket.upstream_failed(
-                        Some(502),
-                        &codes::NET_UPSTREAM,
-                        "upstream",
-                        error,
-                        sent,
-                        0,
-                    );
-                    resp
-                }
+            if let Some(dial) = find_dial_error(&e) {
+                return dial_failed(dial, ticket, true).response();
             }
+            let error = format!("the upstream {host}:{port} failed: {}", error_chain(&e));
+            let refusal = upstream_refusal("upstream", &error);
+            let resp = refusal.response();
+            let sent = up.load(Relaxed);
+            ticket.upstream_failed(Some(502), &codes::NET_UPSTREAM, "upstream", error, sent, 0);
+            resp
         }
     }
 }

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use crate::limits::{Activity, IdleIo};
 
@@ -21,9 +20,9 @@ pub struct TunnelEnd {
 
 /// Copy both ways until either side closes, an error, or `idle` with no traffic.
 /// `replay` is written upstream first (the ClientHello already read from the client).
-pub async fn run<C>(
+pub async fn run<C, U>(
     client: &mut C,
-    upstream: TcpStream,
+    upstream: U,
     replay: &[u8],
     buffer: usize,
     idle: Duration,
@@ -31,6 +30,7 @@ pub async fn run<C>(
 ) -> TunnelEnd
 where
     C: AsyncRead + AsyncWrite + Unpin + ?Sized,
+    U: AsyncRead + AsyncWrite + Unpin,
 {
     let mut upstream = IdleIo::new(upstream, activity.clone());
     if !replay.is_empty()

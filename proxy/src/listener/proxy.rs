@@ -14,7 +14,7 @@ use super::{Conn, bad_request, serve_http};
 use crate::answer::Refusal;
 use crate::decide::{Ask, Ticket, TunnelVerdict, decide_tunnel};
 use crate::forward::http::ProxyBody;
-use crate::forward::{DialOutcome, tunnel, upstream_refusal};
+use crate::forward::{dial_failed, tunnel};
 use crate::intercept::{Interception, Protocols, session};
 use crate::metrics::Via;
 use crate::respond::{Origin, refuse, respond};
@@ -129,20 +129,7 @@ async fn connect(state: Arc<State>, conn: Conn, mut req: Request<Incoming>) -> R
     }
     let upstream = match state.guard.dial(ticket.host(), port).await {
         Ok(s) => s,
-        Err(e) => {
-            return match DialOutcome::from_error(&e) {
-                DialOutcome::Refused(refusal) => {
-                    let resp = refusal.response();
-                    ticket.refused(&refusal);
-                    resp
-                }
-                DialOutcome::Failed { reason, error } => {
-                    let resp = upstream_refusal(reason, &error).response();
-                    ticket.upstream_failed(Some(502), &codes::NET_UPSTREAM, reason, error, 0, 0);
-                    resp
-                }
-            };
-        }
+        Err(e) => return dial_failed(&e, ticket, true).response(),
     };
     let on_upgrade = hyper::upgrade::on(&mut req);
     let tuning = state.tuning;

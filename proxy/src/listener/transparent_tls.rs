@@ -13,7 +13,7 @@ use tokio_rustls::StartHandshake;
 use super::Conn;
 use crate::answer::Refusal;
 use crate::decide::{Ask, TunnelVerdict, decide_tunnel, refuse_undecided};
-use crate::forward::{DialOutcome, tunnel};
+use crate::forward::{dial_failed, tunnel};
 use crate::intercept::{Protocols, session};
 use crate::metrics::Via;
 use crate::state::State;
@@ -150,12 +150,7 @@ pub async fn serve(state: Arc<State>, mut stream: TcpStream, conn: Conn) {
     let upstream = match state.guard.dial(ticket.host(), port).await {
         Ok(s) => s,
         Err(e) => {
-            match DialOutcome::from_error(&e) {
-                DialOutcome::Refused(refusal) => ticket.refused(&refusal),
-                DialOutcome::Failed { reason, error } => {
-                    ticket.upstream_failed(None, &codes::NET_UPSTREAM, reason, error, 0, 0);
-                }
-            }
+            dial_failed(&e, ticket, false);
             return;
         }
     };
