@@ -39,13 +39,11 @@ pub async fn run(
         }
         return Ok(());
     }
+    // `--limit N` shows the newest N, like `tail`, still oldest first.
     let records = match query.limit {
-        Some(_) => {
-            admin::decisions(endpoint.addr, &endpoint.token, &query)
-                .await
-                .map_err(|e| e.report())?
-                .records
-        }
+        Some(n) => admin::newest_decisions(endpoint.addr, &endpoint.token, &query, n)
+            .await
+            .map_err(|e| e.report())?,
         None => admin::all_decisions(endpoint.addr, &endpoint.token, &query)
             .await
             .map_err(|e| e.report())?,
