@@ -152,7 +152,7 @@ async fn handle(
     let (host, authority) = match request_authority(&req) {
         Ok(Some(authority)) => (authority.host().to_owned(), authority.as_str().to_owned()),
         Ok(None) => (connection_host.clone(), connection_host.clone()),
-        Err(problem) => return no_single_host(&state, origin, &connection_host, &req, problem),
+        Err(problem) => return no_single_host(&state, origin, &connection_host, &req, &problem),
     };
     respond(&state, origin, req, &host, &authority).await
 }

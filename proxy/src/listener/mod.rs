@@ -1,9 +1,12 @@
 //! The data listeners. Each accepts, admits the connection under the cap, and hands it to its
 //! own module; all of them decide through [`crate::decide`].
 
+pub mod authority;
 pub mod proxy;
 pub mod transparent_http;
 pub mod transparent_tls;
+
+pub use authority::{bad_request, no_single_host, request_authority};
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -12,8 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use af_policy::error::codes;
-use http::uri::Authority;
-use http::{Request, Response, StatusCode, header};
+use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -26,9 +28,7 @@ use crate::decide::{Ask, refuse_undecided};
 use crate::forward::http::ProxyBody;
 use crate::limits::{Activity, Admitted, IdleIo};
 use crate::metrics::Via;
-use crate::respond::Origin;
 use crate::state::State;
-use crate::tripwire;
 
 /// One admitted client connection.
 #[derive(Clone)]
@@ -162,70 +162,4 @@ where
             tracing::debug!(peer = %conn.peer, "client connection idle, closed");
         }
     }
-}
-
-/// A request that names no single host (`problem` says how): journal it and answer 400.
-pub fn no_single_host(
-    state: &Arc<State>,
-    origin: Origin,
-    host: &str,
-    req: &Request<Incoming>,
-    problem: &str,
-) -> Response<ProxyBody> {
-    let path = tripwire::redact_path(req.uri().path_and_query().map_or("/", |p| p.as_str()));
-    let ask = Ask {
-        via: origin.via,
-        client: origin.client,
-        method: req.method().as_str(),
-        host,
-        port: origin.port,
-        path: &path,
-        tunnel: false,
-    };
-    let refusal = Refusal::new(
-        StatusCode::BAD_REQUEST,
-        &codes::NET_BAD_REQUEST,
-        "bad_request",
-        format!("{} {path} {problem}, so it cannot be decided", ask.method),
-    )
-    .with_next("Send exactly one Host header naming the server.");
-    bad_request(state, &ask, refusal)
-}
-
-/// A request the sidecar cannot use: journal it and answer 400.
-pub fn bad_request(state: &Arc<State>, ask: &Ask<'_>, refusal: Refusal) -> Response<ProxyBody> {
-    refuse_undecided(state, ask, &refusal);
-    refusal.response()
-}
-
-/// The one host a request names: its absolute-form (or HTTP/2) authority or its single `Host`
-/// header; `None` when it names none. Two `Host` headers, or an authority and a `Host` that
-/// disagree, are refused: an upstream might serve the one that was not decided.
-pub fn request_authority(req: &Request<Incoming>) -> Result<Option<Authority>, &'static str> {
-    let mut hosts = req.headers().get_all(header::HOST).iter();
-    let header_host = hosts
-        .next()
-        .map(|h| h.to_str().map_err(|_| "has a Host header that is not text"))
-        .transpose()?;
-    if hosts.next().is_some() {
-        return Err("has more than one Host header");
-    }
-    let named = match (req.uri().authority(), header_host) {
-        (Some(uri), Some(host)) if !uri.as_str().eq_ignore_ascii_case(host) => {
-            return Err("names one host in its URL and another in its Host header");
-        }
-        (Some(uri), _) => uri.as_str(),
-        (None, Some(host)) => host,
-        (None, None) => return Ok(None),
-    };
-    if named.contains('@') {
-        // The upstream would get `user@host` as its Host although `host` was decided.
-        return Err("names a host with user information (user@host)");
-    }
-    named
-        .parse::<Authority>()
-        .ok()
-        .filter(|a| !a.host().is_empty())
-        .map(Some)
-        .ok_or("has no usable Host header")
 }

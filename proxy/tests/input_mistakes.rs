@@ -1,0 +1,111 @@
+//! Input mistakes: ports that are not ports, bodies the client broke, too many header fields,
+//! IPv6 hosts and ports in what the sidecar says. Each is refused as the client's, coded and
+//! journaled, next to a request that goes through.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+/// A sidecar allowing `api.allowed.test` (the fake upstream), transparent HTTP on its port.
+async fn allowed() -> (
+    af_fixtures::test_resolver::TestResolver,
+    af_fixtures::upstream::Upstream,
+    Sidecar,
+) {
+    let up = hello_upstream().await;
+    let dns = resolver(vec![("api.allowed.test", vec![upstream_ip()])]).await;
+    let mut setup = Setup::new(&egress(&[("api.allowed.test", "allow")]), dns.addr);
+    setup.http_port = up.addr().port();
+    let sc = Sidecar::start(&setup).await;
+    (dns, up, sc)
+}
+
+/// Send `head` (a whole request) and read the answer until the sidecar closes.
+async fn ask(addr: std::net::SocketAddr, head: &str) -> String {
+    raw(addr, head.as_bytes(), Duration::from_secs(5)).await
+}
+
+fn assert_refused(out: &str, status: u16, code: &str) {
+    assert!(out.starts_with(&format!("HTTP/1.1 {status} ")), "{out}");
+    let lower = out.to_ascii_lowercase();
+    assert!(
+        lower.contains(&format!("x-af-code: {}", code.to_ascii_lowercase())),
+        "{out}"
+    );
+    assert!(lower.contains("x-af-decision: refuse"), "{out}");
+    assert!(out.contains(&format!("\r\n\r\n{code} ")), "{out}");
+    assert!(out.contains("Next: "), "{out}");
+}
+
+fn by_code<'a>(records: &'a [Value], code: &str) -> Vec<&'a Value> {
+    records.iter().filter(|r| r["code"] == code).collect()
+}
+
+#[tokio::test]
+async fn a_port_out_of_range_or_with_a_sign_is_refused_with_400_net_006() {
+    let (_dns, up, sc) = allowed().await;
+    let port = up.addr().port();
+    let cases = [
+        (
+            sc.proxy(),
+            "GET http://api.allowed.test:65536/ HTTP/1.1\r\nHost: api.allowed.test:65536\r\n\r\n"
+                .to_owned(),
+            "\"65536\"",
+        ),
+        (
+            sc.proxy(),
+            format!(
+                "GET http://api.allowed.test:+{port}/ HTTP/1.1\r\nHost: api.allowed.test:+{port}\r\n\r\n"
+            ),
+            "\"+",
+        ),
+        (
+            sc.proxy(),
+            format!(
+                "CONNECT api.allowed.test:+{port} HTTP/1.1\r\nHost: api.allowed.test:+{port}\r\n\r\n"
+            ),
+            "\"+",
+        ),
+        (
+            sc.http(),
+            "GET / HTTP/1.1\r\nHost: api.allowed.test:+80\r\n\r\n".to_owned(),
+            "\"+80\"",
+        ),
+        (
+            sc.http(),
+            "GET / HTTP/1.1\r\nHost: api.allowed.test:65536\r\n\r\n".to_owned(),
+            "\"65536\"",
+        ),
+    ];
+    for (addr, head, named) in &cases {
+        let out = ask(*addr, head).await;
+        assert_refused(&out, 400, "AF-NET-006");
+        assert!(out.contains(named), "{out}");
+    }
+    assert!(up.seen().is_empty(), "nothing was forwarded");
+    let recs = sc.admin().wait_records("blocked=true", cases.len()).await;
+    let refused = by_code(&recs, "AF-NET-006");
+    assert_eq!(refused.len(), cases.len(), "{recs:#?}");
+    assert!(
+        refused.iter().all(|r| r["reason"] == "bad_port"
+            && r["allowed"] == false
+            && r["host"] == "api.allowed.test"),
+        "{recs:#?}"
+    );
+    // Positive controls: the same host on its real port, by URL and by Host.
+    let got = proxy_get(sc.proxy(), &format!("http://api.allowed.test:{port}/")).await;
+    assert_eq!(got.status, 200, "{}", got.body);
+    let out = ask(
+        sc.http(),
+        "GET / HTTP/1.1\r\nHost: api.allowed.test\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    assert_eq!(up.seen().len(), 2);
+    let allowed = sc.admin().wait_records("blocked=false", 2).await;
+    assert!(allowed.iter().all(|r| r["port"] == port), "{allowed:#?}");
+}
