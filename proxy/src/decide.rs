@@ -255,9 +255,15 @@ fn blocked(ask: &Ask<'_>, host: &str, label: &str, reason: Reason) -> Refusal {
     }
 }
 
-/// Journal a request refused before the catalogue was asked (bad request, no SNI, limits).
+/// Journal a request refused before the catalogue was asked (bad request, no SNI, limits),
+/// within `journal.undecided_per_second`: these can be made up at will, and past the budget
+/// they are only counted, so that a flood of them cannot push decisions out of the journal.
 pub fn refuse_undecided(state: &Arc<State>, ask: &Ask<'_>, refusal: &Refusal) {
     state.metrics.unclassified_refusal();
+    if state.undecided_budget.check().is_err() {
+        state.metrics.undecided_over_budget();
+        return;
+    }
     let ticket = Ticket::new(state, ask, normalize_host(ask.host), None, None, "");
     ticket.refused(refusal);
 }

@@ -2,9 +2,11 @@
 //! own module; all of them decide through [`crate::decide`].
 
 pub mod authority;
+mod gate;
 pub mod proxy;
 pub mod transparent_http;
 pub mod transparent_tls;
+mod unread;
 
 pub use authority::{bad_request, no_single_host, request_authority};
 
@@ -15,12 +17,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use af_policy::error::codes;
-use http::{Request, Response, StatusCode};
+use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::answer::Refusal;
@@ -28,7 +30,10 @@ use crate::decide::{Ask, refuse_undecided};
 use crate::forward::http::ProxyBody;
 use crate::limits::{Activity, Admitted, IdleIo};
 use crate::metrics::Via;
+use crate::respond::Origin;
 use crate::state::State;
+use gate::{Gate, Phase, Tracked};
+use unread::Ended;
 
 /// One admitted client connection.
 #[derive(Clone)]
@@ -119,30 +124,37 @@ async fn refuse_at_limit(
         Via::Proxy | Via::Transparent => Some(refusal.raw_close_response()),
     };
     if let Some(reply) = reply.filter(|_| answer) {
-        let _ = tokio::time::timeout(Duration::from_secs(1), async {
-            stream.write_all(&reply).await?;
-            stream.shutdown().await?;
-            // Drain what the client sent so closing does not reset the connection before it
-            // reads the answer.
-            let mut sink = [0u8; 4096];
-            while stream.read(&mut sink).await? > 0 {}
-            Ok::<_, std::io::Error>(())
-        })
-        .await;
+        answer_and_close(&mut stream, &reply).await;
     }
 }
 
-/// Serve HTTP/1.1 on an admitted connection with the configured limits.
-pub async fn serve_http<F, Fut>(state: &Arc<State>, stream: TcpStream, conn: &Conn, handler: F)
-where
+/// Serve HTTP/1.1 on an admitted connection with the configured limits; `origin` and `host`
+/// (empty when not known) are what a record of a request that could not be read says.
+pub async fn serve_http<IO, F, Fut>(
+    state: &Arc<State>,
+    io: IO,
+    conn: &Conn,
+    origin: Origin,
+    host: &str,
+    handler: F,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     F: Fn(Request<Incoming>) -> Fut + Send + 'static,
     Fut: Future<Output = Response<ProxyBody>> + Send + 'static,
 {
     let t = state.tuning;
-    let io = TokioIo::new(IdleIo::new(stream, conn.activity.clone()));
-    let svc = service_fn(move |req| {
+    let phase = Arc::new(Phase::default());
+    let gate = Gate::new(IdleIo::new(io, conn.activity.clone()), phase.clone());
+    let svc = service_fn(move |req: Request<Incoming>| {
+        phase.serving();
+        let connect = req.method() == Method::CONNECT;
         let fut = handler(req);
-        async move { Ok::<_, Infallible>(fut.await) }
+        let phase = phase.clone();
+        async move {
+            let resp = fut.await;
+            let tunnel = connect && resp.status().is_success();
+            Ok::<_, Infallible>(resp.map(|body| Tracked::new(body, phase, tunnel)))
+        }
     });
     let mut builder = http1::Builder::new();
     builder
@@ -150,16 +162,36 @@ where
         .header_read_timeout(t.header_read_timeout)
         .max_buf_size(t.max_header_bytes.max(8192))
         .max_header_size(t.max_header_bytes)
+        .max_headers(t.max_headers)
         .keep_alive(true);
-    let served = builder.serve_connection(io, svc).with_upgrades();
-    tokio::select! {
-        r = served => {
-            if let Err(e) = r {
-                tracing::debug!(error = %e, peer = %conn.peer, "client connection ended with an error");
-            }
-        }
-        () = conn.activity.idle_for(t.idle_timeout) => {
-            tracing::debug!(peer = %conn.peer, "client connection idle, closed");
-        }
+    let mut served = builder
+        .serve_connection(TokioIo::new(gate), svc)
+        .with_upgrades();
+    let ended = tokio::select! {
+        r = &mut served => Ended::Served(r),
+        () = conn.activity.idle_for(t.idle_timeout) => Ended::Idle,
+    };
+    if let Ended::Served(Err(e)) = &ended {
+        tracing::debug!(error = %e, peer = %conn.peer, "client connection ended with an error");
     }
+    // None: the connection became a tunnel, which owns it now.
+    let Some(parts) = served.into_parts() else {
+        return;
+    };
+    let gate = parts.io.into_inner();
+    let answer = unread::answer(state, origin, host, &ended, &gate);
+    gate.finish(answer).await;
+}
+
+/// Write `reply`, close, and read what the client still sends for a moment, so that closing
+/// does not reset the connection before the client has read the answer.
+async fn answer_and_close<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, reply: &[u8]) {
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        stream.write_all(reply).await?;
+        stream.shutdown().await?;
+        let mut sink = [0u8; 4096];
+        while stream.read(&mut sink).await? > 0 {}
+        Ok::<_, std::io::Error>(())
+    })
+    .await;
 }

@@ -27,7 +27,12 @@ use crate::tripwire;
 pub async fn serve(state: Arc<State>, stream: TcpStream, conn: Conn) {
     let s = state.clone();
     let c = conn.clone();
-    serve_http(&state, stream, &conn, move |req| {
+    let origin = Origin {
+        via: Via::Proxy,
+        client: conn.peer,
+        port: 0,
+    };
+    serve_http(&state, stream, &conn, origin, "", move |req| {
         handle(s.clone(), c.clone(), req)
     })
     .await;

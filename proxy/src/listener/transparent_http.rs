@@ -19,7 +19,12 @@ use crate::state::State;
 pub async fn serve(state: Arc<State>, stream: TcpStream, conn: Conn) {
     let s = state.clone();
     let c = conn.clone();
-    serve_http(&state, stream, &conn, move |req| {
+    let origin = Origin {
+        via: Via::Transparent,
+        client: conn.peer,
+        port: state.tuning.http_port,
+    };
+    serve_http(&state, stream, &conn, origin, "", move |req| {
         handle(s.clone(), c.clone(), req)
     })
     .await;
