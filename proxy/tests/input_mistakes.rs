@@ -109,3 +109,66 @@ async fn a_port_out_of_range_or_with_a_sign_is_refused_with_400_net_006() {
     let allowed = sc.admin().wait_records("blocked=false", 2).await;
     assert!(allowed.iter().all(|r| r["port"] == port), "{allowed:#?}");
 }
+
+#[tokio::test]
+async fn a_block_message_keeps_the_port_and_brackets_an_ipv6_host() {
+    let (_dns, up, sc) = allowed().await;
+    let got = proxy_get(sc.proxy(), "http://api.blocked.test:8080/x?y=1").await;
+    assert_eq!(got.status, 403, "{}", got.body);
+    assert!(
+        got.body
+            .starts_with("AF-NET-010 GET http://api.blocked.test:8080/x?y=1 was refused"),
+        "{}",
+        got.body
+    );
+    assert!(
+        got.body
+            .contains("`af net explain GET http://api.blocked.test:8080/x?y=1`"),
+        "{}",
+        got.body
+    );
+    let got = proxy_get(sc.proxy(), "http://[2001:db8::5]:8080/").await;
+    assert_eq!(got.status, 403, "{}", got.body);
+    assert!(
+        got.body
+            .contains("GET http://[2001:db8::5]:8080/ was refused"),
+        "{}",
+        got.body
+    );
+    let (head, mut s) = connect_tunnel(sc.proxy(), "[2001:db8::1]:8443").await;
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length: "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let mut body = vec![0u8; length];
+    tokio::io::AsyncReadExt::read_exact(&mut s, &mut body)
+        .await
+        .unwrap();
+    let body = String::from_utf8_lossy(&body);
+    assert!(
+        body.contains("A connection to [2001:db8::1]:8443 was refused"),
+        "{body}"
+    );
+    assert!(
+        body.contains("af net explain GET https://[2001:db8::1]:8443/"),
+        "{body}"
+    );
+
+    let recs = sc.admin().wait_records("blocked=true", 3).await;
+    let tunnel = recs.iter().find(|r| r["method"] == "CONNECT").unwrap();
+    assert_eq!(
+        (&tunnel["host"], &tunnel["port"]),
+        (&Value::from("2001:db8::1"), &Value::from(8443))
+    );
+    // The control: an allowed host on its port is forwarded.
+    let got = proxy_get(
+        sc.proxy(),
+        &format!("http://api.allowed.test:{}/", up.addr().port()),
+    )
+    .await;
+    assert_eq!(got.status, 200);
+}
