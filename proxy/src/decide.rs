@@ -405,6 +405,26 @@ impl Ticket {
         self.finish(false, status, 0, 0, Outcome::Refused);
     }
 
+    /// The request had begun to leave when the client broke it (a malformed body): the
+    /// client's error, coded as `refusal`; `up` is what was sent.
+    pub fn client_failed(mut self, refusal: &Refusal, up: u64) {
+        self.record.reason.clone_from(&refusal.reason);
+        self.record.code = Some(refusal.code.code);
+        self.record.error = Some(tripwire::redact(&refusal.statement).into_owned());
+        self.finish(
+            true,
+            Some(refusal.status.as_u16()),
+            up,
+            0,
+            Outcome::ClientError,
+        );
+    }
+
+    /// The loops this sidecar refused lately.
+    pub fn loops(&self) -> &crate::loops::Loops {
+        &self.state.loops
+    }
+
     /// The request was forwarded and completed (any upstream status).
     pub fn forwarded(mut self, status: Option<u16>, up: u64, down: u64) {
         self.finish(true, status, up, down, Outcome::Forwarded);

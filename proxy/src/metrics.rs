@@ -56,15 +56,18 @@ pub enum Outcome {
     Answered,
     /// The client went away before the request was answered.
     ClientGone,
+    /// The client broke its own request after it had begun to leave (a malformed body).
+    ClientError,
 }
 
 impl Outcome {
-    const ALL: [Outcome; 5] = [
+    const ALL: [Outcome; 6] = [
         Outcome::Forwarded,
         Outcome::Refused,
         Outcome::UpstreamError,
         Outcome::Answered,
         Outcome::ClientGone,
+        Outcome::ClientError,
     ];
 
     const fn as_str(self) -> &'static str {
@@ -74,6 +77,7 @@ impl Outcome {
             Outcome::UpstreamError => "upstream_error",
             Outcome::Answered => "answered",
             Outcome::ClientGone => "client_gone",
+            Outcome::ClientError => "client_error",
         }
     }
 }

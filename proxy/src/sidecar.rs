@@ -20,6 +20,7 @@ use crate::journal::{Journal, JournalSettings};
 use crate::limits::ConnectionLimit;
 use crate::listener;
 use crate::local::model::SynthModel;
+use crate::loops::Loops;
 use crate::metrics::{Metrics, Via};
 use crate::modes::ModeSettings;
 use crate::modes::pack::Packs;
@@ -195,6 +196,7 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
     }
     let state = Arc::new(State {
         rates: RuleRates::new(&settings.catalogue),
+        loops: Loops::default(),
         undecided_budget: crate::rate::per_second_with_burst(config.journal.undecided_per_second),
         catalogue: settings.catalogue,
         journal: journal.clone(),

@@ -9,6 +9,7 @@ use crate::intercept::Interception;
 use crate::intercept::upstream::HttpsClient;
 use crate::journal::Journal;
 use crate::limits::ConnectionLimit;
+use crate::loops::Loops;
 use crate::metrics::Metrics;
 use crate::modes::ModeSettings;
 use crate::rate::RuleRates;
@@ -37,6 +38,8 @@ pub struct State {
     pub limit: ConnectionLimit,
     /// The rules' rate limits.
     pub rates: RuleRates,
+    /// Loops refused lately, for the hop that sent them.
+    pub loops: Loops,
     /// How many refusals made before deciding are journaled (`journal.undecided_per_second`).
     pub undecided_budget: DefaultDirectRateLimiter,
     /// Timeouts and sizes.

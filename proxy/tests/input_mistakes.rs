@@ -172,3 +172,103 @@ async fn a_block_message_keeps_the_port_and_brackets_an_ipv6_host() {
     .await;
     assert_eq!(got.status, 200);
 }
+
+#[tokio::test]
+async fn a_malformed_chunk_from_the_client_is_the_clients_400_not_the_upstreams_502() {
+    let (_dns, up, sc) = allowed().await;
+    let port = up.addr().port();
+    let head = format!(
+        "POST http://api.allowed.test:{port}/up HTTP/1.1\r\nHost: api.allowed.test:{port}\r\nTransfer-Encoding: chunked\r\n\r\n"
+    );
+    let out = ask(sc.proxy(), &format!("{head}5\r\nhello\r\nzz\r\n\r\n")).await;
+    assert!(out.starts_with("HTTP/1.1 400 "), "{out}");
+    let lower = out.to_ascii_lowercase();
+    assert!(lower.contains("x-af-code: af-net-017"), "{out}");
+    // The catalogue allowed it; the client broke it.
+    assert!(lower.contains("x-af-decision: allow"), "{out}");
+    assert!(
+        out.contains("AF-NET-017 The request body from the client could not be read"),
+        "{out}"
+    );
+    assert!(out.contains("chunk"), "{out}");
+    let recs = sc.admin().wait_records("host=api.allowed.test", 1).await;
+    assert_eq!(recs[0]["reason"], "bad_body", "{recs:#?}");
+    assert_eq!(recs[0]["code"], "AF-NET-017");
+    assert_eq!(recs[0]["status"], 400);
+    // It had begun to leave: allowed, with the bytes that went.
+    assert_eq!(recs[0]["allowed"], true);
+    assert_eq!(recs[0]["bytes_up"], 5);
+    // The control: the same request with a well-formed body is forwarded whole.
+    let out = ask(
+        sc.proxy(),
+        &format!("{head}5\r\nhello\r\n0\r\n\r\n")
+            .replace("chunked\r\n", "chunked\r\nConnection: close\r\n"),
+    )
+    .await;
+    assert!(out.starts_with("HTTP/1.1 200 "), "{out}");
+    let recs = sc.admin().wait_records("host=api.allowed.test", 2).await;
+    assert_eq!(
+        (&recs[1]["reason"], &recs[1]["bytes_up"]),
+        (&Value::from("rule"), &Value::from(5))
+    );
+}
+
+#[tokio::test]
+async fn a_request_that_loops_through_the_sidecar_is_journaled_refused_at_both_hops() {
+    let up = hello_upstream().await;
+    let dns = resolver(vec![
+        ("api.allowed.test", vec![upstream_ip()]),
+        // The sidecar's own transparent listener, on loopback.
+        ("loop.allowed.test", vec!["127.0.0.1".parse().unwrap()]),
+    ])
+    .await;
+    let mut setup = Setup::new(
+        &egress(&[
+            ("api.allowed.test", "allow"),
+            ("loop.allowed.test", "allow"),
+        ]),
+        dns.addr,
+    );
+    setup.trusted = vec![TRUSTED.to_owned(), "127.0.0.1/32".to_owned()];
+    let sc = Sidecar::start(&setup).await;
+    let looped = format!("http://loop.allowed.test:{}/again", sc.http().port());
+    let got = proxy_get(sc.proxy(), &looped).await;
+    assert_eq!(got.status, 508, "{}", got.body);
+    assert_eq!(got.header("x-af-code"), Some("AF-NET-017"));
+    let port = sc.http().port();
+    assert!(
+        got.body.contains(&format!(
+            "loop.allowed.test:{port} already passed through this sidecar"
+        )),
+        "{}",
+        got.body
+    );
+    let recs = sc.admin().wait_records("host=loop.allowed.test", 2).await;
+    assert_eq!(recs.len(), 2, "{recs:#?}");
+    for r in &recs {
+        assert_eq!(r["allowed"], false, "{r:#?}");
+        assert_eq!(r["reason"], "loop", "{r:#?}");
+        assert_eq!(r["code"], "AF-NET-017", "{r:#?}");
+        assert_eq!(r["status"], 508, "{r:#?}");
+    }
+    let vias: Vec<&str> = recs.iter().map(|r| r["via"].as_str().unwrap()).collect();
+    assert_eq!(vias, ["transparent", "proxy"]);
+    // The control: an upstream that itself answers 508 is still an allowed request answered 508.
+    let reply = af_fixtures::upstream::Reply {
+        status: 508,
+        ..af_fixtures::upstream::Reply::ok("the upstream's own loop")
+    };
+    let up508 = http_upstream(af_fixtures::upstream::Replies::new(reply)).await;
+    let got = proxy_get(
+        sc.proxy(),
+        &format!("http://api.allowed.test:{}/", up508.addr().port()),
+    )
+    .await;
+    assert_eq!(got.status, 508);
+    let recs = sc.admin().wait_records("host=api.allowed.test", 1).await;
+    assert_eq!(
+        (&recs[0]["allowed"], &recs[0]["code"]),
+        (&Value::from(true), &Value::Null)
+    );
+    drop(up);
+}
