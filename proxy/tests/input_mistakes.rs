@@ -272,3 +272,96 @@ async fn a_request_that_loops_through_the_sidecar_is_journaled_refused_at_both_h
     );
     drop(up);
 }
+
+/// A minimal TLS 1.2 ClientHello naming `sni` (any text, an IP literal included, as rustls
+/// clients never send), in one record. Test data, written out field by field.
+fn client_hello(sni: Option<&str>) -> Vec<u8> {
+    let u16be = |n: usize| u16::try_from(n).unwrap().to_be_bytes();
+    let mut extensions = Vec::new();
+    if let Some(name) = sni {
+        let name = name.as_bytes();
+        let entry = [&[0u8][..], &u16be(name.len()), name].concat(); // host_name
+        let list = [&u16be(entry.len())[..], &entry].concat();
+        extensions.extend([&[0, 0][..], &u16be(list.len()), &list].concat()); // server_name
+    }
+    // signature_algorithms (ecdsa_secp256r1_sha256), supported_groups (secp256r1).
+    extensions.extend([0x00, 0x0d, 0x00, 0x04, 0x00, 0x02, 0x04, 0x03]);
+    extensions.extend([0x00, 0x0a, 0x00, 0x04, 0x00, 0x02, 0x00, 0x17]);
+    let mut body = vec![0x03, 0x03];
+    body.extend([0x11; 32]); // random
+    body.push(0); // no session id
+    body.extend([0x00, 0x02, 0xc0, 0x2b]); // TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+    body.extend([0x01, 0x00]); // null compression
+    body.extend(u16be(extensions.len()));
+    body.extend(extensions);
+    let mut handshake = vec![0x01]; // client_hello
+    handshake.extend(&u32::try_from(body.len()).unwrap().to_be_bytes()[1..]);
+    handshake.extend(body);
+    [&[0x16, 0x03, 0x01][..], &u16be(handshake.len()), &handshake].concat()
+}
+
+#[tokio::test]
+async fn an_ip_literal_sni_is_decided_and_journaled_as_that_address_not_as_no_sni() {
+    // The upstream: a plain socket on the loopback upstream address, to see the replayed hello.
+    let upstream = tokio::net::TcpListener::bind((upstream_ip(), 0))
+        .await
+        .unwrap();
+    let dns = resolver(vec![]).await;
+    let ip = std::net::IpAddr::from(UPSTREAM_IP).to_string();
+    let mut setup = Setup::new(&egress(&[(&ip, "allow")]), dns.addr);
+    setup.tls_port = upstream.local_addr().unwrap().port();
+    let sc = Sidecar::start(&setup).await;
+
+    // An address no rule names: refused by the catalogue's default, on that address.
+    let out = raw(
+        sc.tls(),
+        &client_hello(Some("203.0.113.7")),
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(out.is_empty(), "a TLS client gets no HTTP answer: {out}");
+    // The address a rule allows: tunnelled there, the hello replayed untouched.
+    let hello = client_hello(Some(&ip));
+    let mut client = tokio::net::TcpStream::connect(sc.tls()).await.unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut client, &hello)
+        .await
+        .unwrap();
+    let (mut served, _) = tokio::time::timeout(Duration::from_secs(5), upstream.accept())
+        .await
+        .unwrap()
+        .unwrap();
+    let mut replayed = vec![0u8; hello.len()];
+    tokio::io::AsyncReadExt::read_exact(&mut served, &mut replayed)
+        .await
+        .unwrap();
+    assert_eq!(replayed, hello);
+    drop((served, client));
+    // The control: no SNI at all is still refused as no SNI.
+    let out = raw(sc.tls(), &client_hello(None), Duration::from_secs(5)).await;
+    assert!(out.is_empty(), "{out}");
+
+    let recs = sc.admin().wait_records("", 3).await;
+    let by_host = |host: &str| recs.iter().find(|r| r["host"] == host).unwrap();
+    let refused = by_host("203.0.113.7");
+    assert_eq!(
+        (&refused["reason"], &refused["code"], &refused["allowed"]),
+        (
+            &Value::from("default"),
+            &Value::from("AF-NET-010"),
+            &Value::from(false)
+        ),
+        "{recs:#?}"
+    );
+    let tunnelled = by_host(&ip);
+    assert_eq!(
+        (&tunnelled["allowed"], &tunnelled["via"]),
+        (&Value::from(true), &Value::from("tls")),
+        "{recs:#?}"
+    );
+    let none = by_host("");
+    assert_eq!(
+        (&none["reason"], &none["code"]),
+        (&Value::from("no_sni"), &Value::from("AF-NET-015")),
+        "{recs:#?}"
+    );
+}
