@@ -36,6 +36,9 @@ pub struct Query {
     /// At most this many records (not for follow).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
+    /// The newest `limit` matches rather than the first after `since` (not for follow).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub newest: bool,
     /// Only refused ones.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub blocked: bool,
@@ -243,6 +246,28 @@ pub async fn all_decisions(
     }
 }
 
+/// The newest `n` decisions matching `query`, oldest first (what `tail` would show): asked of
+/// the sidecar in one page when `n` fits one, else read whole and cut.
+pub async fn newest_decisions(
+    addr: SocketAddr,
+    token: &str,
+    query: &Query,
+    n: usize,
+) -> Result<Vec<Value>, RuntimeError> {
+    if n <= MAX_PAGE {
+        let q = Query {
+            limit: Some(n),
+            newest: true,
+            ..query.clone()
+        };
+        return Ok(decisions(addr, token, &q).await?.records);
+    }
+    let mut all = all_decisions(addr, token, query).await?;
+    let older = all.len().saturating_sub(n);
+    all.drain(..older);
+    Ok(all)
+}
+
 /// `GET /v1/inbox`: captured messages (records of kind `message`) after `since` whose
 /// recipients and subject contain `to` and `subject` (case-insensitive); when more match than
 /// `limit`, the newest, oldest first. `next_since` is the sidecar's committed position.
@@ -289,6 +314,7 @@ pub async fn follow(
 ) -> Result<Pin<Box<dyn Stream<Item = Result<Value, RuntimeError>> + Send>>, RuntimeError> {
     let unlimited = Query {
         limit: None,
+        newest: false,
         ..query.clone()
     };
     let path = format!("/v1/decisions/follow{}", query_string(&unlimited)?);
@@ -334,12 +360,13 @@ mod tests {
         let q = Query {
             since: Some(4),
             limit: Some(10),
+            newest: true,
             blocked: true,
             host: Some("a b.test".into()),
         };
         assert_eq!(
             query_string(&q).expect("encodes"),
-            "?since=4&limit=10&blocked=true&host=a+b.test"
+            "?since=4&limit=10&newest=true&blocked=true&host=a+b.test"
         );
         assert_eq!(query_string(&Query::default()).expect("encodes"), "");
         let inbox = InboxQuery {

@@ -162,7 +162,7 @@ pub enum NetCommand {
         /// Keep streaming new decisions.
         #[arg(long)]
         follow: bool,
-        /// At most N records.
+        /// Only the newest N records (still oldest first, like `tail`).
         #[arg(long, value_name = "N")]
         limit: Option<usize>,
         /// Only this host.

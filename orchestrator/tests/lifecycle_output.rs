@@ -212,6 +212,7 @@ const TOKEN: &str = "fake-admin-token-0123456789";
 #[derive(Default)]
 struct FakeSidecar {
     messages: Mutex<Vec<Value>>,
+    decisions: Mutex<Vec<Value>>,
     delivered: Mutex<Vec<Value>>,
     /// The status the service "answers" deliveries with.
     service_status: u16,
@@ -265,6 +266,32 @@ impl FakeSidecar {
         )
     }
 
+    /// As the sidecar answers `/v1/decisions`: after `since`, the first `limit`, or with
+    /// `newest=true` the last `limit`.
+    fn decisions(&self, query: &str) -> (u16, Value) {
+        let q: HashMap<String, String> = serde_urlencoded::from_str(query).unwrap_or_default();
+        let since: u64 = q.get("since").and_then(|s| s.parse().ok()).unwrap_or(0);
+        let limit: usize = q.get("limit").and_then(|s| s.parse().ok()).unwrap_or(100);
+        let all = self.decisions.lock().map(|d| d.clone()).unwrap_or_default();
+        let after: Vec<Value> = all
+            .into_iter()
+            .filter(|r| r["seq"].as_u64().unwrap_or(0) > since)
+            .collect();
+        let records = if q.get("newest").is_some_and(|v| v == "true") {
+            &after[after.len().saturating_sub(limit)..]
+        } else {
+            &after[..after.len().min(limit)]
+        };
+        let next = records
+            .last()
+            .and_then(|r| r["seq"].as_u64())
+            .unwrap_or(since);
+        (
+            200,
+            json!({ "records": records, "next_since": next, "committed": next }),
+        )
+    }
+
     async fn answer(&self, req: Request<Incoming>) -> (u16, Value) {
         let authorized = req
             .headers()
@@ -280,6 +307,9 @@ impl FakeSidecar {
         let query = req.uri().query().unwrap_or("").to_owned();
         if path == "/v1/inbox" {
             return self.inbox(&query);
+        }
+        if path == "/v1/decisions" {
+            return self.decisions(&query);
         }
         if let Some(seq) = path.strip_prefix("/v1/inbox/") {
             let all = self.messages.lock().map(|m| m.clone()).unwrap_or_default();
@@ -369,6 +399,54 @@ fn fake(service_status: u16) -> Arc<FakeSidecar> {
         service_status,
         ..FakeSidecar::default()
     })
+}
+
+#[tokio::test]
+async fn net_log_limit_shows_the_newest_records_oldest_first_like_tail() {
+    let fake = fake(200);
+    if let Ok(mut d) = fake.decisions.lock() {
+        for seq in 1..=5u64 {
+            d.push(json!({
+                "seq": seq, "at": "2025-06-01T14:03:01.000Z", "kind": "decision",
+                "via": "proxy", "method": "GET", "host": "api.x.test", "port": 80,
+                "path": format!("/{seq}"), "mode": "allow", "allowed": true, "status": 200,
+            }));
+        }
+    }
+    let runtime = serve(fake).await;
+    let paths = |out: &[u8]| -> Vec<String> {
+        let doc: Value = serde_json::from_slice(out).expect("one JSON document");
+        doc["records"]
+            .as_array()
+            .map(|r| {
+                r.iter()
+                    .filter_map(|r| r["path"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let query = |limit| af_orchestrator::admin::Query {
+        limit,
+        ..af_orchestrator::admin::Query::default()
+    };
+    let mut out = Vec::new();
+    lifecycle::net_log::run(
+        &runtime,
+        &env(),
+        query(Some(2)),
+        false,
+        Format::Json,
+        &mut out,
+    )
+    .await
+    .expect("net log --limit 2");
+    assert_eq!(paths(&out), ["/4", "/5"]);
+    // The control: without --limit, every record, oldest first.
+    let mut out = Vec::new();
+    lifecycle::net_log::run(&runtime, &env(), query(None), false, Format::Json, &mut out)
+        .await
+        .expect("net log");
+    assert_eq!(paths(&out), ["/1", "/2", "/3", "/4", "/5"]);
 }
 
 #[tokio::test]

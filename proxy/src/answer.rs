@@ -100,8 +100,9 @@ impl Refusal {
         resp
     }
 
-    /// A complete HTTP/1.1 response for a connection the sidecar will not parse (at the
-    /// connection limit), closing the connection.
+    /// A complete HTTP/1.1 response written without hyper, closing the connection: at the
+    /// connection limit (the request is never read), and in place of hyper's own empty answer
+    /// to a head it could not read (`listener/gate.rs`).
     pub fn raw_close_response(&self) -> Vec<u8> {
         let body = self.body();
         format!(

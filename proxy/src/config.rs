@@ -500,6 +500,11 @@ pub struct JournalConfig {
     pub max_segments: usize,
     /// Queue between request tasks and the writer, default 65536 records.
     pub queue: usize,
+    /// Refusals made before a request could be decided (an unreadable or late head, a bad
+    /// port, no SNI, the connection limit) journaled per second, ten times as many at once;
+    /// past it they are answered and counted, not journaled, so a flood of them cannot push
+    /// decisions out of the bounded journal. Default 50.
+    pub undecided_per_second: NonZeroU32,
 }
 
 impl Default for JournalConfig {
@@ -509,6 +514,7 @@ impl Default for JournalConfig {
             segment_bytes: 8 * 1024 * 1024,
             max_segments: 8,
             queue: 65_536,
+            undecided_per_second: NonZeroU32::new(50).unwrap_or(NonZeroU32::MIN),
         }
     }
 }
@@ -521,6 +527,8 @@ pub struct Limits {
     pub max_connections: usize,
     /// Largest request head (start line and headers), default 64 KiB.
     pub max_header_bytes: usize,
+    /// Most header fields in a request head, default 100 (8 to 10 000).
+    pub max_headers: usize,
     /// Time to receive a request head, default 10 s.
     pub header_read_timeout_ms: u64,
     /// A connection or tunnel with no traffic either way is closed after this, default 300 s.
@@ -549,6 +557,7 @@ impl Default for Limits {
         Self {
             max_connections: 4096,
             max_header_bytes: 64 * 1024,
+            max_headers: 100,
             header_read_timeout_ms: 10_000,
             idle_timeout_ms: 300_000,
             client_hello_timeout_ms: 5_000,
@@ -678,6 +687,9 @@ impl Config {
         }
         if l.max_header_bytes < 8192 {
             return Err(refuse("limits.max_header_bytes must be at least 8192."));
+        }
+        if !(8..=10_000).contains(&l.max_headers) {
+            return Err(refuse("limits.max_headers must be from 8 to 10000."));
         }
         if l.tunnel_buffer_bytes < 4096 {
             return Err(refuse("limits.tunnel_buffer_bytes must be at least 4096."));
@@ -900,6 +912,26 @@ listeners:
             assert!(err.statement.contains(expected), "{err}");
             assert!(!err.to_string().contains("sk-secret-42"), "{err}");
         }
+    }
+
+    #[test]
+    fn header_fields_are_bounded_and_undecided_records_budgeted_by_default() {
+        let s = Config::parse(MINIMAL, false)
+            .expect("parses")
+            .check()
+            .expect("checks");
+        assert_eq!(s.config.limits.max_headers, 100);
+        assert_eq!(s.config.journal.undecided_per_second.get(), 50);
+        for bad in [7, 10_001] {
+            let text = format!("{MINIMAL}limits:\n  max_headers: {bad}\n");
+            let err = Config::parse(&text, false).expect("parses").check().err();
+            assert!(
+                err.is_some_and(|e| e.statement.contains("limits.max_headers")),
+                "{bad}"
+            );
+        }
+        let text = format!("{MINIMAL}journal:\n  undecided_per_second: 0\n");
+        assert!(Config::parse(&text, false).is_err(), "0 is not a budget");
     }
 
     #[test]

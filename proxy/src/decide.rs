@@ -61,38 +61,49 @@ pub fn normalize_host(host: &str) -> String {
     }
 }
 
-/// The `af net explain` command line for a request.
-pub fn explain_command(ask: &Ask<'_>, host: &str) -> String {
-    let host = if host.contains(':') {
-        format!("[{host}]")
-    } else {
-        host.to_owned()
-    };
-    if ask.tunnel {
-        let port = if ask.port == 443 {
-            String::new()
+/// `host:port` as a reader writes it: an IPv6 host in brackets (`[::1]:443`).
+#[derive(Debug, Clone, Copy)]
+pub struct HostPort<'a>(pub &'a str, pub u16);
+
+impl std::fmt::Display for HostPort<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let HostPort(host, port) = *self;
+        if host.contains(':') {
+            write!(f, "[{host}]:{port}")
         } else {
-            format!(":{}", ask.port)
-        };
-        format!("af net explain GET https://{host}{port}/")
+            write!(f, "{host}:{port}")
+        }
+    }
+}
+
+/// The URL a request was for: `scheme://host[:port]path`, the port shown unless it is the
+/// scheme's default, the path redacted. A tunnel is `https://host[:port]/`.
+pub fn request_url(ask: &Ask<'_>, host: &str) -> String {
+    let (scheme, default_port, path) = if ask.tunnel {
+        ("https", 443, "/".into())
     } else {
         let default_port = if ask.via == Via::Intercept { 443 } else { 80 };
-        let port = if ask.port == default_port {
-            String::new()
-        } else {
-            format!(":{}", ask.port)
-        };
-        let method = if ask.method.is_empty() {
-            "GET"
-        } else {
-            ask.method
-        };
-        format!(
-            "af net explain {method} {}://{host}{port}{}",
-            ask.scheme(),
-            tripwire::redact_path(ask.path)
-        )
-    }
+        (ask.scheme(), default_port, tripwire::redact_path(ask.path))
+    };
+    let authority = HostPort(host, ask.port).to_string();
+    let authority = if ask.port == default_port {
+        authority
+            .rsplit_once(':')
+            .map_or(authority.as_str(), |(h, _)| h)
+    } else {
+        authority.as_str()
+    };
+    format!("{scheme}://{authority}{path}")
+}
+
+/// The `af net explain` command line for a request.
+pub fn explain_command(ask: &Ask<'_>, host: &str) -> String {
+    let method = if ask.method.is_empty() || ask.tunnel {
+        "GET"
+    } else {
+        ask.method
+    };
+    format!("af net explain {method} {}", request_url(ask, host))
 }
 
 /// What to do with a connection decided on its host (a CONNECT authority or a TLS SNI).
@@ -186,9 +197,8 @@ pub fn within_rate_limit(state: &State, ticket: &Ticket) -> Result<(), Box<Refus
             &codes::NET_RATE_LIMITED,
             "rate_limited",
             format!(
-                "A request to {}:{} went past the rate limit{limit} of {label} and was not forwarded",
-                ticket.host(),
-                ticket.record.port
+                "A request to {} went past the rate limit{limit} of {label} and was not forwarded",
+                HostPort(ticket.host(), ticket.record.port)
             ),
         )
         .with_next(format!(
@@ -211,8 +221,8 @@ fn unserved(ask: &Ask<'_>, host: &str, label: &str, mode: Mode) -> Refusal {
             &codes::NET_MODE_UNSERVED,
             "mode_unserved",
             format!(
-                "{host}:{} was refused by {label} because {why}, which needs TLS interception, and this sidecar has no environment CA",
-                ask.port
+                "{} was refused by {label} because {why}, which needs TLS interception, and this sidecar has no environment CA",
+                HostPort(host, ask.port)
             ),
         )
         .with_next("Give the sidecar a tls: section (af up does), or set the host to allow.")
@@ -223,14 +233,9 @@ fn unserved(ask: &Ask<'_>, host: &str, label: &str, mode: Mode) -> Refusal {
 fn blocked(ask: &Ask<'_>, host: &str, label: &str, reason: Reason) -> Refusal {
     let explain = explain_command(ask, host);
     let what = if ask.tunnel {
-        format!("A connection to {host}:{}", ask.port)
+        format!("A connection to {}", HostPort(host, ask.port))
     } else {
-        format!(
-            "{} {}://{host}{}",
-            ask.method,
-            ask.scheme(),
-            tripwire::redact_path(ask.path)
-        )
+        format!("{} {}", ask.method, request_url(ask, host))
     };
     let by = match reason {
         Reason::InvalidHost => "because its host is not a valid host name".to_owned(),
@@ -255,9 +260,15 @@ fn blocked(ask: &Ask<'_>, host: &str, label: &str, reason: Reason) -> Refusal {
     }
 }
 
-/// Journal a request refused before the catalogue was asked (bad request, no SNI, limits).
+/// Journal a request refused before the catalogue was asked (bad request, no SNI, limits),
+/// within `journal.undecided_per_second`: these can be made up at will, and past the budget
+/// they are only counted, so that a flood of them cannot push decisions out of the journal.
 pub fn refuse_undecided(state: &Arc<State>, ask: &Ask<'_>, refusal: &Refusal) {
     state.metrics.unclassified_refusal();
+    if state.undecided_budget.check().is_err() {
+        state.metrics.undecided_over_budget();
+        return;
+    }
     let ticket = Ticket::new(state, ask, normalize_host(ask.host), None, None, "");
     ticket.refused(refusal);
 }
@@ -394,6 +405,26 @@ impl Ticket {
         self.finish(false, status, 0, 0, Outcome::Refused);
     }
 
+    /// The request had begun to leave when the client broke it (a malformed body): the
+    /// client's error, coded as `refusal`; `up` is what was sent.
+    pub fn client_failed(mut self, refusal: &Refusal, up: u64) {
+        self.record.reason.clone_from(&refusal.reason);
+        self.record.code = Some(refusal.code.code);
+        self.record.error = Some(tripwire::redact(&refusal.statement).into_owned());
+        self.finish(
+            true,
+            Some(refusal.status.as_u16()),
+            up,
+            0,
+            Outcome::ClientError,
+        );
+    }
+
+    /// The loops this sidecar refused lately.
+    pub fn loops(&self) -> &crate::loops::Loops {
+        &self.state.loops
+    }
+
     /// The request was forwarded and completed (any upstream status).
     pub fn forwarded(mut self, status: Option<u16>, up: u64, down: u64) {
         self.finish(true, status, up, down, Outcome::Forwarded);
@@ -446,5 +477,40 @@ impl Drop for Ticket {
             let allowed = matches!(self.mode, Some(Mode::Allow | Mode::Sandbox));
             self.finish(allowed, None, 0, 0, Outcome::ClientGone);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ask(via: Via, method: &'static str, port: u16, path: &'static str) -> Ask<'static> {
+        Ask {
+            via,
+            client: SocketAddr::from(([127, 0, 0, 1], 5000)),
+            method,
+            host: "",
+            port,
+            path,
+            tunnel: method == "CONNECT" || via == Via::Tls,
+        }
+    }
+
+    #[test]
+    fn a_url_keeps_a_port_that_is_not_the_default_and_brackets_ipv6() {
+        assert_eq!(HostPort("::1", 443).to_string(), "[::1]:443");
+        assert_eq!(HostPort("x.test", 80).to_string(), "x.test:80");
+        let get = ask(Via::Proxy, "GET", 8080, "/p?q=1");
+        assert_eq!(request_url(&get, "x.test"), "http://x.test:8080/p?q=1");
+        assert_eq!(request_url(&get, "::1"), "http://[::1]:8080/p?q=1");
+        let default = ask(Via::Transparent, "GET", 80, "/");
+        assert_eq!(request_url(&default, "::1"), "http://[::1]/");
+        let inside = ask(Via::Intercept, "POST", 443, "/v1");
+        assert_eq!(request_url(&inside, "x.test"), "https://x.test/v1");
+        let tunnel = ask(Via::Proxy, "CONNECT", 8443, "");
+        assert_eq!(
+            explain_command(&tunnel, "2001:db8::1"),
+            "af net explain GET https://[2001:db8::1]:8443/"
+        );
     }
 }

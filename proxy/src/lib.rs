@@ -17,6 +17,7 @@ pub mod journal;
 pub mod limits;
 pub mod listener;
 pub mod local;
+pub mod loops;
 pub mod message;
 pub mod metrics;
 pub mod mime;

@@ -56,15 +56,18 @@ pub enum Outcome {
     Answered,
     /// The client went away before the request was answered.
     ClientGone,
+    /// The client broke its own request after it had begun to leave (a malformed body).
+    ClientError,
 }
 
 impl Outcome {
-    const ALL: [Outcome; 5] = [
+    const ALL: [Outcome; 6] = [
         Outcome::Forwarded,
         Outcome::Refused,
         Outcome::UpstreamError,
         Outcome::Answered,
         Outcome::ClientGone,
+        Outcome::ClientError,
     ];
 
     const fn as_str(self) -> &'static str {
@@ -74,6 +77,28 @@ impl Outcome {
             Outcome::UpstreamError => "upstream_error",
             Outcome::Answered => "answered",
             Outcome::ClientGone => "client_gone",
+            Outcome::ClientError => "client_error",
+        }
+    }
+}
+
+/// Why a client connection was closed without an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unanswered {
+    /// Nothing (more) was sent within the header timeout, or nothing moved for the idle
+    /// timeout.
+    Idle,
+    /// The client closed in the middle of a request head.
+    Incomplete,
+}
+
+impl Unanswered {
+    const ALL: [Unanswered; 2] = [Unanswered::Idle, Unanswered::Incomplete];
+
+    const fn as_str(self) -> &'static str {
+        match self {
+            Unanswered::Idle => "idle",
+            Unanswered::Incomplete => "incomplete",
         }
     }
 }
@@ -92,6 +117,9 @@ pub struct Metrics {
     requests: [[[AtomicU64; OUTCOMES]; MODES]; VIAS],
     /// Requests refused before a mode was known (bad request, no SNI, limits).
     unclassified_refusals: AtomicU64,
+    /// Of those, the ones past `journal.undecided_per_second`, not journaled.
+    undecided_over_budget: AtomicU64,
+    unanswered: [AtomicU64; Unanswered::ALL.len()],
     bytes_up: AtomicU64,
     bytes_down: AtomicU64,
     active_connections: AtomicU64,
@@ -124,6 +152,17 @@ impl Metrics {
     /// Count a refusal that happened before the catalogue was asked.
     pub fn unclassified_refusal(&self) {
         self.unclassified_refusals.fetch_add(1, Relaxed);
+    }
+
+    /// A refusal made before deciding was not journaled: past its budget.
+    pub fn undecided_over_budget(&self) {
+        self.undecided_over_budget.fetch_add(1, Relaxed);
+    }
+
+    /// A client connection was closed without an answer.
+    pub fn unanswered(&self, why: Unanswered) {
+        let i = Unanswered::ALL.iter().position(|x| *x == why).unwrap_or(0);
+        self.unanswered[i].fetch_add(1, Relaxed);
     }
 
     /// Add forwarded body or tunnel bytes.
@@ -268,18 +307,33 @@ impl Metrics {
                 }
             }
         }
+        out.push_str("# HELP af_proxy_closed_unanswered_total Client connections closed without an answer: idle (nothing sent within limits.header_read_timeout_ms, or nothing moved for limits.idle_timeout_ms) or incomplete (closed in the middle of a request head).\n# TYPE af_proxy_closed_unanswered_total counter\n");
+        for (why, n) in Unanswered::ALL.iter().zip(&self.unanswered) {
+            let _ = writeln!(
+                out,
+                "af_proxy_closed_unanswered_total{{reason=\"{}\"}} {}",
+                why.as_str(),
+                n.load(Relaxed)
+            );
+        }
         let losses = self.journal_losses();
         let dns = self
             .dns
             .get()
             .map(af_dns::Metrics::snapshot)
             .unwrap_or_default();
-        let simple: [(&str, &str, &str, u64); 22] = [
+        let simple: [(&str, &str, &str, u64); 23] = [
             (
                 "af_proxy_refused_undecided_total",
                 "counter",
                 "Connections or requests refused before the catalogue was asked.",
                 self.unclassified_refusals.load(Relaxed),
+            ),
+            (
+                "af_proxy_refused_undecided_unjournaled_total",
+                "counter",
+                "Of those, the ones past journal.undecided_per_second: answered and counted, not journaled.",
+                self.undecided_over_budget.load(Relaxed),
             ),
             (
                 "af_proxy_bytes_up_total",

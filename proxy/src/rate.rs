@@ -46,6 +46,13 @@ impl RuleRates {
     }
 }
 
+/// `per_second` a second with ten times as many at once, the shape of the journal's budgets
+/// (as af-dns budgets its sightings).
+pub fn per_second_with_burst(per_second: NonZeroU32) -> DefaultDirectRateLimiter {
+    let burst = per_second.saturating_mul(NonZeroU32::new(10).unwrap_or(NonZeroU32::MIN));
+    RateLimiter::direct(Quota::per_second(per_second).allow_burst(burst))
+}
+
 /// `count` per `period`, all of it available at once (a place frees at least every
 /// nanosecond: a count above 10^9 a second is as good as unlimited, not turned off).
 fn quota(rate: RateLimit) -> Option<Quota> {

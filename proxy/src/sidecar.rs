@@ -20,6 +20,7 @@ use crate::journal::{Journal, JournalSettings};
 use crate::limits::{ConnectionLimit, UpstreamLimit};
 use crate::listener;
 use crate::local::model::SynthModel;
+use crate::loops::Loops;
 use crate::metrics::{Metrics, Via};
 use crate::modes::ModeSettings;
 use crate::modes::pack::Packs;
@@ -199,6 +200,8 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
     }
     let state = Arc::new(State {
         rates: RuleRates::new(&settings.catalogue),
+        loops: Loops::default(),
+        undecided_budget: crate::rate::per_second_with_burst(config.journal.undecided_per_second),
         catalogue: settings.catalogue,
         journal: journal.clone(),
         metrics: metrics.clone(),
@@ -213,6 +216,7 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
             idle_timeout: Limits::ms(l.idle_timeout_ms),
             client_hello_timeout: Limits::ms(l.client_hello_timeout_ms),
             max_header_bytes: l.max_header_bytes,
+            max_headers: l.max_headers,
             tunnel_buffer_bytes: l.tunnel_buffer_bytes,
             http_port: config.listeners.transparent_http.advertised_port,
             tls_port: config.listeners.transparent_tls.upstream_port,

@@ -9,10 +9,12 @@ use crate::intercept::Interception;
 use crate::intercept::upstream::HttpsClient;
 use crate::journal::Journal;
 use crate::limits::ConnectionLimit;
+use crate::loops::Loops;
 use crate::metrics::Metrics;
 use crate::modes::ModeSettings;
 use crate::rate::RuleRates;
 use af_policy::egress::Catalogue;
+use governor::DefaultDirectRateLimiter;
 
 /// The sidecar's shared state.
 pub struct State {
@@ -36,6 +38,10 @@ pub struct State {
     pub limit: ConnectionLimit,
     /// The rules' rate limits.
     pub rates: RuleRates,
+    /// Loops refused lately, for the hop that sent them.
+    pub loops: Loops,
+    /// How many refusals made before deciding are journaled (`journal.undecided_per_second`).
+    pub undecided_budget: DefaultDirectRateLimiter,
     /// Timeouts and sizes.
     pub tuning: Tuning,
 }
@@ -51,6 +57,8 @@ pub struct Tuning {
     pub client_hello_timeout: Duration,
     /// Largest request head.
     pub max_header_bytes: usize,
+    /// Most header fields in a request head.
+    pub max_headers: usize,
     /// Tunnel copy buffer per direction.
     pub tunnel_buffer_bytes: usize,
     /// The port transparent HTTP requests are decided and forwarded on.

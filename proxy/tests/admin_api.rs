@@ -58,6 +58,7 @@ async fn bad_query_parameters_get_400_net_021() {
         "limit=0",
         "limit=5000",
         "blocked=maybe",
+        "newest=yes",
         "colour=red",
     ] {
         let got = sc
@@ -119,6 +120,53 @@ async fn decisions_filter_by_blocked_and_host_and_page_by_since() {
     assert_eq!(page_seqs, [seqs[2], seqs[3]]);
     assert_eq!(page["next_since"], seqs[3]);
     assert_eq!(page["losses"]["queue_drops"], 0);
+}
+
+#[tokio::test]
+async fn newest_returns_the_last_n_matches_oldest_first_like_tail() {
+    let (_dns, up, sc) = setup().await;
+    let port = up.addr().port();
+    for n in 0..5 {
+        let got = proxy_get(sc.proxy(), &format!("http://api.allowed.test:{port}/{n}")).await;
+        assert_eq!(got.status, 200);
+        assert_eq!(
+            proxy_get(sc.proxy(), "http://api.blocked.test/")
+                .await
+                .status,
+            403
+        );
+    }
+    let admin = sc.admin();
+    let all = admin.wait_records("", 10).await;
+    let committed = all.last().unwrap()["seq"].as_u64().unwrap();
+    let paths = |page: &Value| -> Vec<String> {
+        page["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["path"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // Without `newest`, a limit gives the first matches (the control); with it, the last.
+    let first = admin.json("/v1/decisions?limit=2&blocked=false").await;
+    assert_eq!(paths(&first), ["/0", "/1"]);
+    let newest = admin
+        .json("/v1/decisions?limit=2&blocked=false&newest=true")
+        .await;
+    assert_eq!(paths(&newest), ["/3", "/4"]);
+    assert_eq!(newest["next_since"], committed);
+    let seqs: Vec<u64> = newest["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["seq"].as_u64().unwrap())
+        .collect();
+    assert!(seqs[0] < seqs[1], "{seqs:?}");
+    // Fewer matches than the limit: all of them.
+    let few = admin
+        .json("/v1/decisions?limit=50&newest=true&host=api.allowed.test")
+        .await;
+    assert_eq!(paths(&few), ["/0", "/1", "/2", "/3", "/4"]);
 }
 
 #[tokio::test]

@@ -293,6 +293,41 @@ async fn a_live_key_is_refused_on_every_path_and_never_recorded() {
 }
 
 #[tokio::test]
+async fn a_malformed_head_inside_an_opened_connection_gets_400_net_017_for_its_host() {
+    let env = Env::start(16).await;
+    let connector = client(&[&env.ca.cert_der], &[H1]);
+    let mut tls = tls_via_connect(
+        env.sc.proxy(),
+        &env.authority("api.paths.test"),
+        "api.paths.test",
+        &connector,
+    )
+    .await
+    .unwrap();
+    // A good request, then a head with a broken header line on the same connection.
+    tls.write_all(b"GET /v1/ok HTTP/1.1\r\nHost: api.paths.test\r\n\r\nGET /v1/x HTTP/1.1\r\nHost api.paths.test\r\n\r\n")
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(3), tls.read_to_end(&mut out)).await;
+    let out = String::from_utf8_lossy(&out);
+    assert!(out.starts_with("HTTP/1.1 200 OK"), "{out}");
+    let refused = &out[out.find("upstream says hi").unwrap() + "upstream says hi".len()..];
+    assert!(refused.starts_with("HTTP/1.1 400 Bad Request"), "{out}");
+    assert!(refused.contains("x-af-code: AF-NET-017"), "{out}");
+    assert!(
+        refused.contains("\r\n\r\nAF-NET-017 The request head could not be read"),
+        "{out}"
+    );
+    assert_eq!(env.up.seen().len(), 1, "the good request was forwarded");
+    let recs = env.sc.admin().wait_records("host=api.paths.test", 2).await;
+    assert_eq!(recs[0]["allowed"], true, "{recs:#?}");
+    assert_eq!(recs[1]["via"], "intercept");
+    assert_eq!(recs[1]["reason"], "bad_request");
+    assert_eq!(recs[1]["code"], "AF-NET-017");
+}
+
+#[tokio::test]
 async fn a_smuggled_request_never_reaches_the_upstream() {
     let env = Env::start(16).await;
     let connector = client(&[&env.ca.cert_der], &[H1]);

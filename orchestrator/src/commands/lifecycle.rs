@@ -113,10 +113,10 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
             ..
         }) => {
             let query = Query {
-                since: None,
                 limit: *limit,
                 blocked: *blocked,
                 host: host.clone(),
+                ..Query::default()
             };
             lifecycle::net_log::run(runtime, &env, query, *follow, out, stdout).await?
         }

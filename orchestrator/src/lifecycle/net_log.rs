@@ -39,13 +39,11 @@ pub async fn run(
         }
         return Ok(());
     }
+    // `--limit N` shows the newest N, like `tail`, still oldest first.
     let records = match query.limit {
-        Some(_) => {
-            admin::decisions(endpoint.addr, &endpoint.token, &query)
-                .await
-                .map_err(|e| e.report())?
-                .records
-        }
+        Some(n) => admin::newest_decisions(endpoint.addr, &endpoint.token, &query, n)
+            .await
+            .map_err(|e| e.report())?,
         None => admin::all_decisions(endpoint.addr, &endpoint.token, &query)
             .await
             .map_err(|e| e.report())?,
@@ -119,10 +117,14 @@ pub fn line(r: &Value) -> String {
         "" => "default".to_owned(),
         rule => rule.to_owned(),
     };
+    // An IPv6 host in brackets, so its port stays readable: `[::1]:443`.
+    let host = match s("host") {
+        h if h.contains(':') => format!("[{h}]"),
+        h => h.to_owned(),
+    };
     format!(
-        "{seq:>5} {at} {mark} {mode:<6} {} {}:{}{}{status} ({rule}: {}) [{}]",
+        "{seq:>5} {at} {mark} {mode:<6} {} {host}:{}{}{status} ({rule}: {}) [{}]",
         s("method"),
-        s("host"),
         r["port"].as_u64().unwrap_or(0),
         s("path"),
         s("reason"),
@@ -152,5 +154,9 @@ mod tests {
             "via": "proxy", "method": "GET", "host": "x.test", "port": 80, "path": "/",
             "mode": "block", "allowed": false, "status": 403, "code": "AF-NET-010"});
         assert!(line(&refused).contains("✗ block"), "{}", line(&refused));
+        let v6 = json!({"seq": 10, "at": "2026-11-29T14:03:04.000Z", "kind": "decision",
+            "via": "proxy", "method": "CONNECT", "host": "::1", "port": 443, "path": "",
+            "mode": "block", "allowed": false, "status": 403, "code": "AF-NET-010"});
+        assert!(line(&v6).contains("CONNECT [::1]:443 403"), "{}", line(&v6));
     }
 }

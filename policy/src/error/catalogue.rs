@@ -141,6 +141,15 @@ catalogue! {
     NET_JOURNAL = "AF-NET-003", Network,
         "The sidecar's journal directory cannot be used.",
         "Point journal.dir at a writable directory.";
+    NET_HEAD_TOO_LARGE = "AF-NET-004", Network,
+        "The request head is larger than the sidecar reads (too many bytes or too many header fields).",
+        "Send fewer or smaller headers, or raise limits.max_header_bytes or limits.max_headers in the sidecar configuration.";
+    NET_HEADER_TIMEOUT = "AF-NET-005", Network,
+        "The client did not send a whole request head in time.",
+        "Send the request head at once, or raise limits.header_read_timeout_ms in the sidecar configuration.";
+    NET_BAD_PORT = "AF-NET-006", Network,
+        "The request names a port that is not a number from 1 to 65535.",
+        "Write the port as plain digits from 1 to 65535, or leave it out for the scheme's default.";
     NET_BLOCKED = "AF-NET-010", Network,
         "The request was refused by the egress catalogue.",
         "Run `af net explain METHOD URL` to see which rule decided, and add a rule to allow it.";

@@ -6,8 +6,6 @@
 //! messages match than `limit`, the newest are returned, oldest first, and `next_since` is the
 //! committed position (so `af inbox wait` resumes after everything it has seen).
 
-use std::collections::VecDeque;
-
 use af_policy::error::{Report, codes};
 use bytes::Bytes;
 use serde::Deserialize;
@@ -107,33 +105,13 @@ fn bad(statement: &str) -> Report {
 
 /// The newest matching messages after `q.since`, oldest first.
 pub async fn messages(journal: &Journal, q: &InboxQuery) -> std::io::Result<Vec<(u64, Bytes)>> {
-    let mut kept: VecDeque<(u64, Bytes)> = VecDeque::with_capacity(q.limit.min(64));
-    let mut page = Query {
+    let query = Query {
         since: q.since,
-        limit: MAX_LIMIT,
+        limit: q.limit,
         messages_only: true,
         ..Query::default()
     };
-    loop {
-        let lines = journal.query(page.clone()).await?;
-        let Some((last, _)) = lines.last() else {
-            break;
-        };
-        page.since = *last;
-        let full = lines.len() >= page.limit;
-        for (seq, line) in lines {
-            if q.keeps(&line) {
-                if kept.len() == q.limit {
-                    kept.pop_front();
-                }
-                kept.push_back((seq, line));
-            }
-        }
-        if !full {
-            break;
-        }
-    }
-    Ok(kept.into())
+    journal.newest(query, |line| q.keeps(line)).await
 }
 
 /// The message with sequence number `seq`, if it is one and still in the journal.

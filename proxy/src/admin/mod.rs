@@ -133,7 +133,7 @@ async fn route(admin: &Admin, req: Request<Incoming>) -> Response<AdminBody> {
             Err(report) => error(StatusCode::BAD_REQUEST, &report),
         },
         "/v1/decisions/follow" => match parse_query(query, false) {
-            Ok(q) => follow(admin, q),
+            Ok(q) => follow(admin, q.query),
             Err(report) => error(StatusCode::BAD_REQUEST, &report),
         },
         "/v1/inbox" => match inbox::InboxQuery::parse(query) {
@@ -165,19 +165,23 @@ fn authorized(admin: &Admin, req: &Request<Incoming>) -> bool {
             == 0
 }
 
-/// Parse `since`, `limit` (only when `with_limit`), `blocked`, `host`; anything else is refused.
-pub fn parse_query(query: &str, with_limit: bool) -> Result<Query, Report> {
+/// What `/v1/decisions` (or its follow stream) was asked for.
+#[derive(Debug, Clone)]
+pub struct DecisionsQuery {
+    /// The records to read.
+    pub query: Query,
+    /// Return the newest `limit` matches (like `tail`) rather than the first after `since`.
+    pub newest: bool,
+}
+
+/// Parse `since`, `limit` and `newest` (only when `with_limit`), `blocked`, `host`; anything
+/// else is refused.
+pub fn parse_query(query: &str, with_limit: bool) -> Result<DecisionsQuery, Report> {
+    let mut newest = false;
     let mut q = Query {
         since: 0,
         limit: 100,
         ..Query::default()
-    };
-    let bad = |name: &str, value: &str, want: &str| {
-        Report::new(
-            &codes::NET_ADMIN_BAD_REQUEST,
-            format!("The query parameter {name}={value:?} is not valid: {want}."),
-        )
-        .with_next(format!("Correct {name}."))
     };
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (name, raw) = pair.split_once('=').unwrap_or((pair, ""));
@@ -196,17 +200,12 @@ pub fn parse_query(query: &str, with_limit: bool) -> Result<Query, Report> {
                     .filter(|n| (1..=MAX_LIMIT).contains(n))
                     .ok_or_else(|| bad(name, &value, "expected 1 to 1000"))?;
             }
-            "blocked" => {
-                q.blocked = Some(match value.as_str() {
-                    "true" => true,
-                    "false" => false,
-                    _ => return Err(bad(name, &value, "expected true or false")),
-                });
-            }
+            "blocked" => q.blocked = Some(boolean(name, &value)?),
+            "newest" if with_limit => newest = boolean(name, &value)?,
             "host" if !value.is_empty() => q.host = Some(value),
             _ => {
                 let known = if with_limit {
-                    "since, limit, blocked, host"
+                    "since, limit, newest, blocked, host"
                 } else {
                     "since, blocked, host"
                 };
@@ -214,7 +213,23 @@ pub fn parse_query(query: &str, with_limit: bool) -> Result<Query, Report> {
             }
         }
     }
-    Ok(q)
+    Ok(DecisionsQuery { query: q, newest })
+}
+
+fn bad(name: &str, value: &str, want: &str) -> Report {
+    Report::new(
+        &codes::NET_ADMIN_BAD_REQUEST,
+        format!("The query parameter {name}={value:?} is not valid: {want}."),
+    )
+    .with_next(format!("Correct {name}."))
+}
+
+fn boolean(name: &str, value: &str) -> Result<bool, Report> {
+    match value {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(bad(name, value, "expected true or false")),
+    }
 }
 
 fn percent_decode(s: &str) -> Option<String> {
@@ -241,9 +256,17 @@ fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-async fn decisions(admin: &Admin, q: Query) -> Response<AdminBody> {
+async fn decisions(admin: &Admin, q: DecisionsQuery) -> Response<AdminBody> {
     let committed = admin.journal.committed();
+    let DecisionsQuery { query: q, newest } = q;
     let (since, limit) = (q.since, q.limit);
+    if newest {
+        // The newest matches up to `committed`: the next page starts after all of it.
+        return match admin.journal.newest(q, |_| true).await {
+            Ok(lines) => records_page(admin, &lines, committed.max(since), committed),
+            Err(e) => journal_unreadable(&e),
+        };
+    }
     match admin.journal.query(q).await {
         Ok(lines) => {
             let last = lines.last().map(|(seq, _)| *seq);
@@ -454,16 +477,28 @@ mod tests {
 
     #[test]
     fn queries_parse_and_bad_ones_are_coded() {
-        let q = parse_query("since=5&limit=10&blocked=true&host=api.x.test", true).expect("valid");
+        let parsed = parse_query(
+            "since=5&limit=10&blocked=true&host=api.x.test&newest=true",
+            true,
+        )
+        .expect("valid");
+        let q = &parsed.query;
         assert_eq!(
-            (q.since, q.limit, q.blocked, q.host.as_deref()),
-            (5, 10, Some(true), Some("api.x.test"))
+            (
+                q.since,
+                q.limit,
+                q.blocked,
+                q.host.as_deref(),
+                parsed.newest
+            ),
+            (5, 10, Some(true), Some("api.x.test"), true)
         );
         for bad in [
             "since=x",
             "limit=0",
             "limit=1001",
             "blocked=yes",
+            "newest=1",
             "color=red",
             "host=",
         ] {
@@ -471,5 +506,6 @@ mod tests {
             assert!(err.is_some_and(|e| e.code.code == "AF-NET-021"), "{bad}");
         }
         assert!(parse_query("limit=5", false).is_err());
+        assert!(parse_query("newest=true", false).is_err());
     }
 }

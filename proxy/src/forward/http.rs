@@ -21,10 +21,10 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::connector::GuardedConnector;
 use super::{dial_failed, upstream_refusal};
-use crate::answer::Refusal;
 use crate::decide::Ticket;
 use crate::guard::{DialError, Guard};
 use crate::intercept::upstream::HttpsClient;
+use crate::respond::{came_back, client_body_refusal, loop_refusal, refuse, refuse_loop};
 
 /// The `Via` the sidecar adds to forwarded requests.
 const VIA: &str = "1.1 af-proxy";
@@ -137,16 +137,7 @@ pub async fn forward(
         .iter()
         .any(|v| v.to_str().is_ok_and(|v| v.contains(VIA_TOKEN)));
     if looped {
-        let refusal = Refusal::new(
-            http::StatusCode::LOOP_DETECTED,
-            &codes::NET_BAD_REQUEST,
-            "loop",
-            format!("The request to {host}:{port} already passed through this sidecar (a forwarding loop)"),
-        )
-        .with_next("Send requests to the destination, not to the sidecar's own address.");
-        let resp = refusal.response();
-        ticket.refused(&refusal);
-        return resp;
+        return refuse_loop(ticket, host, port);
     }
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let bracketed = if host.contains(':') {
@@ -194,6 +185,7 @@ pub async fn forward(
         },
     );
     match upstream.request(req).await {
+        Ok(resp) if came_back(&ticket, &resp) => refuse(ticket, &loop_refusal(host, port)),
         Ok(resp) => {
             let (mut parts, body) = resp.into_parts();
             strip_hop_by_hop(&mut parts.headers);
@@ -212,6 +204,11 @@ pub async fn forward(
         Err(e) => {
             if let Some(dial) = find_dial_error(&e) {
                 return dial_failed(dial, ticket, true).response();
+            }
+            if let Some(refusal) = client_body_refusal(&e) {
+                let resp = refusal.response();
+                ticket.client_failed(&refusal, up.load(Relaxed));
+                return resp;
             }
             let error = format!("the upstream {host}:{port} failed: {}", error_chain(&e));
             let refusal = upstream_refusal("upstream", &error);

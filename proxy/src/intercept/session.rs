@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use af_policy::error::codes;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
+use hyper::server::conn::http2;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::server::TlsStream;
 
@@ -21,8 +21,8 @@ use crate::answer::Refusal;
 use crate::decide::Ticket;
 use crate::forward::http::ProxyBody;
 use crate::limits::IdleIo;
-use crate::listener::{Conn, no_single_host, request_authority};
-use crate::metrics::Via;
+use crate::listener::{Conn, no_single_host, request_authority, serve_http};
+use crate::metrics::{Unanswered, Via};
 use crate::respond::{Origin, respond};
 use crate::state::State;
 
@@ -83,42 +83,23 @@ where
     let connection_host = ticket.host().to_owned();
     let requests = Arc::new(AtomicU64::new(0));
     let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
-    let t = state.tuning;
-    let io = TokioIo::new(IdleIo::new(tls, conn.activity.clone()));
-    let svc = {
+    let handler = {
         let (state, conn, requests) = (state.clone(), conn.clone(), requests.clone());
-        service_fn(move |req| {
+        let host = connection_host.clone();
+        move |req| {
             requests.fetch_add(1, Relaxed);
-            let (state, conn, host) = (state.clone(), conn.clone(), connection_host.clone());
-            async move { Ok::<_, Infallible>(handle(state, conn, host, port, req).await) }
-        })
+            handle(state.clone(), conn.clone(), host.clone(), port, req)
+        }
     };
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(t.header_read_timeout)
-        .max_buf_size(t.max_header_bytes.max(8192))
-        .keep_alive(true);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
-        .max_header_list_size(u32::try_from(t.max_header_bytes).unwrap_or(u32::MAX));
-    let builder = if h2 {
-        builder.http2_only()
+    if h2 {
+        serve_h2(&state, &conn, tls, handler).await;
     } else {
-        builder.http1_only()
-    };
-    tokio::select! {
-        r = builder.serve_connection(io, svc) => {
-            if let Err(e) = r {
-                tracing::debug!(error = %e, peer = %conn.peer, "intercepted connection ended with an error");
-            }
-        }
-        () = conn.activity.idle_for(t.idle_timeout) => {
-            tracing::debug!(peer = %conn.peer, "intercepted connection idle, closed");
-        }
+        let origin = Origin {
+            via: Via::Intercept,
+            client: conn.peer,
+            port,
+        };
+        serve_http(&state, tls, &conn, origin, &connection_host, handler).await;
     }
     if requests.load(Relaxed) == 0 {
         let name = ticket.host().to_owned();
@@ -132,6 +113,37 @@ where
         );
     } else {
         ticket.superseded();
+    }
+}
+
+/// Serve HTTP/2 until the connection closes or idles out.
+async fn serve_h2<IO, F, Fut>(state: &State, conn: &Conn, tls: TlsStream<IO>, handler: F)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    F: Fn(Request<Incoming>) -> Fut + Send + 'static,
+    Fut: Future<Output = Response<ProxyBody>> + Send + 'static,
+{
+    let t = state.tuning;
+    let io = TokioIo::new(IdleIo::new(tls, conn.activity.clone()));
+    let svc = service_fn(move |req| {
+        let fut = handler(req);
+        async move { Ok::<_, Infallible>(fut.await) }
+    });
+    let mut builder = http2::Builder::new(TokioExecutor::new());
+    builder
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+        .max_header_list_size(u32::try_from(t.max_header_bytes).unwrap_or(u32::MAX));
+    tokio::select! {
+        r = builder.serve_connection(io, svc) => {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, peer = %conn.peer, "intercepted connection ended with an error");
+            }
+        }
+        () = conn.activity.idle_for(t.idle_timeout) => {
+            state.metrics.unanswered(Unanswered::Idle);
+            tracing::debug!(peer = %conn.peer, "intercepted connection idle, closed");
+        }
     }
 }
 
@@ -152,7 +164,7 @@ async fn handle(
     let (host, authority) = match request_authority(&req) {
         Ok(Some(authority)) => (authority.host().to_owned(), authority.as_str().to_owned()),
         Ok(None) => (connection_host.clone(), connection_host.clone()),
-        Err(problem) => return no_single_host(&state, origin, &connection_host, &req, problem),
+        Err(problem) => return no_single_host(&state, origin, &connection_host, &req, &problem),
     };
     respond(&state, origin, req, &host, &authority).await
 }

@@ -13,6 +13,7 @@ pub mod segment;
 mod tail;
 mod writer;
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -150,6 +151,41 @@ impl Journal {
         tokio::task::spawn_blocking(move || reader::read_disk(&dir, &query, committed))
             .await
             .map_err(std::io::Error::other)?
+    }
+
+    /// The newest `query.limit` committed records matching `query` and `keep` (a filter on
+    /// the JSON line), oldest first: what `tail` would show. Reads every match after
+    /// `query.since`, a page at a time, keeping only `query.limit` of them.
+    pub async fn newest(
+        &self,
+        query: Query,
+        keep: impl Fn(&[u8]) -> bool,
+    ) -> std::io::Result<Vec<(u64, Bytes)>> {
+        const PAGE: usize = 1000;
+        let want = query.limit;
+        let mut kept: VecDeque<(u64, Bytes)> = VecDeque::with_capacity(want.min(64));
+        let mut page = Query {
+            limit: PAGE,
+            ..query
+        };
+        loop {
+            let lines = self.query(page.clone()).await?;
+            let Some((last, _)) = lines.last() else {
+                break;
+            };
+            page.since = *last;
+            let full = lines.len() >= PAGE;
+            for (seq, line) in lines.into_iter().filter(|(_, line)| keep(line)) {
+                if kept.len() == want {
+                    kept.pop_front();
+                }
+                kept.push_back((seq, line));
+            }
+            if !full {
+                break;
+            }
+        }
+        Ok(kept.into())
     }
 }
 

@@ -1,9 +1,14 @@
 //! The data listeners. Each accepts, admits the connection under the cap, and hands it to its
 //! own module; all of them decide through [`crate::decide`].
 
+pub mod authority;
+mod gate;
 pub mod proxy;
 pub mod transparent_http;
 pub mod transparent_tls;
+mod unread;
+
+pub use authority::{bad_request, no_single_host, request_authority};
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -12,13 +17,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use af_policy::error::codes;
-use http::uri::Authority;
-use http::{Request, Response, StatusCode, header};
+use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::answer::Refusal;
@@ -28,7 +32,8 @@ use crate::limits::{Activity, Admitted, IdleIo};
 use crate::metrics::Via;
 use crate::respond::Origin;
 use crate::state::State;
-use crate::tripwire;
+use gate::{Gate, Phase, Tracked};
+use unread::Ended;
 
 /// One admitted client connection.
 #[derive(Clone)]
@@ -119,30 +124,37 @@ async fn refuse_at_limit(
         Via::Proxy | Via::Transparent => Some(refusal.raw_close_response()),
     };
     if let Some(reply) = reply.filter(|_| answer) {
-        let _ = tokio::time::timeout(Duration::from_secs(1), async {
-            stream.write_all(&reply).await?;
-            stream.shutdown().await?;
-            // Drain what the client sent so closing does not reset the connection before it
-            // reads the answer.
-            let mut sink = [0u8; 4096];
-            while stream.read(&mut sink).await? > 0 {}
-            Ok::<_, std::io::Error>(())
-        })
-        .await;
+        answer_and_close(&mut stream, &reply).await;
     }
 }
 
-/// Serve HTTP/1.1 on an admitted connection with the configured limits.
-pub async fn serve_http<F, Fut>(state: &Arc<State>, stream: TcpStream, conn: &Conn, handler: F)
-where
+/// Serve HTTP/1.1 on an admitted connection with the configured limits; `origin` and `host`
+/// (empty when not known) are what a record of a request that could not be read says.
+pub async fn serve_http<IO, F, Fut>(
+    state: &Arc<State>,
+    io: IO,
+    conn: &Conn,
+    origin: Origin,
+    host: &str,
+    handler: F,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     F: Fn(Request<Incoming>) -> Fut + Send + 'static,
     Fut: Future<Output = Response<ProxyBody>> + Send + 'static,
 {
     let t = state.tuning;
-    let io = TokioIo::new(IdleIo::new(stream, conn.activity.clone()));
-    let svc = service_fn(move |req| {
+    let phase = Arc::new(Phase::default());
+    let gate = Gate::new(IdleIo::new(io, conn.activity.clone()), phase.clone());
+    let svc = service_fn(move |req: Request<Incoming>| {
+        phase.serving();
+        let connect = req.method() == Method::CONNECT;
         let fut = handler(req);
-        async move { Ok::<_, Infallible>(fut.await) }
+        let phase = phase.clone();
+        async move {
+            let resp = fut.await;
+            let tunnel = connect && resp.status().is_success();
+            Ok::<_, Infallible>(resp.map(|body| Tracked::new(body, phase, tunnel)))
+        }
     });
     let mut builder = http1::Builder::new();
     builder
@@ -150,82 +162,36 @@ where
         .header_read_timeout(t.header_read_timeout)
         .max_buf_size(t.max_header_bytes.max(8192))
         .max_header_size(t.max_header_bytes)
+        .max_headers(t.max_headers)
         .keep_alive(true);
-    let served = builder.serve_connection(io, svc).with_upgrades();
-    tokio::select! {
-        r = served => {
-            if let Err(e) = r {
-                tracing::debug!(error = %e, peer = %conn.peer, "client connection ended with an error");
-            }
-        }
-        () = conn.activity.idle_for(t.idle_timeout) => {
-            tracing::debug!(peer = %conn.peer, "client connection idle, closed");
-        }
-    }
-}
-
-/// A request that names no single host (`problem` says how): journal it and answer 400.
-pub fn no_single_host(
-    state: &Arc<State>,
-    origin: Origin,
-    host: &str,
-    req: &Request<Incoming>,
-    problem: &str,
-) -> Response<ProxyBody> {
-    let path = tripwire::redact_path(req.uri().path_and_query().map_or("/", |p| p.as_str()));
-    let ask = Ask {
-        via: origin.via,
-        client: origin.client,
-        method: req.method().as_str(),
-        host,
-        port: origin.port,
-        path: &path,
-        tunnel: false,
+    let mut served = builder
+        .serve_connection(TokioIo::new(gate), svc)
+        .with_upgrades();
+    let ended = tokio::select! {
+        r = &mut served => Ended::Served(r),
+        () = conn.activity.idle_for(t.idle_timeout) => Ended::Idle,
     };
-    let refusal = Refusal::new(
-        StatusCode::BAD_REQUEST,
-        &codes::NET_BAD_REQUEST,
-        "bad_request",
-        format!("{} {path} {problem}, so it cannot be decided", ask.method),
-    )
-    .with_next("Send exactly one Host header naming the server.");
-    bad_request(state, &ask, refusal)
-}
-
-/// A request the sidecar cannot use: journal it and answer 400.
-pub fn bad_request(state: &Arc<State>, ask: &Ask<'_>, refusal: Refusal) -> Response<ProxyBody> {
-    refuse_undecided(state, ask, &refusal);
-    refusal.response()
-}
-
-/// The one host a request names: its absolute-form (or HTTP/2) authority or its single `Host`
-/// header; `None` when it names none. Two `Host` headers, or an authority and a `Host` that
-/// disagree, are refused: an upstream might serve the one that was not decided.
-pub fn request_authority(req: &Request<Incoming>) -> Result<Option<Authority>, &'static str> {
-    let mut hosts = req.headers().get_all(header::HOST).iter();
-    let header_host = hosts
-        .next()
-        .map(|h| h.to_str().map_err(|_| "has a Host header that is not text"))
-        .transpose()?;
-    if hosts.next().is_some() {
-        return Err("has more than one Host header");
+    if let Ended::Served(Err(e)) = &ended {
+        tracing::debug!(error = %e, peer = %conn.peer, "client connection ended with an error");
     }
-    let named = match (req.uri().authority(), header_host) {
-        (Some(uri), Some(host)) if !uri.as_str().eq_ignore_ascii_case(host) => {
-            return Err("names one host in its URL and another in its Host header");
-        }
-        (Some(uri), _) => uri.as_str(),
-        (None, Some(host)) => host,
-        (None, None) => return Ok(None),
+    // None: the connection became a tunnel, which owns it now.
+    let Some(parts) = served.into_parts() else {
+        return;
     };
-    if named.contains('@') {
-        // The upstream would get `user@host` as its Host although `host` was decided.
-        return Err("names a host with user information (user@host)");
-    }
-    named
-        .parse::<Authority>()
-        .ok()
-        .filter(|a| !a.host().is_empty())
-        .map(Some)
-        .ok_or("has no usable Host header")
+    let gate = parts.io.into_inner();
+    let answer = unread::answer(state, origin, host, &ended, &gate);
+    gate.finish(answer).await;
+}
+
+/// Write `reply`, close, and read what the client still sends for a moment, so that closing
+/// does not reset the connection before the client has read the answer.
+async fn answer_and_close<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, reply: &[u8]) {
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        stream.write_all(reply).await?;
+        stream.shutdown().await?;
+        let mut sink = [0u8; 4096];
+        while stream.read(&mut sink).await? > 0 {}
+        Ok::<_, std::io::Error>(())
+    })
+    .await;
 }

@@ -4,12 +4,14 @@ use std::sync::Arc;
 
 use af_policy::error::codes;
 use bytes::Bytes;
+use http::uri::Authority;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+use super::authority::authority_port;
 use super::{Conn, bad_request, serve_http};
 use crate::answer::Refusal;
 use crate::decide::{Ask, Ticket, TunnelVerdict, decide_tunnel};
@@ -25,7 +27,12 @@ use crate::tripwire;
 pub async fn serve(state: Arc<State>, stream: TcpStream, conn: Conn) {
     let s = state.clone();
     let c = conn.clone();
-    serve_http(&state, stream, &conn, move |req| {
+    let origin = Origin {
+        via: Via::Proxy,
+        client: conn.peer,
+        port: 0,
+    };
+    serve_http(&state, stream, &conn, origin, "", move |req| {
         handle(s.clone(), c.clone(), req)
     })
     .await;
@@ -48,7 +55,7 @@ async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Respon
         tunnel: false,
     };
     let (host, authority) = match (uri.scheme_str(), uri.host(), uri.authority()) {
-        (Some("http"), Some(host), Some(authority)) => (host, authority.as_str()),
+        (Some("http"), Some(host), Some(authority)) => (host, authority),
         (Some(_), Some(host), _) => {
             ask.host = host;
             let refusal = Refusal::new(
@@ -77,11 +84,24 @@ async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Respon
             return bad_request(&state, &ask, refusal);
         }
     };
+    ask.host = host;
+    let port = match authority_port(authority) {
+        Ok(port) => port.unwrap_or(80),
+        Err(bad) => {
+            let what = format!(
+                "{method} http://{}{}",
+                bad.authority(),
+                tripwire::redact_path(path)
+            );
+            return bad_request(&state, &ask, bad.refusal(&what, "URL"));
+        }
+    };
     let origin = Origin {
         via: Via::Proxy,
         client: conn.peer,
-        port: uri.port_u16().unwrap_or(80),
+        port,
     };
+    let authority = authority.as_str();
     let authority = authority
         .rsplit_once('@')
         .map_or(authority, |(_, a)| a)
@@ -101,10 +121,18 @@ async fn connect(state: Arc<State>, conn: Conn, mut req: Request<Incoming>) -> R
         path: "",
         tunnel: true,
     };
-    let Some((host, port)) = authority
+    let target = authority
         .as_ref()
-        .and_then(|a| a.port_u16().map(|p| (a.host(), p)))
-    else {
+        .map(|a| authority_port(a).map(|p| p.map(|p| (a.host(), p))));
+    let Some((host, port)) = (match target {
+        Some(Ok(named)) => named,
+        None => None,
+        Some(Err(bad)) => {
+            ask.host = authority.as_ref().map_or("", Authority::host);
+            let what = format!("CONNECT {}", bad.authority());
+            return bad_request(&state, &ask, bad.refusal(&what, "target"));
+        }
+    }) else {
         let refusal = Refusal::new(
             StatusCode::BAD_REQUEST,
             &codes::NET_BAD_REQUEST,

@@ -8,6 +8,7 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use tokio::net::TcpStream;
 
+use super::authority::HostProblem;
 use super::{Conn, no_single_host, request_authority, serve_http};
 use crate::forward::http::ProxyBody;
 use crate::metrics::Via;
@@ -18,7 +19,12 @@ use crate::state::State;
 pub async fn serve(state: Arc<State>, stream: TcpStream, conn: Conn) {
     let s = state.clone();
     let c = conn.clone();
-    serve_http(&state, stream, &conn, move |req| {
+    let origin = Origin {
+        via: Via::Transparent,
+        client: conn.peer,
+        port: state.tuning.http_port,
+    };
+    serve_http(&state, stream, &conn, origin, "", move |req| {
         handle(s.clone(), c.clone(), req)
     })
     .await;
@@ -30,9 +36,11 @@ async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Respon
         client: conn.peer,
         port: state.tuning.http_port,
     };
-    let authority = match request_authority(&req).and_then(|a| a.ok_or("has no Host header")) {
+    let authority = match request_authority(&req)
+        .and_then(|a| a.ok_or(HostProblem::NotOne("has no Host header")))
+    {
         Ok(authority) => authority,
-        Err(problem) => return no_single_host(&state, origin, "", &req, problem),
+        Err(problem) => return no_single_host(&state, origin, "", &req, &problem),
     };
     // The upstream gets the Host that was decided, never a second or different one.
     respond(&state, origin, req, authority.host(), authority.as_str()).await

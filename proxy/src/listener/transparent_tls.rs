@@ -1,11 +1,13 @@
 //! The transparent TLS listener: read the ClientHello without answering it, decide on its SNI,
 //! then replay the bytes upstream untouched and tunnel. No SNI: close and journal why.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use af_policy::error::codes;
 use http::StatusCode;
 use rustls::server::{Accepted, Acceptor};
+use tls_parser::{SNIType, TlsExtension, TlsMessage, TlsMessageHandshake};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio_rustls::StartHandshake;
@@ -68,7 +70,11 @@ pub async fn read_client_hello(stream: &mut TcpStream) -> std::io::Result<Hello>
         }
         match acceptor.accept() {
             Ok(Some(accepted)) => {
-                let sni = accepted.client_hello().server_name().map(str::to_owned);
+                let sni = accepted
+                    .client_hello()
+                    .server_name()
+                    .map(str::to_owned)
+                    .or_else(|| ip_literal_sni(&bytes).map(|ip| ip.to_string()));
                 return Ok(Hello::Parsed {
                     sni,
                     bytes,
@@ -79,6 +85,27 @@ pub async fn read_client_hello(stream: &mut TcpStream) -> std::io::Result<Hello>
             Err((e, _alert)) => return Ok(Hello::NotTls(format!("not a TLS ClientHello: {e}"))),
         }
     }
+}
+
+/// The server name of a ClientHello that names an IP address (`203.0.113.5`), which rustls
+/// sets aside as no name at all (RFC 6066 allows only host names there). The connection is
+/// then decided, and journaled, on that address, as a CONNECT to it would be. Read with
+/// tls-parser from the hello's first record; `None` when it names no address.
+fn ip_literal_sni(hello: &[u8]) -> Option<IpAddr> {
+    let (_, record) = tls_parser::parse_tls_plaintext(hello).ok()?;
+    record.msg.iter().find_map(|message| {
+        let TlsMessage::Handshake(TlsMessageHandshake::ClientHello(hello)) = message else {
+            return None;
+        };
+        let (_, extensions) = tls_parser::parse_tls_client_hello_extensions(hello.ext?).ok()?;
+        extensions.iter().find_map(|extension| match extension {
+            TlsExtension::SNI(names) => names
+                .iter()
+                .filter(|(kind, _)| *kind == SNIType::HostName)
+                .find_map(|(_, name)| std::str::from_utf8(name).ok()?.parse().ok()),
+            _ => None,
+        })
+    })
 }
 
 /// Serve one client connection.
