@@ -10,11 +10,12 @@ use std::{
 use hickory_proto::{
     op::{Edns, Header, HeaderCounts, Metadata, OpCode, ResponseCode},
     rr::{DNSClass, Name, RData, Record, RecordType},
+    serialize::binary::{BinDecoder, BinEncodable, BinEncoder, NameEncoding},
 };
 use hickory_server::{
     net::runtime::Time,
     server::{Request, RequestHandler, ResponseHandler, ResponseInfo},
-    zone_handler::MessageResponseBuilder,
+    zone_handler::{MessageResponseBuilder, Queries},
 };
 
 use crate::{
@@ -173,6 +174,24 @@ fn address_records(
         .collect()
 }
 
+/// The question section to answer with. hickory echoes the client's bytes, and a compression
+/// pointer in them may point into the request's own header: the same pointer in the response
+/// points at other bytes and the response no longer decodes. Questions whose bytes may hold a
+/// pointer (a byte with both top bits set) are encoded afresh, uncompressed.
+fn question_section(request: &Request) -> Option<Queries> {
+    let queries = &request.queries;
+    if !queries.as_bytes().iter().any(|&b| b & 0xC0 == 0xC0) {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    let mut encoder = BinEncoder::new(&mut bytes);
+    encoder.set_name_encoding(NameEncoding::Uncompressed);
+    for query in queries.queries() {
+        query.emit(&mut encoder).ok()?;
+    }
+    Queries::read(&mut BinDecoder::new(&bytes), queries.len()).ok()
+}
+
 /// The EDNS section of the response: present when the query had one (RFC 6891).
 fn response_edns(request: &Request, code: ResponseCode) -> Option<Edns> {
     request.edns.as_ref().map(|query_edns| {
@@ -199,7 +218,9 @@ impl RequestHandler for Handler {
         metadata.authoritative = true;
         metadata.recursion_available = true;
         metadata.response_code = reply.code;
-        let response = MessageResponseBuilder::new(&request.queries, edns.as_ref()).build(
+        let questions = question_section(request);
+        let questions = questions.as_ref().unwrap_or(&request.queries);
+        let response = MessageResponseBuilder::new(questions, edns.as_ref()).build(
             metadata,
             reply.records.iter(),
             iter::empty(),
@@ -235,23 +256,11 @@ impl RequestHandler for Handler {
 mod tests {
     //! Fuzzing the query path: arbitrary bytes and arbitrary well-formed-ish messages go through
     //! hickory's parser and this handler; the handler must never panic, must answer every parsed
-    //! query exactly once, and must never answer with anything but A/AAAA records.
-
-    use std::{
-        net::SocketAddr,
-        sync::{Arc, Mutex},
-    };
+    //! query exactly once, and must never answer with anything but A/AAAA records
+    //! ([`crate::fuzzing::Outcome::check`], which the fuzz target asserts too).
 
     use af_fixtures::test_resolver::TestResolver;
-    use hickory_proto::{
-        op::{Message, MessageType, Query},
-        rr::RecordType,
-        serialize::binary::BinEncoder,
-    };
-    use hickory_server::{
-        net::{NetError, runtime::TokioTime, xfer::Protocol},
-        zone_handler::MessageResponse,
-    };
+    use hickory_proto::op::{Message, MessageType, Query};
     use proptest::{
         collection::vec,
         prelude::*,
@@ -259,37 +268,9 @@ mod tests {
     };
 
     use super::*;
-    use crate::sightings::{IgnoreSightings, SightingBounds};
-    use std::num::NonZeroU32;
+    use crate::fuzzing::QueryPath;
 
-    /// Keeps every response the handler sends, encoded as it would go on the wire.
-    #[derive(Clone, Default)]
-    struct Capture(Arc<Mutex<Vec<Vec<u8>>>>);
-
-    #[async_trait::async_trait]
-    impl ResponseHandler for Capture {
-        async fn send_response<'a>(
-            &mut self,
-            response: MessageResponse<
-                '_,
-                'a,
-                impl Iterator<Item = &'a Record> + Send + 'a,
-                impl Iterator<Item = &'a Record> + Send + 'a,
-                impl Iterator<Item = &'a Record> + Send + 'a,
-                impl Iterator<Item = &'a Record> + Send + 'a,
-            >,
-        ) -> Result<ResponseInfo, NetError> {
-            let mut bytes = Vec::new();
-            let info = response.destructive_emit(&mut BinEncoder::new(&mut bytes))?;
-            self.0
-                .lock()
-                .map_err(|_| NetError::Message("poisoned"))?
-                .push(bytes);
-            Ok(info)
-        }
-    }
-
-    fn handler(upstream: SocketAddr) -> Handler {
+    fn query_path(upstream: std::net::SocketAddr) -> QueryPath {
         let mut config = DnsConfig::new(
             Ipv4Addr::new(198, 51, 100, 2),
             vec!["198.51.100.0/24".parse().expect("subnet")],
@@ -297,47 +278,10 @@ mod tests {
         );
         config.inside_zones = vec!["svc.cluster.local".into()];
         config.upstream_timeout_ms = 500;
-        let checked = config.validate().expect("valid");
-        let metrics = Metrics::default();
-        let bounds = SightingBounds {
-            seen_capacity: 1024,
-            queue: 1024,
-            per_second: NonZeroU32::new(1_000_000).expect("positive"),
-        };
-        let sightings =
-            Sightings::start(Arc::new(IgnoreSightings), bounds, metrics.clone()).expect("thread");
-        Handler::new(&config, &checked, sightings, metrics).expect("handler")
-    }
-
-    /// Runs one packet through hickory's parser and the handler; checks the invariants.
-    async fn check(handler: &Handler, packet: Vec<u8>) -> Result<(), TestCaseError> {
-        let client: SocketAddr = "127.0.0.1:5300".parse().expect("addr");
-        let Ok(request) = Request::from_bytes(packet, client, Protocol::Udp) else {
-            return Ok(()); // hickory answers FORMERR or nothing before the handler.
-        };
-        let capture = Capture::default();
-        handler
-            .handle_request::<_, TokioTime>(&request, capture.clone())
-            .await;
-        let sent = capture.0.lock().expect("lock").clone();
-        prop_assert_eq!(sent.len(), 1, "exactly one response");
-        let response = Message::from_vec(&sent[0]).expect("our response decodes");
-        prop_assert_eq!(response.metadata.id, request.metadata.id);
-        prop_assert_eq!(response.metadata.message_type, MessageType::Response);
-        let asked_address = request.queries.queries().len() == 1
-            && matches!(
-                request.queries.queries()[0].query_type(),
-                RecordType::A | RecordType::AAAA
-            );
-        for record in &response.answers {
-            prop_assert!(asked_address, "answers only to one A/AAAA question");
-            prop_assert!(
-                matches!(record.data, RData::A(_) | RData::AAAA(_)),
-                "only addresses ever leave: {:?}",
-                record
-            );
-        }
-        Ok(())
+        config.seen_capacity = 1024;
+        config.sighting_queue = 1024;
+        config.sightings_per_second = 1_000_000;
+        QueryPath::new(&config).expect("query path")
     }
 
     fn name() -> impl Strategy<Value = String> {
@@ -385,7 +329,8 @@ mod tests {
             })
     }
 
-    fn fuzz(strategy: impl Strategy<Value = Vec<u8>>, cases: u32) {
+    /// A runtime, the test resolver (kept alive) and the query path that forwards to it.
+    fn served() -> (tokio::runtime::Runtime, TestResolver, QueryPath) {
         let runtime = tokio::runtime::Runtime::new().expect("runtime");
         let resolver = runtime
             .block_on(TestResolver::start([(
@@ -393,14 +338,20 @@ mod tests {
                 vec!["198.51.100.21".parse().expect("ip")],
             )]))
             .expect("resolver");
-        let handler = runtime.block_on(async { handler(resolver.addr) });
+        let path = runtime.block_on(async { query_path(resolver.addr) });
+        (runtime, resolver, path)
+    }
+
+    fn fuzz(strategy: impl Strategy<Value = Vec<u8>>, cases: u32) {
+        let (runtime, _resolver, path) = served();
         let mut runner = TestRunner::new(Config {
             cases,
             ..Config::default()
         });
         runner
             .run(&strategy, |packet| {
-                runtime.block_on(check(&handler, packet))
+                let outcome = runtime.block_on(path.answer(&packet));
+                outcome.check(&packet).map_err(TestCaseError::fail)
             })
             .expect("the handler holds its invariants");
     }
@@ -413,5 +364,35 @@ mod tests {
     #[test]
     fn arbitrary_messages_get_one_answer_with_addresses_only() {
         fuzz(message(), 1024);
+    }
+
+    /// Found by `fuzz/fuzz_targets/dns.rs`: the question's name ends in a compression pointer
+    /// to offset 3, inside the header. Echoed as sent, the same pointer in the response pointed
+    /// at the response's flags and the response did not decode.
+    #[test]
+    fn a_question_pointing_into_the_header_gets_a_response_that_decodes() {
+        const CRASH: &[u8] = b"\x10\x06\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x04lea\x09\xc0\x03svc\x07cluster\x05local\x00\x00\x01\x00\x01";
+        let (runtime, _resolver, path) = served();
+        let outcome = runtime.block_on(path.answer(CRASH));
+        outcome.check(CRASH).expect("a well-formed response");
+        let crate::fuzzing::Outcome::Answered { responses, .. } = outcome else {
+            panic!("the query is answered");
+        };
+        let response = Message::from_vec(&responses[0]).expect("decodes");
+        let request = Message::from_vec(CRASH).expect("the query decodes");
+        assert_eq!(response.queries, request.queries, "the question is kept");
+        // The usual question is still echoed as sent, and answered.
+        let mut query = Message::new(7, MessageType::Query, OpCode::Query);
+        let name = Name::from_ascii("Api.Example.com.").expect("name");
+        query.add_query(Query::query(name, RecordType::A));
+        let plain = query.to_vec().expect("encodes");
+        let outcome = runtime.block_on(path.answer(&plain));
+        outcome.check(&plain).expect("a well-formed response");
+        let crate::fuzzing::Outcome::Answered { responses, .. } = outcome else {
+            panic!("the query is answered");
+        };
+        let response = Message::from_vec(&responses[0]).expect("decodes");
+        assert_eq!(response.queries[0].name().to_ascii(), "Api.Example.com.");
+        assert_eq!(response.answers.len(), 1);
     }
 }

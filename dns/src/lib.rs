@@ -24,6 +24,9 @@ mod classify;
 mod config;
 mod error;
 mod forward;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 mod handler;
 mod metrics;
 mod server;

@@ -188,9 +188,20 @@ fn attachment_name(part: &MessagePart<'_>) -> String {
     }
 }
 
-/// A body as the inbox shows it: `None` when empty, lines ending in LF (CRLF is the wire's).
+/// A body as the inbox shows it: `None` when empty, lines ending in LF (CRLF is the wire's;
+/// the carriage returns before a line feed are all dropped, so `\r\r\n` ends in LF too).
 fn as_shown(body: &str) -> Option<String> {
-    (!body.is_empty()).then(|| body.replace("\r\n", "\n"))
+    let mut shown = String::with_capacity(body.len());
+    for piece in body.split_inclusive('\n') {
+        match piece.strip_suffix('\n') {
+            Some(line) => {
+                shown.push_str(line.trim_end_matches('\r'));
+                shown.push('\n');
+            }
+            None => shown.push_str(piece),
+        }
+    }
+    (!shown.is_empty()).then_some(shown)
 }
 
 #[cfg(test)]
@@ -330,6 +341,24 @@ mod tests {
                 let _ = (mail.from(), mail.recipients());
             }
         }
+    }
+
+    /// Found by `fuzz/fuzz_targets/mime.rs`: a header line ending `\r\r\n` left a CRLF in
+    /// the HTML body once its CRLFs were made LFs.
+    #[test]
+    fn a_run_of_carriage_returns_before_a_line_feed_leaves_no_crlf() {
+        const CRASH: &[u8] = b"FromFro:m a@shop.test\r\nConten|-\xff\xff\xff\xff\xff\xff\xff\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xb2\xff\xff\xff\xff\xff\xfftext/htpe: t\nTo: ana@example.test\r\nCc: Bob <bob@example.org>\r\nBcc: audit@shop.te.test/\x03\xaa\xaa\xaa\xaa\xaa\xaa\xaaunsubsFrom: a@shop.test\r\nContent-Type: text/html\r\n\r\n<p>Your cohop.tes\x89\xf2\xf5\xbcot-tneTnFromde is <b>123456</b> <a href=\"ype: tIIIIIIIIIIIIIIIII<u</a></p>https://x.test/unsubs: a@shop.test\r\nContpe: text/ent-Type: text/html\r\r\n\r\n<\np>Your code cribe\">u</xt/htmlis <b>123456</b> <a href=\"'ttps://x.test/unsubscribe\">u</a></p>\n\r\n";
+        let content = Mail::parse(CRASH).expect("parses").content(&[]);
+        let html = content.html.expect("an HTML body");
+        assert!(html.contains("text/html\n\n<\np>"), "{html:?}");
+        assert!(!html.contains('\r'), "{html:?}");
+        let small = b"From: a@x.test\r\nContent-Type: text/plain\r\n\r\none\r\r\ntwo\rthree";
+        let text = Mail::parse(small).expect("parses").content(&[]).text;
+        assert_eq!(
+            text.as_deref(),
+            Some("one\ntwo\rthree"),
+            "a CR inside a line stays"
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ use af_policy::error::codes;
 use http::StatusCode;
 use rustls::server::{Accepted, Acceptor};
 use tls_parser::{SNIType, TlsExtension, TlsMessage, TlsMessageHandshake};
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::TcpStream;
 use tokio_rustls::StartHandshake;
 
@@ -39,7 +39,7 @@ pub enum Hello {
 
 /// Read from `stream` until a whole ClientHello is buffered. The bytes are kept for replay;
 /// nothing is written to the client.
-pub async fn read_client_hello(stream: &mut TcpStream) -> std::io::Result<Hello> {
+pub async fn read_client_hello<S: AsyncRead + Unpin>(stream: &mut S) -> std::io::Result<Hello> {
     let mut acceptor = Acceptor::default();
     let mut bytes = Vec::with_capacity(2048);
     let mut chunk = vec![0u8; 16 * 1024];

@@ -1,0 +1,108 @@
+//! Capture mode's body parsers, every send route of SendGrid, Resend, Postmark, Mailgun,
+//! Twilio, SES v1/v2 and Slack, and the generic capture of an exactly named host: any body is
+//! answered as the provider would (a 2xx with messages of that provider) or refused with a
+//! sentence naming the provider; the same request always gets the same answer; every message
+//! keeps the inbox's bounds.
+#![no_main]
+
+use std::time::{Duration, SystemTime};
+
+use af_fuzz::check_message;
+use af_proxy::modes::Exchange;
+use af_proxy::modes::capture::{Captured, Provider, capture};
+use http::{HeaderMap, HeaderValue, Method, header};
+use libfuzzer_sys::fuzz_target;
+
+const JSON: &str = "application/json";
+const FORM: &str = "application/x-www-form-urlencoded";
+
+/// Every send route (host, path, the content type its SDKs use), then a host without a provider.
+const ROUTES: [(&str, &str, &str); 14] = [
+    ("api.sendgrid.com", "/v3/mail/send", JSON),
+    ("api.resend.com", "/emails", JSON),
+    ("api.resend.com", "/emails/batch", JSON),
+    ("api.postmarkapp.com", "/email", JSON),
+    ("api.postmarkapp.com", "/email/batch", JSON),
+    ("api.postmarkapp.com", "/email/withTemplate", JSON),
+    ("api.postmarkapp.com", "/email/batchWithTemplates", JSON),
+    ("api.mailgun.net", "/v3/mg.example.com/messages", FORM),
+    ("api.mailgun.net", "/v3/mg.example.com/messages.mime", FORM),
+    (
+        "api.twilio.com",
+        "/2010-04-01/Accounts/AC0123456789abcdef0123456789abcdef/Messages.json",
+        FORM,
+    ),
+    ("email.us-east-1.amazonaws.com", "/", FORM),
+    (
+        "email.us-east-1.amazonaws.com",
+        "/v2/email/outbound-emails",
+        JSON,
+    ),
+    ("hooks.slack.com", "/services/T0/B0/X0", JSON),
+    ("hooks.crm.example", "/v1/events", JSON),
+];
+
+fn post(route: usize, content_type: &'static str, body: &[u8]) -> Captured {
+    let (host, path, _) = ROUTES[route];
+    let mut headers = HeaderMap::new();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    let ex = Exchange {
+        method: &Method::POST,
+        host,
+        path,
+        query: None,
+        headers: &headers,
+        body,
+    };
+    // Postmark and Twilio stamp their answers with the time: a fixed one.
+    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_438_287_151);
+    capture(&ex, true, now)
+}
+
+fuzz_target!(|input: &[u8]| {
+    let Some((&pick, body)) = input.split_first() else {
+        return;
+    };
+    let route = usize::from(pick & 0x7f) % ROUTES.len();
+    // Mostly the route's own content type; sometimes the other one.
+    let content_type = match (pick & 0x80 != 0, ROUTES[route].2) {
+        (true, JSON) => FORM,
+        (true, _) => JSON,
+        (false, own) => own,
+    };
+    let provider = Provider::for_host(ROUTES[route].0);
+    let captured = post(route, content_type, body);
+    match &captured {
+        Captured::Messages { answer, messages } => {
+            assert!(answer.status.is_success(), "{}", answer.status);
+            if answer
+                .headers
+                .get(header::CONTENT_TYPE)
+                .is_some_and(|v| v == JSON)
+            {
+                assert!(serde_json::from_slice::<serde_json::Value>(&answer.body).is_ok());
+            }
+            let id = provider.map_or("request", Provider::id);
+            for message in messages {
+                assert_eq!(message.provider, id);
+                check_message(message);
+            }
+        }
+        Captured::Refused(error) => {
+            let provider = provider.expect("only a provider's payload is refused");
+            let sentence = error.to_string();
+            assert!(
+                sentence.starts_with(&format!("the {provider} payload")),
+                "{sentence}"
+            );
+        }
+        // SES v1 picks the operation from the body and posts every one to `/`.
+        Captured::NoHandler => assert_eq!(ROUTES[route].1, "/", "a send route went unanswered"),
+    }
+    let again = post(route, content_type, body);
+    assert_eq!(
+        format!("{captured:?}"),
+        format!("{again:?}"),
+        "the same request, another answer"
+    );
+});

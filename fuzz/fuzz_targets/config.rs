@@ -1,0 +1,47 @@
+//! The sidecar configuration: any text is a configuration or a refusal. JSON is YAML, so a
+//! document that reads as JSON reads the same as YAML; an accepted file's egress catalogue
+//! round-trips through the orchestrator's serialisation; checking is deterministic, and a
+//! checked file's DNS configuration is one af-dns accepts.
+#![no_main]
+
+use af_policy::egress::EgressSpec;
+use af_proxy::config::Config;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|bytes: &[u8]| {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return;
+    };
+    let yaml = Config::parse(text, false);
+    if let Ok(json) = Config::parse(text, true) {
+        let yaml = yaml.as_ref().expect("a JSON configuration reads as YAML");
+        assert_eq!(
+            format!("{json:?}"),
+            format!("{yaml:?}"),
+            "JSON and YAML readings differ"
+        );
+    }
+    let Ok(config) = yaml else {
+        return;
+    };
+    let written = serde_json::to_string(&config.egress).expect("egress serialises");
+    let read: EgressSpec = serde_json::from_str(&written).expect("egress reads back");
+    assert_eq!(read, config.egress, "egress round-trips");
+    let again = config
+        .clone()
+        .check()
+        .map(|_| ())
+        .map_err(|e| e.to_string());
+    match config.check() {
+        Ok(settings) => {
+            assert!(again.is_ok(), "checking is deterministic");
+            if let Some(dns) = &settings.dns {
+                assert!(
+                    dns.validate().is_ok(),
+                    "a checked DNS configuration validates"
+                );
+            }
+        }
+        Err(report) => assert_eq!(again, Err(report.to_string()), "checking is deterministic"),
+    }
+});
