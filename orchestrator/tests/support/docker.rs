@@ -521,7 +521,8 @@ async fn run_host(
                 network.to_owned(),
                 EndpointSettings {
                     ipam_config: Some(EndpointIpamConfig {
-                        ipv4_address: Some(addr.to_string()),
+                        ipv4_address: addr.is_ipv4().then(|| addr.to_string()),
+                        ipv6_address: addr.is_ipv6().then(|| addr.to_string()),
                         ..Default::default()
                     }),
                     ..Default::default()
@@ -796,45 +797,21 @@ impl DockerHarness {
             .create_network(request)
             .await
             .unwrap_or_else(|e| panic!("create {net}: {e}"));
-        let addr = format!("{prefix}::10");
+        let addr: IpAddr = format!("{prefix}::10")
+            .parse()
+            .unwrap_or_else(|e| panic!("{prefix}::10: {e}"));
+        let image = self.probe_image(env).await;
+        run_host(
+            &self.docker,
+            &image,
+            &self.run,
+            "island",
+            &net,
+            addr,
+            &["/af-probe", "udp-listen", "9999"],
+        )
+        .await;
         let container = format!("aft-{}-island", self.run);
-        let body = ContainerCreateBody {
-            image: Some(self.probe_image(env).await),
-            entrypoint: Some(vec![
-                "/af-probe".to_owned(),
-                "udp-listen".to_owned(),
-                "9999".to_owned(),
-            ]),
-            labels: Some(labels),
-            host_config: Some(HostConfig {
-                network_mode: Some(net.clone()),
-                ..Default::default()
-            }),
-            networking_config: Some(NetworkingConfig {
-                endpoints_config: Some(HashMap::from([(
-                    net.clone(),
-                    EndpointSettings {
-                        ipam_config: Some(EndpointIpamConfig {
-                            ipv6_address: Some(addr.clone()),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    },
-                )])),
-            }),
-            ..Default::default()
-        };
-        let options = CreateContainerOptionsBuilder::default()
-            .name(&container)
-            .build();
-        self.docker
-            .create_container(Some(options), body)
-            .await
-            .unwrap_or_else(|e| panic!("create {container}: {e}"));
-        self.docker
-            .start_container(&container, None)
-            .await
-            .unwrap_or_else(|e| panic!("start {container}: {e}"));
         Island {
             receiver: format!("[{addr}]:9999"),
             container,
