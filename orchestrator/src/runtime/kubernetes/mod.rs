@@ -262,12 +262,7 @@ impl KubernetesRuntime {
             kind: kind::NAMESPACE.to_owned(),
             service: String::new(),
         }];
-        let selector = format!(
-            "{}=true,{}={env}",
-            crate::runtime::labels::MANAGED,
-            crate::runtime::labels::ENV
-        );
-        let lp = ListParams::default().labels(&selector);
+        let lp = ListParams::default().labels(&names.selector());
         let policies: Api<NetworkPolicy> = Api::namespaced(self.client.clone(), ns);
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
         let owned = |class: &'static str, meta: kube::api::ObjectMeta| {

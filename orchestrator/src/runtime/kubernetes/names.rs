@@ -65,9 +65,14 @@ impl Names {
         ])
     }
 
+    /// The label selector of this environment's objects.
+    pub fn selector(&self) -> String {
+        format!("{MANAGED}=true,{ENV}={}", self.env)
+    }
+
     /// The label selector of this environment's objects of `kind`.
-    pub fn selector(&self, kind: &str) -> String {
-        format!("{MANAGED}=true,{ENV}={},{KIND}={kind}", self.env)
+    pub fn selector_of(&self, kind: &str) -> String {
+        format!("{},{KIND}={kind}", self.selector())
     }
 }
 

@@ -199,7 +199,7 @@ pub async fn apply(
     }
     let keep: BTreeSet<&str> = done.iter().map(|(n, _)| n.as_str()).collect();
     let ours = api
-        .list(&ListParams::default().labels(&names.selector(kind::POLICY)))
+        .list(&ListParams::default().labels(&names.selector_of(kind::POLICY)))
         .await
         .map_err(refused(format!("list the network policies of {namespace}")))?;
     for stale in ours.items {

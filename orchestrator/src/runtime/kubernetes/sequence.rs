@@ -347,3 +347,33 @@ async fn what_is_not_built_yet_is_refused_with_044_before_anything_is_asked() {
     }
     assert!(fake.calls().is_empty());
 }
+
+#[tokio::test]
+async fn status_and_inventory_find_the_namespace_and_what_carries_our_labels() {
+    let fake = Fake::new();
+    probe_says(&fake, &[]);
+    let rt = runtime(&fake);
+    assert!(!rt.status(&env()).await.expect("status").exists);
+    let _ = rt.up(&plan(), &Quiet).await;
+    assert!(rt.status(&env()).await.expect("status").exists);
+    let found: Vec<(&str, String)> = rt
+        .inventory(&env())
+        .await
+        .expect("inventory")
+        .into_iter()
+        .map(|o| (o.class, o.name))
+        .collect();
+    let expect = |class: &'static str, name: &str| (class, name.to_owned());
+    assert_eq!(
+        found,
+        [
+            expect("namespace", "af-pr-42"),
+            expect("networkpolicy", "af-default-deny"),
+            expect("networkpolicy", "af-services-egress"),
+            expect("networkpolicy", "af-services-ingress"),
+            expect("networkpolicy", "af-sidecar-egress"),
+            expect("networkpolicy", "af-sidecar-ingress"),
+        ],
+        "the probe's pod is gone; nothing else is there"
+    );
+}

@@ -152,7 +152,7 @@ pub async fn run(
 async fn remove_probes(pods: &Api<Pod>, names: &Names) -> Result<(), RuntimeError> {
     let namespace = names.namespace();
     let old = pods
-        .list(&ListParams::default().labels(&names.selector(kind::PROBE)))
+        .list(&ListParams::default().labels(&names.selector_of(kind::PROBE)))
         .await
         .map_err(refused(format!("list the probe pods in {namespace}")))?;
     for pod in old.items {
