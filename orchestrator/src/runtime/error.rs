@@ -57,6 +57,18 @@ pub enum RuntimeError {
         /// Its last log lines.
         tail: Vec<String>,
     },
+    /// A stage of bringing an environment up or down did not finish in its time.
+    #[error("{what} did not finish within {seconds} s ({state})")]
+    Timeout {
+        /// The stage ("the namespace af-pr-42 to be ready").
+        what: String,
+        /// How long it was given.
+        seconds: u64,
+        /// What it was still waiting on.
+        state: String,
+        /// The variable that sets its timeout.
+        knob: &'static str,
+    },
     /// A service stopped while starting.
     #[error("{service} exited with status {status}")]
     Exited {
@@ -174,6 +186,11 @@ impl RuntimeError {
             .with_next(format!(
                 "Check that {service} listens on its port (and answers its health_path); raise health_timeout if it needs longer."
             )),
+            RuntimeError::Timeout { what, seconds, state, knob } => Report::new(
+                &codes::RUN_NOT_READY,
+                format!("{what} did not finish within {seconds} s ({state})."),
+            )
+            .with_next(format!("Look at what the cluster says (`kubectl get events -n NAMESPACE`), or raise {knob}.")),
             RuntimeError::Exited { service, status, tail } => Report::new(
                 &codes::RUN_EXITED,
                 format!("{service} exited with status {status} while starting.{}", lines(tail)),

@@ -89,7 +89,7 @@ pub async fn probe_image(
                 "This cluster's nodes pull their images from a registry, and no probe image is named; set AF_PROBE_IMAGE to a pullable image holding /af-probe (or AF_KUBE_IMAGES=daemon if the nodes use this machine's Docker daemon). Nothing was created.".to_owned(),
             ));
         }
-        (_, ProbeSource::Image(image)) => image.clone(),
+        (_, ProbeSource::Image(image)) => here(image).await?,
         (_, ProbeSource::Binary(explicit)) => build(explicit.as_deref(), progress).await?,
     };
     match delivery {
@@ -115,6 +115,23 @@ pub async fn probe_image(
         reference,
         pull_policy: delivery.pull_policy(),
     })
+}
+
+/// `image`, if it is on this machine's Docker daemon (whence the nodes get it): a missing one
+/// is refused now, not found as `ErrImageNeverPull` on a node later.
+async fn here(image: &str) -> Result<String, RuntimeError> {
+    let docker = client::connect().await?;
+    match docker.inspect_image(image).await {
+        Ok(_) => Ok(image.to_owned()),
+        Err(e) if client::is_not_found(&e) => Err(RuntimeError::ImageBuild {
+            service: "probe".to_owned(),
+            message: format!(
+                "AF_PROBE_IMAGE names {image}, which is not on this Docker host (nothing is pulled); nothing was created"
+            ),
+            tail: Vec::new(),
+        }),
+        Err(e) => Err(RuntimeError::engine("inspect the probe image", e)),
+    }
 }
 
 async fn build(

@@ -75,15 +75,10 @@ pub async fn ensure(
                     },
                 )
                 .await?;
-                if gone.is_err() {
-                    return Err(RuntimeError::NotReady {
-                        service: format!("the namespace {namespace} (still terminating)"),
-                        seconds: timeouts.namespace.as_secs(),
-                        tail: Vec::new(),
-                    });
+                if let Err(state) = gone {
+                    return Err(not_ready(namespace, timeouts, state));
                 }
             }
-            progress.step(&format!("creating namespace {namespace}"));
             match api.create(&PostParams::default(), &render(names)).await {
                 Ok(_) => Action::Created,
                 // Made meanwhile: judge it as found.
@@ -115,12 +110,16 @@ pub async fn ensure(
         },
     )
     .await?;
-    match ready {
-        Ok(()) => Ok(action),
-        Err(state) => Err(RuntimeError::NotReady {
-            service: format!("the namespace {namespace} ({state})"),
-            seconds: timeouts.namespace.as_secs(),
-            tail: Vec::new(),
-        }),
+    ready
+        .map(|()| action)
+        .map_err(|state| not_ready(namespace, timeouts, state))
+}
+
+fn not_ready(namespace: &str, timeouts: &Timeouts, state: String) -> RuntimeError {
+    RuntimeError::Timeout {
+        what: format!("Making the namespace {namespace} ready"),
+        seconds: timeouts.namespace.as_secs(),
+        state,
+        knob: "AF_KUBE_NAMESPACE_TIMEOUT",
     }
 }

@@ -37,7 +37,7 @@ fn runtime(fake: &Fake) -> KubernetesRuntime {
         ("AF_PROBE_DNS6", "[2001:db8:4b::10]:5353"),
         ("AF_PROBE_METADATA6", "[2001:db8:4b::11]:8080"),
         ("AF_PROBE_IMAGE", "af-probe:test"),
-        ("AF_KUBE_IMAGES", "daemon"),
+        ("AF_KUBE_IMAGES", "registry"),
     ]);
     let section = Section {
         provider: Some("kubernetes".to_owned()),
@@ -47,7 +47,7 @@ fn runtime(fake: &Fake) -> KubernetesRuntime {
     let mut options = KubeOptions::from_vars(&placement, &|k| vars.get(k).map(|v| (*v).to_owned()))
         .expect("options");
     options.timeouts = Timeouts {
-        namespace: Duration::from_secs(5),
+        namespace: Duration::from_millis(50),
         probe: Duration::from_secs(5),
         down: Duration::from_millis(50),
         poll: Duration::from_millis(1),
@@ -375,5 +375,33 @@ async fn status_and_inventory_find_the_namespace_and_what_carries_our_labels() {
             expect("networkpolicy", "af-sidecar-ingress"),
         ],
         "the probe's pod is gone; nothing else is there"
+    );
+}
+
+#[tokio::test]
+async fn up_waits_for_a_namespace_still_terminating_and_names_the_knob_when_it_stays() {
+    let fake = Fake::new();
+    probe_says(&fake, &[]);
+    fake.with(|s| s.hold_namespaces = Some("dev.antifailure.test/hold"));
+    let rt = runtime(&fake);
+    let _ = rt.up(&plan(), &Quiet).await;
+    let _ = rt.down(&env()).await;
+    fake.with(|s| s.calls.clear());
+    let refused = rt.up(&plan(), &Quiet).await.expect_err("still terminating");
+    let report = refused.report();
+    assert_eq!(report.code.code, "AF-RUN-020", "{refused}");
+    assert!(
+        report.statement.contains("terminating"),
+        "{}",
+        report.statement
+    );
+    assert!(
+        report.next.contains("AF_KUBE_NAMESPACE_TIMEOUT"),
+        "{}",
+        report.next
+    );
+    assert!(
+        !fake.calls().iter().any(|c| c.starts_with("POST ")),
+        "nothing is made while the old namespace goes"
     );
 }
