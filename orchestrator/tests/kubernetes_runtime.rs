@@ -292,7 +292,7 @@ async fn down_waits_for_the_namespace_and_names_the_finalizer_that_holds_it() {
         .await
         .unwrap_or_else(|e| panic!("create the held config map: {e}"));
 
-    let stuck = world.af(&["down"], &[("AF_KUBE_DOWN_TIMEOUT", "20")]).await;
+    let stuck = world.af(&["down"], &[("AF_KUBE_DOWN_TIMEOUT", "10")]).await;
     assert_eq!(
         stuck.code, TEARDOWN_EXIT,
         "{}{}",
@@ -300,7 +300,7 @@ async fn down_waits_for_the_namespace_and_names_the_finalizer_that_holds_it() {
     );
     assert!(stuck.stderr.contains("AF-RUN-030"), "{}", stuck.stderr);
     assert!(
-        stuck.stdout.contains("still terminating after 20 s"),
+        stuck.stdout.contains("still terminating after 10 s"),
         "{}",
         stuck.stdout
     );

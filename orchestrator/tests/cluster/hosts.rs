@@ -167,11 +167,19 @@ impl Drop for Hosts {
     }
 }
 
-/// `ip addr add|del IP/LEN dev lo`; an address already there (or already gone) is fine.
+/// `ip addr add|del IP/LEN dev lo [nodad]`; an address already there (or already gone) is
+/// fine.
 fn ip_addr(verb: &str, ip: IpAddr, len: u8) {
     let family = if ip.is_ipv6() { "-6" } else { "-4" };
+    let mut args = vec![family, "addr", verb];
+    let addr = format!("{ip}/{len}");
+    args.extend([addr.as_str(), "dev", "lo"]);
+    if ip.is_ipv6() && verb == "add" {
+        // Usable at once, not after duplicate address detection.
+        args.push("nodad");
+    }
     let out = Command::new("ip")
-        .args([family, "addr", verb, &format!("{ip}/{len}"), "dev", "lo"])
+        .args(&args)
         .output()
         .unwrap_or_else(|e| panic!("ip addr {verb}: {e}"));
     let said = String::from_utf8_lossy(&out.stderr);
