@@ -122,6 +122,10 @@ impl fmt::Display for Provider {
     }
 }
 
+/// The longest namespace prefix: a namespace is the prefix and an environment id of up to 30
+/// characters, one DNS label of at most 63.
+pub const NAMESPACE_PREFIX_MAX: usize = 33;
+
 /// Where an environment is placed: one target with every inherited field resolved.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Placement {
@@ -156,11 +160,14 @@ pub fn place(runtime: &Runtime) -> Result<Placement, Report> {
 
 /// Every placement problem in `runtime`, each with the path (under `runtime`) it is written
 /// at: unknown or reserved providers, target names that are not DNS labels or repeat, targets
-/// sharing a cluster context, Kubernetes targets left on a localhost domain, and requirements
-/// no target meets.
+/// sharing a cluster context, Kubernetes targets left on a localhost domain, namespace
+/// prefixes that cannot begin a namespace name, and requirements no target meets.
 pub fn check(runtime: &Runtime) -> Vec<(FieldPath, Report)> {
     let mut problems = Vec::new();
     let root = FieldPath::root();
+    if let Some(problem) = runtime.namespace_prefix.as_deref().and_then(prefix_problem) {
+        problems.push((root.key("namespace_prefix"), problem));
+    }
     let runtime_provider = runtime.provider.as_deref().map(|name| {
         Provider::parse(name).inspect_err(|report| {
             problems.push((root.key("provider"), report.clone()));
@@ -173,6 +180,9 @@ pub fn check(runtime: &Runtime) -> Vec<(FieldPath, Report)> {
         let at = targets.index(i);
         if let Some(problem) = dns_label_problem(&target.name, "runtime target name") {
             problems.push((at.key("name"), problem));
+        }
+        if let Some(problem) = target.namespace_prefix.as_deref().and_then(prefix_problem) {
+            problems.push((at.key("namespace_prefix"), problem));
         }
         if runtime.targets[..i].iter().any(|t| t.name == target.name) {
             problems.push((
@@ -300,6 +310,23 @@ fn satisfies(tags: &BTreeMap<String, String>, requires: &BTreeMap<String, String
 fn is_localhost(domain: &str) -> bool {
     let domain = domain.trim_end_matches('.').to_ascii_lowercase();
     domain == "localhost" || domain.ends_with(".localhost")
+}
+
+/// AF-SCH-007 unless `prefix` can begin a namespace name: 1 to [`NAMESPACE_PREFIX_MAX`]
+/// lower-case letters, digits and hyphens, starting with a letter (the environment id that
+/// follows never starts with a hyphen, so the prefix may end with one).
+fn prefix_problem(prefix: &str) -> Option<Report> {
+    let valid = (1..=NAMESPACE_PREFIX_MAX).contains(&prefix.len())
+        && prefix.starts_with(|c: char| c.is_ascii_lowercase())
+        && prefix
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    (!valid).then(|| {
+        Report::new(
+            &codes::SCH_NAMESPACE_PREFIX,
+            format!("The namespace prefix {prefix:?} cannot begin a Kubernetes namespace name."),
+        )
+    })
 }
 
 /// AF-SCH-004 for `what` ("target eu", "runtime").

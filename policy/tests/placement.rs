@@ -256,3 +256,35 @@ fn a_kubernetes_runtime_without_targets_cannot_keep_a_localhost_domain() {
     };
     assert!(place(&local).is_ok());
 }
+
+#[test]
+fn a_namespace_prefix_must_be_able_to_begin_a_namespace_name() {
+    let with_prefix = |prefix: &str| Runtime {
+        provider: Some("kubernetes".to_owned()),
+        namespace_prefix: Some(prefix.to_owned()),
+        ..Runtime::default()
+    };
+    for good in ["af-", "af-env-", "p", &"a".repeat(33)] {
+        assert!(place(&with_prefix(good)).is_ok(), "{good}");
+    }
+    for bad in ["", "-af", "Af-", "af_", "af.", "1af", &"a".repeat(34)] {
+        let (code, statement) = refusal(&with_prefix(bad));
+        assert_eq!(code, "AF-SCH-007", "{bad}");
+        assert_eq!(
+            statement,
+            format!("The namespace prefix {bad:?} cannot begin a Kubernetes namespace name.")
+        );
+    }
+    let on_a_target = Runtime {
+        provider: Some("kubernetes".to_owned()),
+        targets: vec![Target {
+            namespace_prefix: Some("Bad".to_owned()),
+            ..target("eu", "eu-prod", None)
+        }],
+        ..Runtime::default()
+    };
+    let problems = check(&on_a_target);
+    assert_eq!(problems.len(), 1);
+    assert_eq!(problems[0].0.to_string(), "targets[0].namespace_prefix");
+    assert_eq!(problems[0].1.code.code, "AF-SCH-007");
+}

@@ -10,10 +10,10 @@ use af_orchestrator::lifecycle::inbox::{self, Wait};
 use af_orchestrator::lifecycle::webhook::{Prepared, Trigger};
 use af_orchestrator::lifecycle::{self, output::Format as Out};
 use af_orchestrator::plan::EnvPlan;
-use af_orchestrator::runtime::Runtime;
-use af_orchestrator::runtime::local::{LocalOptions, LocalRuntime};
+use af_orchestrator::runtime::factory;
+use af_orchestrator::runtime::local::LocalOptions;
 use af_policy::error::{Report, codes};
-use af_policy::placement::Provider;
+use af_policy::placement::{self, Placement};
 
 use super::load_manifest;
 use crate::cli::{Command, EnvArg, Global, InboxCommand, NetCommand, WebhookCommand};
@@ -40,8 +40,8 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
         Format::Json => Out::Json,
     };
     let stdout = &mut std::io::stdout();
-    let options = LocalOptions::from_env().map_err(|e| e.report())?;
     if let Command::Doctor = command {
+        let options = LocalOptions::from_env().map_err(|e| e.report())?;
         lifecycle::doctor::run(&options, out, stdout).await?;
         return Ok(());
     }
@@ -58,7 +58,7 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
         Command::Webhook(WebhookCommand::Trigger { env, .. }) => (env, true),
         _ => return Ok(()),
     };
-    let (env, plan) = environment(global, arg, plan)?;
+    let (env, plan, placement) = environment(global, arg, plan)?;
     // A webhook is built (and a bad --set or service refused) before any runtime is reached.
     let webhook = match command {
         Command::Webhook(WebhookCommand::Trigger {
@@ -83,10 +83,8 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
         }
         _ => None,
     };
-    let runtime = LocalRuntime::connect(options)
-        .await
-        .map_err(|e| e.report())?;
-    let runtime: &dyn Runtime = &runtime;
+    let runtime = factory::connect(&placement).await.map_err(|e| e.report())?;
+    let runtime = runtime.as_ref();
     match command {
         Command::Up(_) => {
             let plan =
@@ -156,29 +154,23 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
 }
 
 /// The environment id (`--env`, or derived from the manifest's project, repository and
-/// branch) and, for `up`, the plan. Only the local runtime is built: a manifest placed on a
-/// cluster is refused (AF-RUN-044) rather than run here.
+/// branch), for `up` the plan, and where the manifest places the environment (the local
+/// runtime for an id given without a manifest).
 fn environment(
     global: &Global,
     arg: &EnvArg,
     want_plan: bool,
-) -> Result<(EnvId, Option<EnvPlan>), Refusal> {
+) -> Result<(EnvId, Option<EnvPlan>, Placement), Refusal> {
     let loaded = load_manifest(global);
     let (path, manifest) = match (loaded, &arg.env) {
         (Ok(found), _) => found,
         // `down`, `status`, `logs` and `net log` work by id alone.
-        (Err(_), Some(id)) if !want_plan => return Ok((parse_env(id)?, None)),
+        (Err(_), Some(id)) if !want_plan => {
+            return Ok((parse_env(id)?, None, placement::place(&Default::default())?));
+        }
         (Err(refusal), _) => return Err(refusal),
     };
     let placement = manifest.placement()?;
-    if placement.provider != Provider::Local {
-        return Err(Report::new(
-            &codes::RUN_UNSUPPORTED,
-            format!("This manifest runs on {}, and this build's af runs environments only on local Docker.", placement.provider),
-        )
-        .with_next("Set runtime.provider: local, or use an af build with the kubernetes runtime.")
-        .into());
-    }
     let env = match &arg.env {
         Some(id) => parse_env(id)?,
         None => EnvId::derive(&manifest.name, path.parent().unwrap_or(Path::new("."))),
@@ -188,7 +180,7 @@ fn environment(
     } else {
         None
     };
-    Ok((env, plan))
+    Ok((env, plan, placement))
 }
 
 fn parse_env(id: &str) -> Result<EnvId, Refusal> {

@@ -6,7 +6,7 @@ use std::io::Write;
 use af_policy::error::Report;
 use serde::Serialize;
 
-use super::output::{Format, print_json};
+use super::output::{Format, announce, print_json};
 use crate::env_id::EnvId;
 use crate::runtime::{Runtime, RuntimeError};
 
@@ -24,6 +24,7 @@ pub async fn run(
     format: Format,
     out: &mut dyn Write,
 ) -> Result<(), Report> {
+    announce(runtime);
     let report = runtime.down(env).await.map_err(|e| e.report())?;
     match format {
         Format::Human => {

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 
-use crate::runtime::{Progress, ServiceUp};
+use crate::runtime::{Progress, Runtime, ServiceUp};
 
 /// `-o human` (default) or `-o json`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -15,6 +15,14 @@ pub enum Format {
     Human,
     /// One JSON document.
     Json,
+}
+
+/// Say on stderr where the runtime works, when it has more to say than its name (a cluster's
+/// context and API server): `af up` and `af down` always say it, whatever the format.
+pub fn announce(runtime: &dyn Runtime) {
+    if let Some(location) = runtime.location() {
+        eprintln!("runtime {}: {location}", runtime.name());
+    }
 }
 
 /// Print a document as pretty JSON with a newline.

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use super::output::{Format, HumanProgress, print_json};
+use super::output::{Format, HumanProgress, announce, print_json};
 use crate::plan::EnvPlan;
 use crate::runtime::{Quiet, Runtime, RuntimeError, UpReport};
 use af_policy::error::Report;
@@ -14,6 +14,7 @@ pub async fn run(
     format: Format,
     out: &mut dyn Write,
 ) -> Result<UpReport, Report> {
+    announce(runtime);
     for warning in warnings(plan)
         .into_iter()
         .chain(runtime.containment_notes(plan))

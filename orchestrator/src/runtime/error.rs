@@ -10,6 +10,33 @@ pub enum RuntimeError {
     /// The container engine could not be reached.
     #[error("the Docker daemon could not be reached: {0}")]
     Unreachable(String),
+    /// The cluster could not be reached (no kubeconfig, no such context, no answer).
+    #[error("the cluster of context {context} could not be reached: {message}")]
+    ClusterUnreachable {
+        /// The kubeconfig context.
+        context: String,
+        /// Why.
+        message: String,
+    },
+    /// The cluster's API server refused a request.
+    #[error("the API server refused to {context}: {message}")]
+    Api {
+        /// What was being done.
+        context: String,
+        /// What the API server said.
+        message: String,
+    },
+    /// The containment probe found routes out that do not pass the sidecar, or could not
+    /// answer; nothing of the environment's services or sidecar was started.
+    #[error("the cluster does not contain the environment")]
+    NotContained {
+        /// The namespace the probe ran in.
+        namespace: String,
+        /// Each route that got out, described.
+        got_out: Vec<String>,
+        /// Each route the probe could not answer for, with why.
+        unanswered: Vec<String>,
+    },
     /// An image did not build.
     #[error("image for {service} did not build: {message}")]
     ImageBuild {
@@ -29,6 +56,18 @@ pub enum RuntimeError {
         seconds: u64,
         /// Its last log lines.
         tail: Vec<String>,
+    },
+    /// A stage of bringing an environment up or down did not finish in its time.
+    #[error("{what} did not finish within {seconds} s ({state})")]
+    Timeout {
+        /// The stage ("the namespace af-pr-42 to be ready").
+        what: String,
+        /// How long it was given.
+        seconds: u64,
+        /// What it was still waiting on.
+        state: String,
+        /// The variable that sets its timeout.
+        knob: &'static str,
     },
     /// A service stopped while starting.
     #[error("{service} exited with status {status}")]
@@ -110,6 +149,32 @@ impl RuntimeError {
                 &codes::RUN_DOCKER_UNREACHABLE,
                 format!("The Docker daemon could not be reached: {m}."),
             ),
+            RuntimeError::ClusterUnreachable { context, message } => Report::new(
+                &codes::RUN_CLUSTER_UNREACHABLE,
+                format!("The cluster of kubeconfig context {context} could not be reached: {message}."),
+            )
+            .with_next("Check KUBECONFIG and runtime.kubeconfig_context, and that the cluster answers `kubectl --context CONTEXT get --raw /version`."),
+            RuntimeError::Api { context, message } => Report::new(
+                &codes::RUN_CLUSTER_UNREACHABLE,
+                format!("The API server refused to {context}: {message}."),
+            ),
+            RuntimeError::NotContained { namespace, got_out, unanswered } => {
+                let mut found = Vec::new();
+                if !got_out.is_empty() {
+                    found.push(format!("got out: {}", got_out.join("; ")));
+                }
+                if !unanswered.is_empty() {
+                    found.push(format!("could not be answered: {}", unanswered.join("; ")));
+                }
+                Report::new(
+                    &codes::RUN_NOT_CONTAINING,
+                    format!(
+                        "The cluster does not contain the environment: from a pod under the services' rules, {}. No sidecar and no service was started; the namespace {namespace} and its policies stay until `af down`.",
+                        found.join("; and ")
+                    ),
+                )
+                .with_next("Use a cluster whose CNI enforces NetworkPolicy (the probe is the judge), then run `af up` again; `af down` removes the namespace.")
+            }
             RuntimeError::ImageBuild { service, message, tail } => Report::new(
                 &codes::RUN_IMAGE_BUILD,
                 format!("The image of {service} did not build: {message}.{}", lines(tail)),
@@ -121,6 +186,11 @@ impl RuntimeError {
             .with_next(format!(
                 "Check that {service} listens on its port (and answers its health_path); raise health_timeout if it needs longer."
             )),
+            RuntimeError::Timeout { what, seconds, state, knob } => Report::new(
+                &codes::RUN_NOT_READY,
+                format!("{what} did not finish within {seconds} s ({state})."),
+            )
+            .with_next(format!("Look at what the cluster says (`kubectl get events -n NAMESPACE`), or raise {knob}.")),
             RuntimeError::Exited { service, status, tail } => Report::new(
                 &codes::RUN_EXITED,
                 format!("{service} exited with status {status} while starting.{}", lines(tail)),

@@ -2,11 +2,14 @@
 //!
 //! A runtime makes an environment from an [`EnvPlan`], reports on it, shows its logs, gives a
 //! way to the sidecar's admin API, and removes everything it made and nothing else. The local
-//! runtime (Docker) is in [`local`]; a cluster runtime implements the same trait and is held to
-//! the same conformance suite (`orchestrator/tests/conformance`). What a runtime cannot do it
-//! says in [`Capabilities`]; nothing about containment can be declared away.
+//! runtime (Docker) is in [`local`], the cluster runtime in [`kubernetes`]; every command gets
+//! its runtime from [`factory::connect`], by the manifest's placement. Both are held to the
+//! same conformance suite (`orchestrator/tests/conformance`). What a runtime cannot do it says
+//! in [`Capabilities`]; nothing about containment can be declared away.
 
 pub mod error;
+pub mod factory;
+pub mod kubernetes;
 pub mod local;
 
 use std::net::SocketAddr;
@@ -33,6 +36,9 @@ pub mod labels {
     pub const KIND: &str = "dev.antifailure.kind";
     /// A digest of what the object was made from; a different digest means replace it.
     pub const CONFIG: &str = "dev.antifailure.config";
+    /// Which network rules a pod is under on a cluster: `service` (services, migrations, cron
+    /// jobs and the containment probe) or `sidecar`.
+    pub const NETWORK: &str = "dev.antifailure.network";
 }
 
 /// A stream of output lines, ended when the source ends (or never, when following).
@@ -191,6 +197,12 @@ pub trait Runtime: Send + Sync {
 
     /// What it can do.
     fn capabilities(&self) -> Capabilities;
+
+    /// Where environments run, as `af up` prints it before it starts (the cluster's context and
+    /// API server); `None` when the name says it all.
+    fn location(&self) -> Option<String> {
+        None
+    }
 
     /// Where this plan's containment on this runtime reaches less far than the manifest may
     /// expect (the host's own settings it cannot change), each a sentence `af up` prints before

@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use af_orchestrator::env_id::EnvId;
@@ -28,44 +27,11 @@ use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
+use super::binaries::static_binaries;
 use super::{Harness, HostAddr, Internet, Island};
 
 /// The label every object of a test run carries (besides the product's own on environments).
 pub const TEST_LABEL: &str = "dev.antifailure.test";
-
-const TARGET: &str = "x86_64-unknown-linux-gnu";
-
-/// The directory holding the static binaries, built with the project's one static command.
-/// `AF_TEST_BINARIES` names a directory of already built ones instead (a shared target
-/// directory that other worktrees also build into would otherwise be rebuilt on every run).
-pub fn static_binaries() -> PathBuf {
-    if let Some(dir) = std::env::var_os("AF_TEST_BINARIES") {
-        return PathBuf::from(dir);
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let dir = target.join(TARGET).join("release");
-    // Concurrent test processes may both build: cargo's own lock serialises them.
-    for package in [
-        &["-p", "af-proxy"][..],
-        &["-p", "af-fixtures", "--bins"][..],
-    ] {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let status = Command::new(cargo)
-            .current_dir(&root)
-            .env("CARGO_TARGET_DIR", &target)
-            .env("RUSTFLAGS", "-C target-feature=+crt-static")
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .args(["build", "--release", "--target", TARGET])
-            .args(package)
-            .status()
-            .unwrap_or_else(|e| panic!("cargo build {package:?}: {e}"));
-        assert!(status.success(), "static build of {package:?} failed");
-    }
-    dir
-}
 
 /// One test's world: the runtime, its simulated internet, and the guard that removes both.
 pub struct DockerHarness {

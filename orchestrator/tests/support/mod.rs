@@ -4,6 +4,7 @@
 //!
 //! [`docker`] is the harness for the local runtime.
 
+pub mod binaries;
 pub mod docker;
 
 use std::collections::BTreeMap;

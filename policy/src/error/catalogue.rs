@@ -90,9 +90,15 @@ catalogue! {
     SCH_PROVIDER_UNAVAILABLE = "AF-SCH-006", Placement,
         "The runtime provider is known but cannot run environments in this build.",
         "Use the local or kubernetes provider.";
+    SCH_NAMESPACE_PREFIX = "AF-SCH-007", Placement,
+        "A Kubernetes namespace prefix cannot begin a namespace name.",
+        "Use 1 to 33 lower-case letters, digits and hyphens, starting with a letter, such as af-env-.";
     RUN_DOCKER_UNREACHABLE = "AF-RUN-001", Runtime,
         "The Docker daemon could not be reached.",
         "Start Docker (or set DOCKER_HOST) and run `af doctor`.";
+    RUN_CLUSTER_UNREACHABLE = "AF-RUN-002", Runtime,
+        "The cluster could not be reached, or its API server refused a request af needs.",
+        "Check the kubeconfig context named (KUBECONFIG, kubeconfig_context) and that it may manage namespaces.";
     RUN_IMAGE_BUILD = "AF-RUN-010", Runtime,
         "An image could not be built.",
         "Read the build log lines shown, fix the Dockerfile or context, and run af up again.";

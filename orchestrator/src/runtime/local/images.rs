@@ -39,6 +39,18 @@ pub enum SidecarSource {
 /// Find the static `af-proxy`: `AF_PROXY_BINARY` (given as `explicit`), next to the running
 /// `af`, then `$CARGO_TARGET_DIR` or the workspace's `target/`, under the static target.
 pub fn find_proxy_binary(explicit: Option<&Path>) -> Result<PathBuf, RuntimeError> {
+    find_static_binary(PROXY_BINARY, "af-proxy", "sidecar", explicit)
+}
+
+/// Find the static binary `file` of cargo package `package`, for the image of `what`:
+/// `explicit` when given, else next to the running `af`, then `$CARGO_TARGET_DIR` or the
+/// workspace's `target/`, under the static target.
+pub fn find_static_binary(
+    file: &str,
+    package: &str,
+    what: &str,
+    explicit: Option<&Path>,
+) -> Result<PathBuf, RuntimeError> {
     let mut tried = Vec::new();
     let mut candidates: Vec<PathBuf> = Vec::new();
     if let Some(p) = explicit {
@@ -47,14 +59,14 @@ pub fn find_proxy_binary(explicit: Option<&Path>) -> Result<PathBuf, RuntimeErro
         if let Ok(exe) = std::env::current_exe()
             && let Some(dir) = exe.parent()
         {
-            candidates.push(dir.join(PROXY_BINARY));
+            candidates.push(dir.join(file));
         }
         if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
             candidates.push(
                 Path::new(&dir)
                     .join(STATIC_TARGET)
                     .join("release")
-                    .join(PROXY_BINARY),
+                    .join(file),
             );
         }
         let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -63,7 +75,7 @@ pub fn find_proxy_binary(explicit: Option<&Path>) -> Result<PathBuf, RuntimeErro
                 .join("target")
                 .join(STATIC_TARGET)
                 .join("release")
-                .join(PROXY_BINARY),
+                .join(file),
         );
     }
     for c in candidates {
@@ -74,13 +86,13 @@ pub fn find_proxy_binary(explicit: Option<&Path>) -> Result<PathBuf, RuntimeErro
         }
     }
     Err(RuntimeError::ImageBuild {
-        service: "sidecar".to_owned(),
+        service: what.to_owned(),
         message: format!(
-            "no static af-proxy binary was found; tried {}",
+            "no static {file} binary was found; tried {}",
             tried.join(", ")
         ),
         tail: vec![format!(
-            "build it with: RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target {STATIC_TARGET} -p af-proxy"
+            "build it with: RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target {STATIC_TARGET} -p {package}"
         )],
     })
 }
@@ -169,29 +181,55 @@ pub async fn ensure_sidecar_image(
     };
     let proxy_bytes = read(&binary)?;
     let forward_bytes = read(&forward)?;
-    let mut both = proxy_bytes.clone();
-    both.extend_from_slice(&forward_bytes);
-    let tag = format!("af-proxy:{}", short_digest(&both));
+    ensure_scratch_image(
+        docker,
+        "sidecar",
+        PROXY_BINARY,
+        &[
+            (PROXY_BINARY, &proxy_bytes),
+            (FORWARD_BINARY, &forward_bytes),
+        ],
+        kind::SIDECAR_IMAGE,
+        progress,
+    )
+    .await
+}
+
+/// Make sure an image `FROM scratch` holding `files` (each at `/NAME`, executable) with the
+/// first as its entrypoint exists, tagged `repo:` and a digest of the files, so it is built
+/// once per content and shared by environments (it carries no env label). Returns the tag.
+pub async fn ensure_scratch_image(
+    docker: &Docker,
+    what: &str,
+    repo: &str,
+    files: &[(&str, &[u8])],
+    kind_label: &str,
+    progress: &dyn Progress,
+) -> Result<String, RuntimeError> {
+    let all: Vec<u8> = files.iter().flat_map(|(_, b)| b.iter().copied()).collect();
+    let tag = format!("{repo}:{}", short_digest(&all));
     match docker.inspect_image(&tag).await {
         Ok(_) => return Ok(tag),
         Err(e) if is_not_found(&e) => {}
-        Err(e) => return Err(RuntimeError::engine("inspect the sidecar image", e)),
+        Err(e) => return Err(RuntimeError::engine(format!("inspect the {what} image"), e)),
     }
-    progress.step(&format!("building sidecar image {tag}"));
-    let dockerfile = format!(
-        "FROM scratch\nCOPY {PROXY_BINARY} /{PROXY_BINARY}\nCOPY {FORWARD_BINARY} /{FORWARD_BINARY}\nENTRYPOINT [\"/{PROXY_BINARY}\"]\n"
-    );
-    let context = tar_of(&[
-        ("Dockerfile", dockerfile.as_bytes(), 0o644),
-        (PROXY_BINARY, &proxy_bytes, 0o755),
-        (FORWARD_BINARY, &forward_bytes, 0o755),
-    ])
-    .map_err(|e| RuntimeError::engine("pack the sidecar image", e))?;
+    progress.step(&format!("building {what} image {tag}"));
+    let mut dockerfile = String::from("FROM scratch\n");
+    for (name, _) in files {
+        dockerfile.push_str(&format!("COPY {name} /{name}\n"));
+    }
+    if let Some((entry, _)) = files.first() {
+        dockerfile.push_str(&format!("ENTRYPOINT [\"/{entry}\"]\n"));
+    }
+    let mut entries: Vec<(&str, &[u8], u32)> = vec![("Dockerfile", dockerfile.as_bytes(), 0o644)];
+    entries.extend(files.iter().map(|(name, bytes)| (*name, *bytes, 0o755)));
+    let context =
+        tar_of(&entries).map_err(|e| RuntimeError::engine(format!("pack the {what} image"), e))?;
     let labels = HashMap::from([
         (MANAGED.to_owned(), "true".to_owned()),
-        (KIND.to_owned(), kind::SIDECAR_IMAGE.to_owned()),
+        (KIND.to_owned(), kind_label.to_owned()),
     ]);
-    build(docker, "sidecar", &tag, None, &labels, context, progress).await?;
+    build(docker, what, &tag, None, &labels, context, progress).await?;
     Ok(tag)
 }
 

@@ -1,0 +1,298 @@
+//! A fake API server for the call-sequence tests: kube's own client over tower-test's mock
+//! service, answering from an in-memory store of objects keyed by their paths, and recording
+//! every call in order. It does what the tests need of a cluster and no more: create, read,
+//! list by labels, replace, delete; a namespace brings its default service account; a pod
+//! ends as the test says; a namespace's deletion completes at once or is held by a finalizer.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use http::{Request, Response};
+use http_body_util::BodyExt;
+use kube::Client;
+use kube::client::Body;
+use serde_json::{Value, json};
+
+/// How pods end once created.
+#[derive(Clone)]
+pub enum PodEnd {
+    /// Every container exits 0; its log is the line the test set for it.
+    Ran,
+    /// Every container waits on this reason forever.
+    Stuck(&'static str),
+}
+
+/// What the fake knows and has been asked.
+pub struct State {
+    /// Objects by path (`/api/v1/namespaces/af-pr-42`).
+    pub objects: BTreeMap<String, Value>,
+    /// Every call, `METHOD /path`, in order.
+    pub calls: Vec<String>,
+    /// The log line of each probe container, by container name.
+    pub logs: HashMap<String, String>,
+    /// How created pods end.
+    pub pods: PodEnd,
+    /// A finalizer that keeps a deleted namespace terminating, if any.
+    pub hold_namespaces: Option<&'static str>,
+    /// Whether `networking.k8s.io/v1` serves NetworkPolicy.
+    pub serves_network_policy: bool,
+}
+
+/// The fake API server.
+#[derive(Clone)]
+pub struct Fake {
+    /// Its state, shared with the task that answers.
+    pub state: Arc<Mutex<State>>,
+}
+
+impl Fake {
+    /// A cluster with the `default/kubernetes` Service and nothing else of ours.
+    pub fn new() -> Fake {
+        let mut objects = BTreeMap::new();
+        objects.insert(
+            "/api/v1/namespaces/default/services/kubernetes".to_owned(),
+            json!({
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "kubernetes", "namespace": "default"},
+                "spec": {"clusterIP": "10.96.0.1", "clusterIPs": ["10.96.0.1"],
+                         "ports": [{"name": "https", "port": 443, "protocol": "TCP"}]}
+            }),
+        );
+        Fake {
+            state: Arc::new(Mutex::new(State {
+                objects,
+                calls: Vec::new(),
+                logs: HashMap::new(),
+                pods: PodEnd::Ran,
+                hold_namespaces: None,
+                serves_network_policy: true,
+            })),
+        }
+    }
+
+    /// Run `f` on the state.
+    pub fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut state)
+    }
+
+    /// The calls so far.
+    pub fn calls(&self) -> Vec<String> {
+        self.with(|s| s.calls.clone())
+    }
+
+    /// A kube client whose every request this fake answers.
+    pub fn client(&self) -> Client {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let fake = self.clone();
+        tokio::spawn(async move {
+            while let Some((request, respond)) = handle.next_request().await {
+                let (parts, body) = request.into_parts();
+                let body = body
+                    .collect()
+                    .await
+                    .map(|b| b.to_bytes().to_vec())
+                    .unwrap_or_default();
+                let (status, reply) = fake.with(|s| s.answer(&parts, &body));
+                let response = Response::builder()
+                    .status(status)
+                    .header("content-type", "application/json")
+                    .body(Body::from(reply))
+                    .unwrap_or_else(|_| Response::new(Body::from(Vec::new())));
+                respond.send_response(response);
+            }
+        });
+        Client::new(service, "default")
+    }
+}
+
+/// Resource names that end a collection's path.
+const COLLECTIONS: [&str; 7] = [
+    "namespaces",
+    "pods",
+    "networkpolicies",
+    "services",
+    "serviceaccounts",
+    "endpoints",
+    "configmaps",
+];
+
+impl State {
+    fn answer(&mut self, parts: &http::request::Parts, body: &[u8]) -> (u16, Vec<u8>) {
+        let path = parts.uri.path().trim_end_matches('/').to_owned();
+        let query: HashMap<String, String> = parts
+            .uri
+            .query()
+            .map(|q| serde_urlencoded::from_str(q).unwrap_or_default())
+            .unwrap_or_default();
+        let method = parts.method.as_str().to_owned();
+        self.calls.push(format!("{method} {path}"));
+        let last = path.rsplit('/').next().unwrap_or_default();
+        match (method.as_str(), last) {
+            ("GET", "v1") if path == "/apis/networking.k8s.io/v1" => {
+                let resources = if self.serves_network_policy {
+                    json!([{"name": "networkpolicies", "singularName": "", "namespaced": true,
+                            "kind": "NetworkPolicy", "verbs": ["create", "get", "list"]}])
+                } else {
+                    json!([])
+                };
+                reply(
+                    200,
+                    &json!({"kind": "APIResourceList", "groupVersion": "networking.k8s.io/v1", "resources": resources}),
+                )
+            }
+            ("GET", "log") => {
+                let container = query.get("container").cloned().unwrap_or_default();
+                let line = self.logs.get(&container).cloned().unwrap_or_default();
+                (200, format!("{line}\n").into_bytes())
+            }
+            ("GET", c) if COLLECTIONS.contains(&c) => {
+                let selector = query.get("labelSelector").cloned().unwrap_or_default();
+                let items: Vec<Value> = self
+                    .objects
+                    .iter()
+                    .filter(|(k, _)| {
+                        k.strip_prefix(&format!("{path}/"))
+                            .is_some_and(|rest| !rest.contains('/'))
+                    })
+                    .map(|(_, v)| v.clone())
+                    .filter(|v| matches(v, &selector))
+                    .collect();
+                reply(
+                    200,
+                    &json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items}),
+                )
+            }
+            ("GET", _) => match self.objects.get(&path) {
+                Some(v) => reply(200, v),
+                None => not_found(&path),
+            },
+            ("POST", _) => self.create(&path, body),
+            ("PUT", _) => {
+                let Ok(mut object) = serde_json::from_slice::<Value>(body) else {
+                    return reply(400, &json!({"kind": "Status", "code": 400}));
+                };
+                let Some(old) = self.objects.get(&path) else {
+                    return not_found(&path);
+                };
+                let version = old["metadata"]["resourceVersion"]
+                    .as_str()
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0);
+                object["metadata"]["resourceVersion"] = json!((version + 1).to_string());
+                object["metadata"]["uid"] = old["metadata"]["uid"].clone();
+                self.objects.insert(path, object.clone());
+                reply(200, &object)
+            }
+            ("DELETE", _) => self.delete(&path),
+            _ => reply(405, &json!({"kind": "Status", "code": 405})),
+        }
+    }
+
+    fn create(&mut self, collection: &str, body: &[u8]) -> (u16, Vec<u8>) {
+        let Ok(mut object) = serde_json::from_slice::<Value>(body) else {
+            return reply(400, &json!({"kind": "Status", "code": 400}));
+        };
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let path = format!("{collection}/{name}");
+        if self.objects.contains_key(&path) {
+            return reply(
+                409,
+                &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                        "reason": "AlreadyExists", "code": 409, "message": format!("{name} already exists")}),
+            );
+        }
+        object["metadata"]["resourceVersion"] = json!("1");
+        object["metadata"]["uid"] = json!(format!("uid-{}", self.objects.len()));
+        if collection == "/api/v1/namespaces" {
+            object["status"] = json!({"phase": "Active"});
+            self.objects.insert(
+                format!("{path}/serviceaccounts/default"),
+                json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                       "metadata": {"name": "default", "namespace": name}}),
+            );
+        }
+        if collection.ends_with("/pods") {
+            object["status"] = self.pod_status(&object);
+        }
+        self.objects.insert(path, object.clone());
+        reply(201, &object)
+    }
+
+    fn pod_status(&self, pod: &Value) -> Value {
+        let names: Vec<String> = pod["spec"]["containers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["name"].as_str().map(str::to_owned))
+            .collect();
+        let (phase, state) = match &self.pods {
+            PodEnd::Ran => ("Succeeded", json!({"terminated": {"exitCode": 0}})),
+            PodEnd::Stuck(reason) => ("Pending", json!({"waiting": {"reason": reason}})),
+        };
+        let statuses: Vec<Value> = names
+            .iter()
+            .map(|n| {
+                json!({"name": n, "image": "", "imageID": "", "ready": false,
+                           "restartCount": 0, "state": state})
+            })
+            .collect();
+        json!({"phase": phase, "containerStatuses": statuses})
+    }
+
+    fn delete(&mut self, path: &str) -> (u16, Vec<u8>) {
+        let Some(object) = self.objects.get(path).cloned() else {
+            return not_found(path);
+        };
+        let namespace = path
+            .strip_prefix("/api/v1/namespaces/")
+            .filter(|rest| !rest.contains('/'));
+        match (namespace, self.hold_namespaces) {
+            (Some(_), Some(finalizer)) => {
+                let mut held = object.clone();
+                held["metadata"]["deletionTimestamp"] = json!("2026-12-01T00:00:00Z");
+                held["spec"] = json!({"finalizers": ["kubernetes"]});
+                held["status"] = json!({"phase": "Terminating", "conditions": [{
+                    "type": "NamespaceFinalizersRemaining", "status": "True",
+                    "reason": "SomeFinalizersRemain",
+                    "message": format!("Some content in the namespace has finalizers remaining: {finalizer} in 1 resource instances")
+                }]});
+                self.objects.insert(path.to_owned(), held.clone());
+                reply(200, &held)
+            }
+            (Some(ns), None) => {
+                let inside = |k: &String| {
+                    k.starts_with(&format!("{path}/")) || k.contains(&format!("/namespaces/{ns}/"))
+                };
+                self.objects.retain(|k, _| k != path && !inside(k));
+                reply(200, &object)
+            }
+            (None, _) => {
+                self.objects.remove(path);
+                reply(200, &object)
+            }
+        }
+    }
+}
+
+fn matches(object: &Value, selector: &str) -> bool {
+    selector.split(',').filter(|s| !s.is_empty()).all(|term| {
+        let (k, v) = term.split_once('=').unwrap_or((term, ""));
+        object["metadata"]["labels"][k].as_str() == Some(v)
+    })
+}
+
+fn reply(status: u16, body: &Value) -> (u16, Vec<u8>) {
+    (status, serde_json::to_vec(body).unwrap_or_default())
+}
+
+fn not_found(path: &str) -> (u16, Vec<u8>) {
+    reply(
+        404,
+        &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
+                "code": 404, "message": format!("{path} not found")}),
+    )
+}

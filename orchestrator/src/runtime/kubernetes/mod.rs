@@ -1,0 +1,407 @@
+//! The Kubernetes runtime: an environment is a namespace, proven contained before any service
+//! runs.
+//!
+//! `af up` asks the cluster what it serves ([`discovery`]), makes the probe image available to
+//! the nodes ([`images`]), makes or reuses the namespace ([`namespace`]) and its
+//! NetworkPolicies ([`policies`]), then runs the containment probe ([`probe`]): one pod under
+//! exactly the services' rules ([`confinement`]) trying every route out. A cluster whose
+//! policies do not hold is refused with AF-RUN-043 before any sidecar or service exists.
+//! `af down` deletes the namespace, if it is ours, and waits until it is gone ([`teardown`]).
+//!
+//! Not built yet, and refused with AF-RUN-044 rather than pretended: the sidecar and the
+//! services themselves (so `af up` ends with AF-RUN-044 on a cluster that passed the probe),
+//! `af logs`, and the sidecar's admin API (`af net log`, `af inbox`, `af webhook trigger`).
+//!
+//! Knobs (environment variables, read by [`KubeOptions::from_env`]): `AF_KUBE_IMAGES`,
+//! `AF_PROBE_IMAGE`, `AF_PROBE_BINARY`, `AF_KUBE_RESOLVER`, `AF_KUBE_NAMESPACE_TIMEOUT`,
+//! `AF_KUBE_PROBE_TIMEOUT`, `AF_KUBE_DOWN_TIMEOUT`, and the probe's targets
+//! ([`probe::targets`]). `docs/kubernetes-runtime.md` describes each.
+
+pub mod cluster;
+pub mod confinement;
+pub mod discovery;
+pub mod images;
+pub mod names;
+pub mod namespace;
+pub mod policies;
+pub mod probe;
+pub mod teardown;
+pub mod wait;
+
+#[cfg(test)]
+mod golden;
+#[cfg(test)]
+mod mock;
+#[cfg(test)]
+mod sequence;
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use af_policy::placement::Placement;
+use futures_util::future::BoxFuture;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::Client;
+use kube::api::{Api, ListParams};
+
+use self::cluster::{ClusterId, refused};
+use self::images::{Delivery, ProbeSource};
+use self::names::{Names, kind};
+use self::probe::targets::ProbeTargets;
+use crate::env_id::EnvId;
+use crate::plan::EnvPlan;
+use crate::runtime::labels::{KIND, SERVICE};
+use crate::runtime::{
+    Action, AdminEndpoint, Capabilities, DownReport, EnvStatus, ExecOutput, LineStream,
+    OwnedObject, Progress, Runtime, RuntimeError, UpReport,
+};
+
+/// How long each stage may take, and how often it is polled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timeouts {
+    /// A namespace to be ready (`AF_KUBE_NAMESPACE_TIMEOUT`, 60 s): a previous one finished
+    /// terminating, the default service account made.
+    pub namespace: Duration,
+    /// The probe pod to finish, scheduling and image included (`AF_KUBE_PROBE_TIMEOUT`, 120 s).
+    pub probe: Duration,
+    /// The namespace to be gone after `af down` (`AF_KUBE_DOWN_TIMEOUT`, 120 s).
+    pub down: Duration,
+    /// Between two polls.
+    pub poll: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            namespace: Duration::from_secs(60),
+            probe: Duration::from_secs(120),
+            down: Duration::from_secs(120),
+            poll: Duration::from_millis(500),
+        }
+    }
+}
+
+/// How the Kubernetes runtime is set up: the placement's fields and the knobs.
+#[derive(Debug, Clone)]
+pub struct KubeOptions {
+    /// The kubeconfig context; `None` means the current one.
+    pub context: Option<String>,
+    /// What every namespace name starts with.
+    pub namespace_prefix: String,
+    /// How images reach the nodes, when not by the context's name (`AF_KUBE_IMAGES`).
+    pub images: Option<String>,
+    /// Where the probe image comes from.
+    pub probe_source: ProbeSource,
+    /// Where the probe aims.
+    pub probe: ProbeTargets,
+    /// The cluster resolver's addresses, when not discovered (`AF_KUBE_RESOLVER`).
+    pub resolver: Option<Vec<IpAddr>>,
+    /// The stages' timeouts.
+    pub timeouts: Timeouts,
+}
+
+impl KubeOptions {
+    /// The options for `placement`, with the knobs from the process environment.
+    pub fn from_env(placement: &Placement) -> Result<Self, RuntimeError> {
+        Self::from_vars(placement, &|k: &str| {
+            std::env::var(k).ok().filter(|v| !v.trim().is_empty())
+        })
+    }
+
+    /// The options for `placement`, with the knobs read through `var`.
+    pub fn from_vars(
+        placement: &Placement,
+        var: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, RuntimeError> {
+        let defaults = Timeouts::default();
+        let seconds = |name: &str, default: Duration| -> Result<Duration, RuntimeError> {
+            let Some(text) = var(name) else {
+                return Ok(default);
+            };
+            text.trim()
+                .parse::<u64>()
+                .map(Duration::from_secs)
+                .or_else(|_| humantime::parse_duration(text.trim()))
+                .map_err(|_| {
+                    RuntimeError::Unsupported(format!(
+                        "{name} {text:?} is not a duration such as 90 or 2m."
+                    ))
+                })
+        };
+        let resolver = var("AF_KUBE_RESOLVER")
+            .map(|list| {
+                list.split(',')
+                    .map(str::trim)
+                    .filter(|a| !a.is_empty())
+                    .map(|a| {
+                        a.parse::<IpAddr>().map_err(|_| {
+                            RuntimeError::Unsupported(format!(
+                                "AF_KUBE_RESOLVER {a:?} is not an IP address."
+                            ))
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .transpose()?;
+        Ok(Self {
+            context: placement.kubeconfig_context.clone(),
+            namespace_prefix: placement
+                .namespace_prefix
+                .clone()
+                .unwrap_or_else(|| names::DEFAULT_PREFIX.to_owned()),
+            images: var("AF_KUBE_IMAGES"),
+            probe_source: match var("AF_PROBE_IMAGE") {
+                Some(image) => ProbeSource::Image(image),
+                None => ProbeSource::Binary(var("AF_PROBE_BINARY").map(PathBuf::from)),
+            },
+            probe: ProbeTargets::from_vars(var)?,
+            resolver,
+            timeouts: Timeouts {
+                namespace: seconds("AF_KUBE_NAMESPACE_TIMEOUT", defaults.namespace)?,
+                probe: seconds("AF_KUBE_PROBE_TIMEOUT", defaults.probe)?,
+                down: seconds("AF_KUBE_DOWN_TIMEOUT", defaults.down)?,
+                poll: defaults.poll,
+            },
+        })
+    }
+}
+
+/// The Kubernetes runtime.
+pub struct KubernetesRuntime {
+    client: Client,
+    cluster: ClusterId,
+    delivery: Delivery,
+    options: KubeOptions,
+}
+
+impl KubernetesRuntime {
+    /// Connect to the cluster of the options' context.
+    pub async fn connect(options: KubeOptions) -> Result<Self, RuntimeError> {
+        let (client, cluster) = cluster::connect(options.context.as_deref()).await?;
+        Self::new(client, cluster, options)
+    }
+
+    /// The runtime over an existing client (tests use a mock API server).
+    pub fn new(
+        client: Client,
+        cluster: ClusterId,
+        options: KubeOptions,
+    ) -> Result<Self, RuntimeError> {
+        let delivery = Delivery::choose(&cluster.context, options.images.as_deref())?;
+        Ok(Self {
+            client,
+            cluster,
+            delivery,
+            options,
+        })
+    }
+
+    /// The cluster in use.
+    pub fn cluster(&self) -> &ClusterId {
+        &self.cluster
+    }
+
+    /// The names of `env`'s objects.
+    pub fn names(&self, env: &EnvId) -> Names {
+        Names::new(&self.options.namespace_prefix, env)
+    }
+
+    async fn up_impl(
+        &self,
+        plan: &EnvPlan,
+        progress: &dyn Progress,
+    ) -> Result<UpReport, RuntimeError> {
+        let client = &self.client;
+        let names = self.names(&plan.env);
+        // What can be refused before anything is made is refused here.
+        discovery::require_network_policy(client).await?;
+        let image =
+            images::probe_image(&self.delivery, &self.options.probe_source, progress).await?;
+
+        let action = namespace::ensure(client, &names, &self.options.timeouts, progress).await?;
+        progress.step(&format!(
+            "namespace {} {}",
+            names.namespace(),
+            said(&action)
+        ));
+        let resolver =
+            discovery::cluster_resolver(client, self.options.resolver.as_deref()).await?;
+        if resolver == policies::ClusterResolver::Unknown {
+            progress.step("no cluster resolver found (kube-system/kube-dns, AF_KUBE_RESOLVER): the sidecar's policy reaches none");
+        }
+        let wanted = policies::render(&names, &resolver);
+        let done = policies::apply(client, &names, &wanted, progress).await?;
+        progress.step(&format!("network policies: {}", summary(&done)));
+
+        probe::run(
+            client,
+            &names,
+            &self.options.probe,
+            &image,
+            &self.options.timeouts,
+            progress,
+        )
+        .await?;
+        Err(RuntimeError::Unsupported(format!(
+            "The cluster held every route the containment probe tried, but this build's kubernetes runtime does not deploy the sidecar and the services yet; the namespace {} and its policies stay until `af down`.",
+            names.namespace()
+        )))
+    }
+
+    async fn inventory_impl(&self, env: &EnvId) -> Result<Vec<OwnedObject>, RuntimeError> {
+        let names = self.names(env);
+        let Some(_) = namespace::ours(&self.client, &names).await? else {
+            return Ok(Vec::new());
+        };
+        let ns = names.namespace();
+        let mut out = vec![OwnedObject {
+            class: "namespace",
+            name: ns.to_owned(),
+            kind: kind::NAMESPACE.to_owned(),
+            service: String::new(),
+        }];
+        let lp = ListParams::default().labels(&names.selector());
+        let policies: Api<NetworkPolicy> = Api::namespaced(self.client.clone(), ns);
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let owned = |class: &'static str, meta: kube::api::ObjectMeta| {
+            let label = |k: &str| {
+                meta.labels
+                    .as_ref()
+                    .and_then(|l| l.get(k).cloned())
+                    .unwrap_or_default()
+            };
+            OwnedObject {
+                class,
+                kind: label(KIND),
+                service: label(SERVICE),
+                name: meta.name.clone().unwrap_or_default(),
+            }
+        };
+        for p in policies
+            .list(&lp)
+            .await
+            .map_err(refused(format!("list the network policies of {ns}")))?
+        {
+            out.push(owned("networkpolicy", p.metadata));
+        }
+        for p in pods
+            .list(&lp)
+            .await
+            .map_err(refused(format!("list the pods of {ns}")))?
+        {
+            out.push(owned("pod", p.metadata));
+        }
+        Ok(out)
+    }
+}
+
+fn said(action: &Action) -> &'static str {
+    match action {
+        Action::Created => "created",
+        Action::Reused => "reused",
+        Action::Replaced => "replaced",
+    }
+}
+
+/// `5 created` or `3 reused, 2 replaced`.
+fn summary(done: &[(String, Action)]) -> String {
+    [Action::Created, Action::Reused, Action::Replaced]
+        .iter()
+        .filter_map(|a| {
+            let n = done.iter().filter(|(_, d)| d == a).count();
+            (n > 0).then(|| format!("{n} {}", said(a)))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The refusal of what this build's kubernetes runtime does not do yet.
+fn not_yet(what: &str) -> RuntimeError {
+    RuntimeError::Unsupported(format!(
+        "{what} does not work on the kubernetes runtime yet; nothing was touched."
+    ))
+}
+
+impl Runtime for KubernetesRuntime {
+    fn name(&self) -> &'static str {
+        "kubernetes"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            published_urls: false,
+            admin_api: false,
+            restart_sidecar: false,
+        }
+    }
+
+    fn location(&self) -> Option<String> {
+        Some(self.cluster.to_string())
+    }
+
+    fn up<'a>(
+        &'a self,
+        plan: &'a EnvPlan,
+        progress: &'a dyn Progress,
+    ) -> BoxFuture<'a, Result<UpReport, RuntimeError>> {
+        Box::pin(self.up_impl(plan, progress))
+    }
+
+    fn status<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<EnvStatus, RuntimeError>> {
+        Box::pin(async move {
+            let found = namespace::ours(&self.client, &self.names(env)).await?;
+            Ok(EnvStatus {
+                env: env.clone(),
+                exists: found.is_some(),
+                sidecar: None,
+                services: Vec::new(),
+            })
+        })
+    }
+
+    fn logs<'a>(
+        &'a self,
+        _env: &'a EnvId,
+        _service: Option<&'a str>,
+        _follow: bool,
+        _tail: Option<usize>,
+    ) -> BoxFuture<'a, Result<LineStream<'a>, RuntimeError>> {
+        Box::pin(async { Err(not_yet("`af logs` (no service is deployed on a cluster)")) })
+    }
+
+    fn down<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<DownReport, RuntimeError>> {
+        Box::pin(async move {
+            teardown::down(&self.client, &self.names(env), &self.options.timeouts).await
+        })
+    }
+
+    fn inventory<'a>(
+        &'a self,
+        env: &'a EnvId,
+    ) -> BoxFuture<'a, Result<Vec<OwnedObject>, RuntimeError>> {
+        Box::pin(self.inventory_impl(env))
+    }
+
+    fn admin<'a>(&'a self, _env: &'a EnvId) -> BoxFuture<'a, Result<AdminEndpoint, RuntimeError>> {
+        Box::pin(async {
+            Err(not_yet(
+                "Reaching the sidecar's admin API (`af net log`, `af inbox`, `af webhook trigger`, through a port-forward)",
+            ))
+        })
+    }
+
+    fn exec<'a>(
+        &'a self,
+        _env: &'a EnvId,
+        _service: &'a str,
+        _argv: &'a [String],
+    ) -> BoxFuture<'a, Result<ExecOutput, RuntimeError>> {
+        Box::pin(async { Err(not_yet("Running a command in a service")) })
+    }
+
+    fn restart_sidecar<'a>(&'a self, _env: &'a EnvId) -> BoxFuture<'a, Result<(), RuntimeError>> {
+        Box::pin(async { Err(not_yet("Restarting the sidecar")) })
+    }
+}

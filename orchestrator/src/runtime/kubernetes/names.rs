@@ -1,0 +1,144 @@
+//! The names and labels of one environment's objects on a cluster, and the ownership rule: a
+//! namespace with the environment's name but without our label is somebody else's.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Namespace;
+
+use crate::env_id::EnvId;
+use crate::runtime::labels::{ENV, KIND, MANAGED};
+
+/// The namespace prefix when the placement names none.
+pub const DEFAULT_PREFIX: &str = "af-";
+
+/// The `dev.antifailure.kind` of each object the Kubernetes runtime makes.
+pub mod kind {
+    /// The environment's namespace.
+    pub const NAMESPACE: &str = "namespace";
+    /// One of its NetworkPolicies.
+    pub const POLICY: &str = "network-policy";
+    /// The containment probe's pod.
+    pub const PROBE: &str = "probe";
+}
+
+/// The values of `dev.antifailure.network`: which rules a pod is under.
+pub mod network {
+    /// Services, migrations, cron jobs and the containment probe: the sidecar and each other.
+    pub const SERVICE: &str = "service";
+    /// The sidecar: the outside, minus private and link-local ranges.
+    pub const SIDECAR: &str = "sidecar";
+}
+
+/// The names of one environment's objects.
+#[derive(Debug, Clone)]
+pub struct Names {
+    env: EnvId,
+    namespace: String,
+}
+
+impl Names {
+    /// Names for `env` under `prefix` (already checked by placement to begin a DNS label; an
+    /// id is at most 30 characters, so the namespace is one label).
+    pub fn new(prefix: &str, env: &EnvId) -> Self {
+        Self {
+            env: env.clone(),
+            namespace: format!("{prefix}{env}"),
+        }
+    }
+
+    /// The environment.
+    pub fn env(&self) -> &EnvId {
+        &self.env
+    }
+
+    /// The environment's namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The labels of an object of `kind`, set in the call that creates it.
+    pub fn labels(&self, kind: &str) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            (MANAGED.to_owned(), "true".to_owned()),
+            (ENV.to_owned(), self.env.to_string()),
+            (KIND.to_owned(), kind.to_owned()),
+        ])
+    }
+
+    /// The label selector of this environment's objects.
+    pub fn selector(&self) -> String {
+        format!("{MANAGED}=true,{ENV}={}", self.env)
+    }
+
+    /// The label selector of this environment's objects of `kind`.
+    pub fn selector_of(&self, kind: &str) -> String {
+        format!("{},{KIND}={kind}", self.selector())
+    }
+}
+
+/// Whose a namespace with the environment's name is.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// There is none.
+    Absent,
+    /// This environment's: made by af with its labels.
+    Ours,
+    /// Somebody else's: without our label, or af's for another environment.
+    Foreign,
+}
+
+/// Whose `found` is.
+pub fn owner(found: Option<&Namespace>, names: &Names) -> Owner {
+    let Some(ns) = found else {
+        return Owner::Absent;
+    };
+    let labels = ns.metadata.labels.as_ref();
+    let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
+    if label(MANAGED) == Some("true") && label(ENV) == Some(names.env.as_str()) {
+        Owner::Ours
+    } else {
+        Owner::Foreign
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+
+    fn ns(labels: &[(&str, &str)]) -> Namespace {
+        Namespace {
+            metadata: ObjectMeta {
+                name: Some("af-pr-42".to_owned()),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                        .collect(),
+                ),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        }
+    }
+
+    #[test]
+    fn a_namespace_is_ours_only_with_the_managed_label_and_this_environment() {
+        let names = Names::new(DEFAULT_PREFIX, &EnvId::parse("pr-42").expect("id"));
+        assert_eq!(names.namespace(), "af-pr-42");
+        assert_eq!(owner(None, &names), Owner::Absent);
+        assert_eq!(
+            owner(Some(&ns(&[(MANAGED, "true"), (ENV, "pr-42")])), &names),
+            Owner::Ours
+        );
+        for foreign in [
+            ns(&[]),
+            ns(&[(ENV, "pr-42")]),
+            ns(&[(MANAGED, "false"), (ENV, "pr-42")]),
+            ns(&[(MANAGED, "true"), (ENV, "pr-7")]),
+        ] {
+            assert_eq!(owner(Some(&foreign), &names), Owner::Foreign);
+        }
+    }
+}

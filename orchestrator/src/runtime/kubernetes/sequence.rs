@@ -1,0 +1,407 @@
+//! The runtime's calls, in order, against the fake API server: what is asked and made before
+//! the probe, that nothing follows a probe, that a foreign namespace is never touched, and
+//! that teardown waits and names what holds a namespace.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use af_policy::egress::EgressSpec;
+use af_policy::placement::{self, Runtime as Section};
+use serde_json::json;
+
+use super::mock::{Fake, PodEnd};
+use super::{ClusterId, KubeOptions, KubernetesRuntime, Timeouts};
+use crate::env_id::EnvId;
+use crate::plan::{EnvPlan, Kind, ServicePlan};
+use crate::runtime::{Quiet, Runtime, RuntimeError};
+
+const NS: &str = "/api/v1/namespaces/af-pr-42";
+const POLICIES: &str = "/apis/networking.k8s.io/v1/namespaces/af-pr-42/networkpolicies";
+
+fn env() -> EnvId {
+    EnvId::parse("pr-42").expect("id")
+}
+
+fn plan() -> EnvPlan {
+    let web = ServicePlan::new("web", Kind::Web, "/x");
+    EnvPlan::new(env(), "shop", vec![web], EgressSpec::default()).expect("plan")
+}
+
+fn runtime(fake: &Fake) -> KubernetesRuntime {
+    let vars: HashMap<&str, &str> = HashMap::from([
+        ("AF_PROBE_DEFAULTS", "forbid"),
+        ("AF_PROBE_TCP", "198.51.100.10:8443"),
+        ("AF_PROBE_DNS", "198.51.100.10:5353"),
+        ("AF_PROBE_METADATA", "169.254.44.10:8080"),
+        ("AF_PROBE_TCP6", "[2001:db8:4b::10]:8443"),
+        ("AF_PROBE_DNS6", "[2001:db8:4b::10]:5353"),
+        ("AF_PROBE_METADATA6", "[2001:db8:4b::11]:8080"),
+        ("AF_PROBE_IMAGE", "af-probe:test"),
+        ("AF_KUBE_IMAGES", "registry"),
+    ]);
+    let section = Section {
+        provider: Some("kubernetes".to_owned()),
+        ..Section::default()
+    };
+    let placement = placement::place(&section).expect("placed");
+    let mut options = KubeOptions::from_vars(&placement, &|k| vars.get(k).map(|v| (*v).to_owned()))
+        .expect("options");
+    options.timeouts = Timeouts {
+        namespace: Duration::from_millis(50),
+        probe: Duration::from_secs(5),
+        down: Duration::from_millis(50),
+        poll: Duration::from_millis(1),
+    };
+    let cluster = ClusterId {
+        context: "fake".to_owned(),
+        server: "https://fake.test".to_owned(),
+    };
+    KubernetesRuntime::new(fake.client(), cluster, options).expect("runtime")
+}
+
+/// Every probe container's log line, with the ones in `open` reporting success.
+fn probe_says(fake: &Fake, open: &[&str]) {
+    fake.with(|s| {
+        for id in ["tcp", "metadata", "tcp6", "metadata6", "api-server"] {
+            let connected = if open.contains(&id) { "true" } else { "false" };
+            s.logs.insert(
+                id.to_owned(),
+                format!("{{\"connected\":\"{connected}\",\"error\":\"timed out\"}}"),
+            );
+        }
+        for id in ["dns", "dns6"] {
+            let answered = if open.contains(&id) { "true" } else { "false" };
+            s.logs.insert(
+                id.to_owned(),
+                format!("{{\"answered\":\"{answered}\",\"error\":\"no answer\"}}"),
+            );
+        }
+    });
+}
+
+fn changes(calls: &[String]) -> Vec<String> {
+    calls
+        .iter()
+        .filter(|c| !c.starts_with("GET "))
+        .map(|c| match c.split_once("/pods/af-probe-") {
+            Some((head, _)) => format!("{head}/pods/af-probe-*"),
+            None => c.clone(),
+        })
+        .collect()
+}
+
+fn policy_posts(n: usize) -> Vec<String> {
+    vec![format!("POST {POLICIES}"); n]
+}
+
+#[tokio::test]
+async fn the_namespace_and_policies_come_before_the_probe_and_nothing_after_it() {
+    let fake = Fake::new();
+    probe_says(&fake, &[]);
+    let rt = runtime(&fake);
+    let refused = rt.up(&plan(), &Quiet).await.expect_err("not built yet");
+    assert_eq!(refused.report().code.code, "AF-RUN-044", "{refused}");
+
+    let calls = fake.calls();
+    let first_change = calls
+        .iter()
+        .position(|c| !c.starts_with("GET "))
+        .expect("a change");
+    assert!(
+        calls[..first_change].contains(&"GET /apis/networking.k8s.io/v1".to_owned()),
+        "NetworkPolicy is asked for before anything is made: {calls:?}"
+    );
+    let mut expected = vec!["POST /api/v1/namespaces".to_owned()];
+    expected.extend(policy_posts(5));
+    expected.push("POST /api/v1/namespaces/af-pr-42/pods".to_owned());
+    expected.push("DELETE /api/v1/namespaces/af-pr-42/pods/af-probe-*".to_owned());
+    assert_eq!(changes(&calls), expected);
+}
+
+#[tokio::test]
+async fn the_default_deny_is_the_first_policy_applied() {
+    let fake = Fake::new();
+    probe_says(&fake, &[]);
+    let _ = runtime(&fake).up(&plan(), &Quiet).await;
+    let first = fake
+        .calls()
+        .into_iter()
+        .find(|c| c.starts_with(&format!("GET {POLICIES}/")));
+    assert_eq!(first, Some(format!("GET {POLICIES}/af-default-deny")));
+}
+
+#[tokio::test]
+async fn routes_that_got_out_refuse_with_043_naming_each_and_nothing_follows() {
+    let fake = Fake::new();
+    probe_says(&fake, &["tcp", "dns", "metadata", "api-server"]);
+    let refused = runtime(&fake)
+        .up(&plan(), &Quiet)
+        .await
+        .expect_err("refused");
+    let report = refused.report();
+    assert_eq!(report.code.code, "AF-RUN-043");
+    for named in [
+        "direct TCP to a public address (198.51.100.10:8443)",
+        "UDP DNS straight to a public resolver (198.51.100.10:5353)",
+        "the metadata endpoint (169.254.44.10:8080)",
+        "the cluster's API server (10.96.0.1:443)",
+    ] {
+        assert!(
+            report.statement.contains(named),
+            "{named}: {}",
+            report.statement
+        );
+    }
+    assert!(
+        !report.statement.contains("over IPv6"),
+        "{}",
+        report.statement
+    );
+    assert!(
+        report
+            .statement
+            .contains("No sidecar and no service was started")
+    );
+    let after_probe: Vec<String> = changes(&fake.calls())
+        .into_iter()
+        .skip_while(|c| !c.ends_with("/pods"))
+        .skip(1)
+        .collect();
+    assert_eq!(
+        after_probe,
+        ["DELETE /api/v1/namespaces/af-pr-42/pods/af-probe-*"],
+        "only the probe's own pod is removed after it"
+    );
+    assert!(
+        fake.with(|s| s.objects.contains_key(NS)),
+        "the namespace stays for af down"
+    );
+}
+
+#[tokio::test]
+async fn a_probe_that_cannot_run_answers_nothing_and_is_refused() {
+    let fake = Fake::new();
+    fake.with(|s| s.pods = PodEnd::Stuck("ErrImageNeverPull"));
+    let refused = runtime(&fake)
+        .up(&plan(), &Quiet)
+        .await
+        .expect_err("refused");
+    let report = refused.report();
+    assert_eq!(report.code.code, "AF-RUN-043");
+    assert!(
+        report.statement.contains("could not be answered"),
+        "{}",
+        report.statement
+    );
+    assert!(
+        report.statement.contains("ErrImageNeverPull"),
+        "{}",
+        report.statement
+    );
+}
+
+#[tokio::test]
+async fn a_foreign_namespace_is_refused_by_up_and_down_and_nothing_is_touched() {
+    let fake = Fake::new();
+    fake.with(|s| {
+        s.objects.insert(
+            NS.to_owned(),
+            json!({"apiVersion": "v1", "kind": "Namespace",
+                   "metadata": {"name": "af-pr-42", "labels": {"team": "payments"}}}),
+        );
+    });
+    let rt = runtime(&fake);
+    for refused in [
+        rt.up(&plan(), &Quiet).await.expect_err("up refused"),
+        rt.down(&env()).await.expect_err("down refused"),
+    ] {
+        assert!(matches!(
+            refused,
+            RuntimeError::NotOurs {
+                class: "namespace",
+                ..
+            }
+        ));
+        assert_eq!(refused.report().code.code, "AF-RUN-045");
+    }
+    assert_eq!(
+        changes(&fake.calls()),
+        Vec::<String>::new(),
+        "nothing was changed"
+    );
+}
+
+#[tokio::test]
+async fn up_again_reuses_the_namespace_and_policies_and_replaces_what_changed() {
+    let fake = Fake::new();
+    probe_says(&fake, &[]);
+    let rt = runtime(&fake);
+    let _ = rt.up(&plan(), &Quiet).await;
+    let stale = json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": "af-old", "namespace": "af-pr-42", "resourceVersion": "1",
+            "labels": {"dev.antifailure.managed": "true", "dev.antifailure.env": "pr-42",
+                       "dev.antifailure.kind": "network-policy"}},
+        "spec": {"podSelector": {}}});
+    fake.with(|s| {
+        s.calls.clear();
+        s.objects.insert(format!("{POLICIES}/af-old"), stale);
+        let changed = s
+            .objects
+            .get_mut(&format!("{POLICIES}/af-sidecar-egress"))
+            .expect("policy");
+        changed["metadata"]["labels"]["dev.antifailure.config"] = json!("edited");
+    });
+    let _ = rt.up(&plan(), &Quiet).await;
+    let calls = changes(&fake.calls());
+    assert_eq!(
+        calls,
+        [
+            format!("PUT {POLICIES}/af-sidecar-egress"),
+            format!("DELETE {POLICIES}/af-old"),
+            "POST /api/v1/namespaces/af-pr-42/pods".to_owned(),
+            "DELETE /api/v1/namespaces/af-pr-42/pods/af-probe-*".to_owned(),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn down_waits_until_the_namespace_is_gone() {
+    let fake = Fake::new();
+    probe_says(&fake, &[]);
+    let rt = runtime(&fake);
+    let _ = rt.up(&plan(), &Quiet).await;
+    let report = rt.down(&env()).await.expect("down");
+    assert_eq!(report.removed, ["namespace af-pr-42"]);
+    assert!(report.failed.is_empty());
+    let calls = fake.calls();
+    let deleted = calls
+        .iter()
+        .rposition(|c| *c == format!("DELETE {NS}"))
+        .expect("deleted");
+    assert_eq!(
+        calls.last(),
+        Some(&format!("GET {NS}")),
+        "it read the namespace until it was gone"
+    );
+    assert!(calls.len() > deleted + 1);
+    assert!(fake.with(|s| !s.objects.keys().any(|k| k.contains("af-pr-42"))));
+    let again = rt.down(&env()).await.expect("down again");
+    assert!(again.removed.is_empty() && again.failed.is_empty());
+}
+
+#[tokio::test]
+async fn a_namespace_held_by_finalizers_is_named_with_them() {
+    let fake = Fake::new();
+    probe_says(&fake, &[]);
+    fake.with(|s| s.hold_namespaces = Some("dev.antifailure.test/hold"));
+    let rt = runtime(&fake);
+    let _ = rt.up(&plan(), &Quiet).await;
+    let report = rt.down(&env()).await.expect("down");
+    assert!(report.removed.is_empty());
+    let [(object, why)] = report.failed.as_slice() else {
+        panic!("{:?}", report.failed);
+    };
+    assert_eq!(object, "namespace af-pr-42");
+    assert!(why.contains("still terminating after"), "{why}");
+    assert!(why.contains("finalizers kubernetes"), "{why}");
+    assert!(why.contains("dev.antifailure.test/hold"), "{why}");
+    let refused = RuntimeError::TeardownIncomplete(report.failed).report();
+    assert_eq!(refused.code.code, "AF-RUN-030");
+}
+
+#[tokio::test]
+async fn a_cluster_without_network_policy_is_refused_before_anything_is_made() {
+    let fake = Fake::new();
+    fake.with(|s| s.serves_network_policy = false);
+    let refused = runtime(&fake)
+        .up(&plan(), &Quiet)
+        .await
+        .expect_err("refused");
+    assert_eq!(refused.report().code.code, "AF-RUN-044");
+    assert!(
+        refused
+            .to_string()
+            .contains("does not serve networking.k8s.io/v1 NetworkPolicy")
+    );
+    assert_eq!(changes(&fake.calls()), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn what_is_not_built_yet_is_refused_with_044_before_anything_is_asked() {
+    let fake = Fake::new();
+    let rt = runtime(&fake);
+    let refusals = [
+        rt.admin(&env()).await.map(|_| ()).expect_err("admin"),
+        rt.logs(&env(), None, false, None)
+            .await
+            .map(|_| ())
+            .expect_err("logs"),
+        rt.exec(&env(), "web", &[])
+            .await
+            .map(|_| ())
+            .expect_err("exec"),
+        rt.restart_sidecar(&env()).await.expect_err("restart"),
+    ];
+    for refused in refusals {
+        assert_eq!(refused.report().code.code, "AF-RUN-044", "{refused}");
+    }
+    assert!(fake.calls().is_empty());
+}
+
+#[tokio::test]
+async fn status_and_inventory_find_the_namespace_and_what_carries_our_labels() {
+    let fake = Fake::new();
+    probe_says(&fake, &[]);
+    let rt = runtime(&fake);
+    assert!(!rt.status(&env()).await.expect("status").exists);
+    let _ = rt.up(&plan(), &Quiet).await;
+    assert!(rt.status(&env()).await.expect("status").exists);
+    let found: Vec<(&str, String)> = rt
+        .inventory(&env())
+        .await
+        .expect("inventory")
+        .into_iter()
+        .map(|o| (o.class, o.name))
+        .collect();
+    let expect = |class: &'static str, name: &str| (class, name.to_owned());
+    assert_eq!(
+        found,
+        [
+            expect("namespace", "af-pr-42"),
+            expect("networkpolicy", "af-default-deny"),
+            expect("networkpolicy", "af-services-egress"),
+            expect("networkpolicy", "af-services-ingress"),
+            expect("networkpolicy", "af-sidecar-egress"),
+            expect("networkpolicy", "af-sidecar-ingress"),
+        ],
+        "the probe's pod is gone; nothing else is there"
+    );
+}
+
+#[tokio::test]
+async fn up_waits_for_a_namespace_still_terminating_and_names_the_knob_when_it_stays() {
+    let fake = Fake::new();
+    probe_says(&fake, &[]);
+    fake.with(|s| s.hold_namespaces = Some("dev.antifailure.test/hold"));
+    let rt = runtime(&fake);
+    let _ = rt.up(&plan(), &Quiet).await;
+    let _ = rt.down(&env()).await;
+    fake.with(|s| s.calls.clear());
+    let refused = rt.up(&plan(), &Quiet).await.expect_err("still terminating");
+    let report = refused.report();
+    assert_eq!(report.code.code, "AF-RUN-020", "{refused}");
+    assert!(
+        report.statement.contains("terminating"),
+        "{}",
+        report.statement
+    );
+    assert!(
+        report.next.contains("AF_KUBE_NAMESPACE_TIMEOUT"),
+        "{}",
+        report.next
+    );
+    assert!(
+        !fake.calls().iter().any(|c| c.starts_with("POST ")),
+        "nothing is made while the old namespace goes"
+    );
+}
