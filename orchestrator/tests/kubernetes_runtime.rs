@@ -1,6 +1,6 @@
-//! The Kubernetes runtime against a real cluster, the one `AF_KUBE_CONTEXT` names (KUBECONFIG
-//! the file; CI starts the project's own, `fixtures/k8s-local`). Without it these tests fail
-//! and say how to give them one, or how to leave them out explicitly.
+//! The Kubernetes runtime against a real cluster: the one `AF_KUBE_CONTEXT` names (KUBECONFIG
+//! the file), or else the project's own local cluster (`fixtures/k8s-local`), which the first
+//! test starts. Without a cluster these tests fail; none passes having proved nothing.
 //!
 //! On the local test cluster, whose CNI stores NetworkPolicy and enforces none, the correct
 //! outcome of `af up` is AF-RUN-043 naming every route that got out, each seen arriving at

@@ -1,12 +1,12 @@
-//! The harness of the Kubernetes runtime's tests: the cluster `AF_KUBE_CONTEXT` names (in the
-//! kubeconfig KUBECONFIG names), the test's own hosts for the probe to aim at, a manifest
-//! placed on that cluster, the `af` binary run against it, and a guard that removes every
+//! The harness of the Kubernetes runtime's tests: the cluster under test ([`cluster`]), the
+//! test's own hosts for the probe to aim at, a manifest placed on that cluster, the `af` binary run against it, and a guard that removes every
 //! namespace the test made or caused, even when it fails.
 
 pub mod hosts;
 
 use std::path::PathBuf;
 use std::process::Output;
+use std::sync::OnceLock;
 
 use af_orchestrator::plan::short_digest;
 use k8s_openapi::api::core::v1::Namespace;
@@ -16,26 +16,73 @@ use kube::{Client, Config};
 
 use self::hosts::Hosts;
 
-/// The context these tests run against. Unset, they fail and say how to give them one: a
-/// test that cannot reach a cluster has proved nothing, and must not pass.
+/// The cluster these tests run against: the context `AF_KUBE_CONTEXT` names (in the kubeconfig
+/// KUBECONFIG names), or else the project's own local cluster (`fixtures/k8s-local`), which
+/// the first test to ask starts, building it once into `K8S_LOCAL_DIR` (default
+/// `~/.cache/af-k8s-local`; about 11 minutes cold, 40 s warm) as the Docker tests build their
+/// static binaries. A test never passes without a cluster: one that cannot be had fails.
+pub struct Cluster {
+    /// The kubeconfig context.
+    pub context: String,
+    /// The kubeconfig file, when not the one KUBECONFIG (or `~/.kube/config`) names.
+    pub kubeconfig: Option<PathBuf>,
+}
+
+/// The cluster under test, found or started once per test process.
+pub fn cluster() -> &'static Cluster {
+    static CLUSTER: OnceLock<Cluster> = OnceLock::new();
+    CLUSTER.get_or_init(|| match std::env::var("AF_KUBE_CONTEXT") {
+        Ok(context) if !context.trim().is_empty() => Cluster {
+            context,
+            kubeconfig: None,
+        },
+        _ => start_local_cluster(),
+    })
+}
+
+/// The context under test.
 pub fn context() -> String {
-    match std::env::var("AF_KUBE_CONTEXT") {
-        Ok(context) if !context.trim().is_empty() => context,
-        _ => panic!(
-            "AF_KUBE_CONTEXT is not set, and these tests need a Kubernetes cluster. Start the project's own with \
-             `K8S_LOCAL_DIR=DIR fixtures/k8s-local/up.sh` and `export KUBECONFIG=DIR/run/kubeconfig AF_KUBE_CONTEXT=local-af`, \
-             or leave these tests out explicitly: `cargo nextest run --workspace -E 'not binary(kubernetes_runtime)'`."
-        ),
+    cluster().context.clone()
+}
+
+/// Start (or find running) the project's own cluster; its script serialises concurrent
+/// callers, so the test processes nextest runs side by side start it once.
+fn start_local_cluster() -> Cluster {
+    let dir = match std::env::var_os("K8S_LOCAL_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
+            .join(".cache/af-k8s-local"),
+    };
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/k8s-local/ci-up.sh");
+    let status = std::process::Command::new(&script)
+        .env("K8S_LOCAL_DIR", &dir)
+        .status()
+        .unwrap_or_else(|e| panic!("{}: {e}", script.display()));
+    assert!(
+        status.success(),
+        "AF_KUBE_CONTEXT is not set and the project's own cluster did not start ({} exited {status}; \
+         its output is above). Name a cluster with AF_KUBE_CONTEXT (and KUBECONFIG), or leave these \
+         tests out explicitly: `cargo nextest run --workspace -E 'not binary(kubernetes_runtime)'`.",
+        script.display()
+    );
+    Cluster {
+        context: "local-af".to_owned(),
+        kubeconfig: Some(dir.join("run/kubeconfig")),
     }
 }
 
 /// A client for the context under test.
 pub async fn client() -> Client {
+    let cluster = cluster();
     let options = KubeConfigOptions {
-        context: Some(context()),
+        context: Some(cluster.context.clone()),
         ..KubeConfigOptions::default()
     };
-    let kubeconfig = Kubeconfig::read().unwrap_or_else(|e| panic!("kubeconfig: {e}"));
+    let kubeconfig = match &cluster.kubeconfig {
+        Some(path) => Kubeconfig::read_from(path),
+        None => Kubeconfig::read(),
+    }
+    .unwrap_or_else(|e| panic!("kubeconfig: {e}"));
     let config = Config::from_custom_kubeconfig(kubeconfig, &options)
         .await
         .unwrap_or_else(|e| panic!("kubeconfig context: {e}"));
@@ -110,6 +157,7 @@ impl World {
             .args(args)
             .args(["--env", &self.env])
             .env("AF_PROBE_BINARY", &probe)
+            .envs(cluster().kubeconfig.iter().map(|path| ("KUBECONFIG", path)))
             .envs(self.hosts.probe_vars())
             .envs(extra.iter().copied());
         let Output {
