@@ -73,9 +73,9 @@ pub async fn open<IO>(
 
 /// The connection's own ticket until its first request arrives.
 #[derive(Clone)]
-struct Unused(Arc<Mutex<Option<Ticket>>>);
+struct ConnectionTicket(Arc<Mutex<Option<Ticket>>>);
 
-impl Unused {
+impl ConnectionTicket {
     fn take(&self) -> Option<Ticket> {
         self.0.lock().ok()?.take()
     }
@@ -91,13 +91,13 @@ where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let connection_host = ticket.host().to_owned();
-    let unused = Unused(Arc::new(Mutex::new(Some(ticket))));
+    let own = ConnectionTicket(Arc::new(Mutex::new(Some(ticket))));
     let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
     let handler = {
-        let (state, conn, unused) = (state.clone(), conn.clone(), unused.clone());
+        let (state, conn, own) = (state.clone(), conn.clone(), own.clone());
         let host = connection_host.clone();
         move |req| {
-            if let Some(ticket) = unused.take() {
+            if let Some(ticket) = own.take() {
                 ticket.superseded();
             }
             handle(state.clone(), conn.clone(), host.clone(), port, req)
@@ -113,7 +113,7 @@ where
         };
         serve_http(&state, tls, &conn, origin, &connection_host, handler).await;
     }
-    if let Some(ticket) = unused.take() {
+    if let Some(ticket) = own.take() {
         handshake_failed(
             ticket,
             &HandshakeError::ClientRejected {
