@@ -550,6 +550,9 @@ pub struct Limits {
     pub pool_max_idle_per_host: usize,
     /// Tunnel copy buffer per direction, default 64 KiB.
     pub tunnel_buffer_bytes: usize,
+    /// On SIGTERM, how long open requests and tunnels may go on before they are closed,
+    /// default 5 s; 0 closes them at once.
+    pub drain_timeout_ms: u64,
 }
 
 impl Default for Limits {
@@ -567,6 +570,7 @@ impl Default for Limits {
             max_upstream_connections: 4096,
             pool_max_idle_per_host: 256,
             tunnel_buffer_bytes: 64 * 1024,
+            drain_timeout_ms: 5_000,
         }
     }
 }

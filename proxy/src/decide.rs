@@ -420,6 +420,31 @@ impl Ticket {
         );
     }
 
+    /// Whether the sidecar is stopping and its drain deadline has passed: what is still open
+    /// is being closed.
+    pub fn is_cut(&self) -> bool {
+        self.state.drain.is_cut()
+    }
+
+    /// Still open when the drain deadline passed, and closed by the sidecar: `status` is what
+    /// the client was answered, `up`/`down` what moved.
+    pub fn cut(mut self, status: Option<u16>, up: u64, down: u64) {
+        self.close_cut(status, up, down);
+    }
+
+    fn close_cut(&mut self, status: Option<u16>, up: u64, down: u64) {
+        "shutdown".clone_into(&mut self.record.reason);
+        self.record.error =
+            Some("the sidecar stopped and its drain deadline passed before this ended".to_owned());
+        let allowed = self.may_have_left();
+        self.finish(allowed, status, up, down, Outcome::Shutdown);
+    }
+
+    /// Whether the request may have left before it ended (its mode forwards).
+    fn may_have_left(&self) -> bool {
+        matches!(self.mode, Some(Mode::Allow | Mode::Sandbox))
+    }
+
     /// The loops this sidecar refused lately.
     pub fn loops(&self) -> &crate::loops::Loops {
         &self.state.loops
@@ -467,16 +492,20 @@ impl Ticket {
 
 impl Drop for Ticket {
     /// A ticket dropped unclosed is a request whose task was cancelled before it was answered
-    /// (an HTTP/2 stream reset, the idle watchdog closing the connection): it is journaled
-    /// rather than lost, since an allowed request may already have left.
+    /// (an HTTP/2 stream reset, the idle watchdog closing the connection, the sidecar's drain
+    /// deadline): it is journaled rather than lost, since an allowed request may already have
+    /// left.
     fn drop(&mut self) {
-        if self.open {
-            self.record.reason = "client_gone".to_owned();
-            self.record.error =
-                Some("the client went away before the request was answered".to_owned());
-            let allowed = matches!(self.mode, Some(Mode::Allow | Mode::Sandbox));
-            self.finish(allowed, None, 0, 0, Outcome::ClientGone);
+        if !self.open {
+            return;
         }
+        if self.is_cut() {
+            return self.close_cut(None, 0, 0);
+        }
+        self.record.reason = "client_gone".to_owned();
+        self.record.error = Some("the client went away before the request was answered".to_owned());
+        let allowed = self.may_have_left();
+        self.finish(allowed, None, 0, 0, Outcome::ClientGone);
     }
 }
 

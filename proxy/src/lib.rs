@@ -3,13 +3,14 @@
 //!
 //! The data path reads top to bottom: [`listener`] → [`decide`] → [`answer`] or [`forward`]
 //! (every dial through [`guard`]) → [`journal`]. [`admin`] serves the journal and [`metrics`];
-//! [`sidecar`] wires it together from [`config`].
+//! [`sidecar`] wires it together from [`config`]; [`drain`] stops it.
 
 pub mod admin;
 pub mod answer;
 pub mod config;
 pub mod decide;
 pub mod dns;
+pub mod drain;
 pub mod forward;
 pub mod guard;
 pub mod intercept;

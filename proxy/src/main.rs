@@ -1,4 +1,5 @@
-//! `af-proxy --config FILE`: check the configuration, then start every listener.
+//! `af-proxy --config FILE`: check the configuration, start every listener, and on SIGTERM or
+//! SIGINT drain and exit 0.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -52,21 +53,28 @@ fn main() -> ExitCode {
                 return ExitCode::from(report.exit_status().code());
             }
         };
-        let journal = running.journal.clone();
-        tokio::select! {
-            () = running.wait() => {}
-            _ = shutdown_signal() => tracing::info!("af-proxy stopping"),
-        }
-        // Let the writer commit what was already handed over before the process exits.
-        journal.drain(std::time::Duration::from_secs(2)).await;
+        shutdown_signal().await;
+        tracing::info!("af-proxy stopping");
+        let drained = running.shutdown().await;
+        tracing::info!(cut = drained.cut, "af-proxy stopped");
         ExitCode::SUCCESS
     })
 }
 
-async fn shutdown_signal() -> std::io::Result<()> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+/// SIGTERM (what a container runtime sends) or SIGINT.
+async fn shutdown_signal() {
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    let mut term = match term {
+        Ok(term) => term,
+        Err(e) => {
+            // Left at the default, SIGTERM still ends the process, only without the drain.
+            tracing::warn!(error = %e, "SIGTERM cannot be caught; it will stop af-proxy without draining");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
     tokio::select! {
-        r = tokio::signal::ctrl_c() => r,
-        _ = term.recv() => Ok(()),
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
     }
 }

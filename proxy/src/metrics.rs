@@ -58,16 +58,19 @@ pub enum Outcome {
     ClientGone,
     /// The client broke its own request after it had begun to leave (a malformed body).
     ClientError,
+    /// Still open when the sidecar stopped and its drain deadline passed.
+    Shutdown,
 }
 
 impl Outcome {
-    const ALL: [Outcome; 6] = [
+    const ALL: [Outcome; 7] = [
         Outcome::Forwarded,
         Outcome::Refused,
         Outcome::UpstreamError,
         Outcome::Answered,
         Outcome::ClientGone,
         Outcome::ClientError,
+        Outcome::Shutdown,
     ];
 
     const fn as_str(self) -> &'static str {
@@ -78,6 +81,7 @@ impl Outcome {
             Outcome::Answered => "answered",
             Outcome::ClientGone => "client_gone",
             Outcome::ClientError => "client_error",
+            Outcome::Shutdown => "shutdown",
         }
     }
 }

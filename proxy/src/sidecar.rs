@@ -1,18 +1,20 @@
-//! Starting the sidecar: build the shared state, bind every listener, then serve.
+//! Starting the sidecar: build the shared state, bind every listener, then serve; and
+//! stopping it ([`Running::shutdown`]).
 //! Nothing is bound until the configuration has been checked ([`crate::config::Config::load`]).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 
 use af_dns::DnsServer;
 use af_policy::error::{Report, codes};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
-use tokio::task::JoinHandle;
 
 use crate::admin::{self, Admin, deliver};
 use crate::config::{Limits, Settings};
 use crate::dns::{self, JournalSightings};
+use crate::drain::{Drain, Drained};
 use crate::forward;
 use crate::guard::{Guard, GuardSettings, resolver_for};
 use crate::intercept::{Authority, Interception, upstream};
@@ -28,7 +30,11 @@ use crate::modes::synth::OpenApiDocs;
 use crate::rate::RuleRates;
 use crate::state::{State, Tuning};
 
-/// A running sidecar: where it listens, and its tasks (aborted on drop).
+/// How long the journal gets to commit what was handed over, once the data path has drained.
+const JOURNAL_FLUSH: Duration = Duration::from_secs(2);
+
+/// A running sidecar: where it listens, and its tasks (cut when dropped; [`Running::shutdown`]
+/// drains them).
 pub struct Running {
     /// The explicit proxy listener's bound address.
     pub proxy: Option<SocketAddr>,
@@ -42,29 +48,35 @@ pub struct Running {
     pub dns: Option<SocketAddr>,
     /// The SMTP listener's bound addresses.
     pub smtp: Vec<SocketAddr>,
-    /// The DNS server; dropping it stops it.
-    _dns_server: Option<DnsServer>,
     /// The journal, for other writers (the DNS server's sightings).
     pub journal: Journal,
     /// Counters.
     pub metrics: Arc<Metrics>,
-    tasks: Vec<JoinHandle<()>>,
+    /// The data path: its listeners, DNS, connections, tunnels and HTTP/2 streams.
+    data: Drain,
+    /// The admin API's listener and connections.
+    admin_tasks: Drain,
+    /// `limits.drain_timeout_ms`.
+    deadline: Duration,
 }
 
 impl Running {
-    /// Wait until a listener task ends (it never does unless aborted).
-    pub async fn wait(mut self) {
-        if let Some(first) = self.tasks.pop() {
-            let _ = first.await;
-        }
+    /// Stop as on SIGTERM: every data listener (DNS included) stops accepting, open requests
+    /// and tunnels get `limits.drain_timeout_ms` to finish and are then closed, each journaled;
+    /// the journal commits what it was handed; then the admin API, which served throughout,
+    /// closes. Returns how many connections the deadline cut.
+    pub async fn shutdown(self) -> Drained {
+        let drained = self.data.run(self.deadline).await;
+        self.journal.drain(JOURNAL_FLUSH).await;
+        self.admin_tasks.run(Duration::ZERO).await;
+        drained
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        for t in &self.tasks {
-            t.abort();
-        }
+        self.data.abandon();
+        self.admin_tasks.abandon();
     }
 }
 
@@ -222,6 +234,7 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
             tls_port: config.listeners.transparent_tls.upstream_port,
             smtp_max_message_bytes: config.listeners.smtp.max_message_bytes,
         },
+        drain: Drain::default(),
     });
 
     let ls = &config.listeners;
@@ -251,18 +264,27 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
 
     let addr = |l: &Option<TcpListener>| l.as_ref().and_then(|l| l.local_addr().ok());
     let smtp_addrs = smtp.iter().filter_map(|l| l.local_addr().ok()).collect();
-    let mut running = Running {
+    let running = Running {
         proxy: addr(&proxy),
         transparent_http: addr(&http),
         transparent_tls: addr(&tls),
         admin: addr(&admin_listener).unwrap_or(config.admin.listen),
         dns: dns.as_ref().map(DnsServer::local_addr),
         smtp: smtp_addrs,
-        _dns_server: dns,
         journal: journal.clone(),
         metrics: metrics.clone(),
-        tasks: Vec::new(),
+        data: state.drain.clone(),
+        admin_tasks: Drain::default(),
+        deadline: Limits::ms(l.drain_timeout_ms),
     };
+    if let Some(server) = dns {
+        let stopping = state.drain.stopping();
+        state.drain.spawn(async move {
+            if let Err(e) = server.serve_until(stopping).await {
+                tracing::error!(error = %dns::refusal(e), "the DNS server stopped");
+            }
+        });
+    }
     let listeners = [
         (proxy, Via::Proxy),
         (http, Via::Transparent),
@@ -272,11 +294,9 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
     .filter_map(|(l, via)| l.map(|l| (l, via)))
     .chain(smtp.into_iter().map(|l| (l, Via::Smtp)));
     for (listener, via) in listeners {
-        running.tasks.push(tokio::spawn(listener::accept_loop(
-            listener,
-            state.clone(),
-            via,
-        )));
+        state
+            .drain
+            .spawn(listener::accept_loop(listener, state.clone(), via));
     }
     let inside = deliver::Inside {
         names: config.inside.names.clone(),
@@ -296,13 +316,14 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
     if let Some(admin_listener) = admin_listener {
         let admin = Arc::new(Admin {
             journal,
+            drain: running.admin_tasks.clone(),
             metrics,
             expected_auth: format!("Bearer {}", config.admin.token).into_bytes(),
             inside,
         });
         running
-            .tasks
-            .push(tokio::spawn(admin::accept_loop(admin_listener, admin)));
+            .admin_tasks
+            .spawn(admin::accept_loop(admin_listener, admin));
     }
     tracing::info!(
         proxy = ?running.proxy,

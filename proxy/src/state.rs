@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::drain::Drain;
 use crate::forward::http::HttpClient;
 use crate::guard::Guard;
 use crate::intercept::Interception;
@@ -44,6 +45,8 @@ pub struct State {
     pub undecided_budget: DefaultDirectRateLimiter,
     /// Timeouts and sizes.
     pub tuning: Tuning,
+    /// Every data connection task, and when they stop.
+    pub drain: Drain,
 }
 
 /// Timeouts and sizes, already converted from the configuration.

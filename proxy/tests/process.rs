@@ -5,38 +5,13 @@
 mod common;
 
 use std::collections::HashSet;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::Value;
-
-fn spawn(config: &Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_af-proxy"))
-        .arg("--config")
-        .arg(config)
-        .env("AF_PROXY_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
-async fn wait_healthy(admin: &Admin) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        if tokio::net::TcpStream::connect(admin.0).await.is_ok()
-            && admin.get_with("/healthz", None).await.status == 200
-        {
-            return;
-        }
-        assert!(Instant::now() < deadline, "af-proxy did not become healthy");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 async fn all_records(admin: &Admin) -> Vec<Value> {
     let mut out = Vec::new();
@@ -65,7 +40,7 @@ async fn kill_9_and_restart_loses_no_record_the_admin_api_returned() {
     std::fs::write(&config, setup.yaml(&journal, &listen)).unwrap();
     let admin = Admin(listen.admin);
 
-    let mut child = spawn(&config);
+    let mut child = spawn_binary(&config);
     wait_healthy(&admin).await;
 
     // Traffic keeps flowing while the admin API is read and while the process is killed.
@@ -126,7 +101,7 @@ async fn kill_9_and_restart_loses_no_record_the_admin_api_returned() {
     std::io::Write::write_all(&mut f, b"{\"seq\":999999,\"at\":\"20").unwrap();
     drop(f);
 
-    let mut child = spawn(&config);
+    let mut child = spawn_binary(&config);
     wait_healthy(&admin).await;
     let after = all_records(&admin).await;
     let after_set: HashSet<String> = after.iter().map(|r| r.to_string()).collect();
@@ -236,7 +211,7 @@ async fn an_invalid_configuration_is_refused_with_net_001_and_nothing_is_bound()
     // And the good one starts (a positive control for the harness itself).
     let config = dir.path().join("good.yaml");
     std::fs::write(&config, &good).unwrap();
-    let mut child = spawn(&config);
+    let mut child = spawn_binary(&config);
     wait_healthy(&Admin(listen.admin)).await;
     child.kill().unwrap();
     child.wait().unwrap();

@@ -23,6 +23,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc};
 
+use crate::drain::Drain;
 use crate::journal::{Journal, Query};
 use crate::metrics::Metrics;
 
@@ -35,6 +36,8 @@ pub const MAX_LIMIT: usize = 1000;
 pub struct Admin {
     /// The journal.
     pub journal: Journal,
+    /// The admin API's connection and follow tasks, stopped after the data path's.
+    pub drain: Drain,
     /// Counters.
     pub metrics: Arc<Metrics>,
     /// `Bearer <token>`, precomputed.
@@ -51,11 +54,18 @@ const MAX_DELIVERY_BYTES: usize = 2 * 1024 * 1024;
 /// listeners' `limits.max_connections`, so it has its own bound.
 pub const MAX_CONNECTIONS: usize = 64;
 
-/// Accept admin connections forever.
+/// Accept admin connections until the admin API's drain is stopping.
 pub async fn accept_loop(listener: TcpListener, admin: Arc<Admin>) {
     let open = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let drain = admin.drain.clone();
+    let stopping = drain.stopping();
+    tokio::pin!(stopping);
     loop {
-        let (stream, peer) = match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut stopping => return,
+        };
+        let (stream, peer) = match accepted {
             Ok(x) => x,
             Err(e) => {
                 tracing::warn!(error = %e, "admin accept failed");
@@ -68,7 +78,7 @@ pub async fn accept_loop(listener: TcpListener, admin: Arc<Admin>) {
             continue;
         };
         let admin = admin.clone();
-        tokio::spawn(async move {
+        drain.spawn(async move {
             let _place = place;
             let svc = service_fn(move |req| {
                 let admin = admin.clone();
@@ -398,7 +408,7 @@ fn records_page(
 fn follow(admin: &Admin, mut q: Query) -> Response<AdminBody> {
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     let journal = admin.journal.clone();
-    tokio::spawn(async move {
+    admin.drain.spawn(async move {
         let mut changed = journal.subscribe();
         q.limit = MAX_LIMIT;
         loop {

@@ -358,13 +358,16 @@ impl Body for JournaledBody {
 
 impl Drop for JournaledBody {
     fn drop(&mut self) {
-        let error = (!self.inner.is_end_stream()).then(|| {
-            (
-                "client_gone",
-                "the client went away before the response ended".to_owned(),
-            )
-        });
-        self.close(error);
+        if self.inner.is_end_stream() {
+            return self.close(None);
+        }
+        if let Some(ticket) = self.ticket.take_if(|t| t.is_cut()) {
+            return ticket.cut(Some(self.status), self.up.load(Relaxed), self.down);
+        }
+        self.close(Some((
+            "client_gone",
+            "the client went away before the response ended".to_owned(),
+        )));
     }
 }
 

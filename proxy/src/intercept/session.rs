@@ -4,15 +4,14 @@
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 
 use af_policy::error::codes;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper::server::conn::http2;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::server::TlsStream;
 
@@ -72,22 +71,35 @@ pub async fn open<IO>(
     }
 }
 
+/// The connection's own ticket until its first request arrives.
+#[derive(Clone)]
+struct ConnectionTicket(Arc<Mutex<Option<Ticket>>>);
+
+impl ConnectionTicket {
+    fn take(&self) -> Option<Ticket> {
+        self.0.lock().ok()?.take()
+    }
+}
+
 /// Serve an opened connection until it closes or idles out. Each request inside is journaled
 /// on its own, so the connection's ticket is superseded once one arrives; a connection closed
 /// without any request is a client that refused the certificate after the handshake (OkHttp's
-/// and Node's pinning check then), journaled as such.
+/// and Node's pinning check then), journaled as such. One the drain deadline cuts before any
+/// request is journaled as `shutdown` when its ticket is dropped.
 async fn serve<IO>(state: Arc<State>, conn: Conn, tls: TlsStream<IO>, ticket: Ticket, port: u16)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let connection_host = ticket.host().to_owned();
-    let requests = Arc::new(AtomicU64::new(0));
+    let own = ConnectionTicket(Arc::new(Mutex::new(Some(ticket))));
     let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
     let handler = {
-        let (state, conn, requests) = (state.clone(), conn.clone(), requests.clone());
+        let (state, conn, own) = (state.clone(), conn.clone(), own.clone());
         let host = connection_host.clone();
         move |req| {
-            requests.fetch_add(1, Relaxed);
+            if let Some(ticket) = own.take() {
+                ticket.superseded();
+            }
             handle(state.clone(), conn.clone(), host.clone(), port, req)
         }
     };
@@ -101,18 +113,15 @@ where
         };
         serve_http(&state, tls, &conn, origin, &connection_host, handler).await;
     }
-    if requests.load(Relaxed) == 0 {
-        let name = ticket.host().to_owned();
+    if let Some(ticket) = own.take() {
         handshake_failed(
             ticket,
             &HandshakeError::ClientRejected {
-                name,
+                name: connection_host,
                 why: "it closed the connection after the handshake without sending a request"
                     .into(),
             },
         );
-    } else {
-        ticket.superseded();
     }
 }
 
@@ -129,20 +138,35 @@ where
         let fut = handler(req);
         async move { Ok::<_, Infallible>(fut.await) }
     });
-    let mut builder = http2::Builder::new(TokioExecutor::new());
+    // Streams run on the drain, tracked with the connection's task.
+    let mut builder = http2::Builder::new(state.drain.clone());
     builder
         .timer(TokioTimer::new())
         .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
         .max_header_list_size(u32::try_from(t.max_header_bytes).unwrap_or(u32::MAX));
-    tokio::select! {
-        r = builder.serve_connection(io, svc) => {
-            if let Err(e) = r {
-                tracing::debug!(error = %e, peer = %conn.peer, "intercepted connection ended with an error");
+    let served = builder.serve_connection(io, svc);
+    tokio::pin!(served);
+    // Once the sidecar is stopping: GOAWAY, the open streams finish, no new one starts.
+    let stopping = state.drain.stopping();
+    tokio::pin!(stopping);
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            r = &mut served => {
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, peer = %conn.peer, "intercepted connection ended with an error");
+                }
+                return;
             }
-        }
-        () = conn.activity.idle_for(t.idle_timeout) => {
-            state.metrics.unanswered(Unanswered::Idle);
-            tracing::debug!(peer = %conn.peer, "intercepted connection idle, closed");
+            () = conn.activity.idle_for(t.idle_timeout) => {
+                state.metrics.unanswered(Unanswered::Idle);
+                tracing::debug!(peer = %conn.peer, "intercepted connection idle, closed");
+                return;
+            }
+            () = &mut stopping, if !closing => {
+                closing = true;
+                served.as_mut().graceful_shutdown();
+            }
         }
     }
 }

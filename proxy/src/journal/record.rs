@@ -68,7 +68,7 @@ pub struct DecisionRecord {
     pub rule: Option<String>,
     /// Why. From the catalogue: `rule`, `default`, `invalid-host`, `non-canonical-path`.
     /// From the sidecar: `guard:<class>`, `mode_unserved`, `resolve`, `connect`, `upstream`,
-    /// `tunnel`, `client_gone`, `loop`, `no_sni`, `not_tls`, `client_hello_timeout`,
+    /// `tunnel`, `client_gone`, `shutdown`, `loop`, `no_sni`, `not_tls`, `client_hello_timeout`,
     /// `not_proxy_request`, `bad_request`, `bad_port`, `bad_body`, `head_too_large`, `header_timeout`,
     /// `connection_limit`; `synth_model` for the call synth made to its model on a request's
     /// behalf.

@@ -46,10 +46,17 @@ pub struct Conn {
     pub activity: Arc<Activity>,
 }
 
-/// Accept forever on `listener`, serving each admitted connection as `via`.
+/// Accept on `listener` until the sidecar is stopping, serving each admitted connection as
+/// `via` on the drain. The listener closes on return, so later connections are refused.
 pub async fn accept_loop(listener: TcpListener, state: Arc<State>, via: Via) {
+    let stopping = state.drain.stopping();
+    tokio::pin!(stopping);
     loop {
-        let (stream, peer) = match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut stopping => return,
+        };
+        let (stream, peer) = match accepted {
             Ok(x) => x,
             Err(e) => {
                 // Out of file descriptors and the like: back off instead of spinning.
@@ -59,7 +66,7 @@ pub async fn accept_loop(listener: TcpListener, state: Arc<State>, via: Via) {
             }
         };
         let _ = stream.set_nodelay(true);
-        let state = state.clone();
+        let drain = &state.drain;
         match state.limit.try_admit() {
             Some(admitted) => {
                 let conn = Conn {
@@ -71,22 +78,25 @@ pub async fn accept_loop(listener: TcpListener, state: Arc<State>, via: Via) {
                 // matched on the kind would be as large as the largest (TLS interception,
                 // about 10 KiB) for every idle plain-HTTP connection.
                 match via {
-                    Via::Proxy => tokio::spawn(proxy::serve(state, stream, conn)),
-                    Via::Transparent => tokio::spawn(transparent_http::serve(state, stream, conn)),
-                    Via::Tls => tokio::spawn(transparent_tls::serve(state, stream, conn)),
-                    Via::Smtp => tokio::spawn(crate::smtp::serve(state, stream, conn)),
+                    Via::Proxy => drain.spawn(proxy::serve(state.clone(), stream, conn)),
+                    Via::Transparent => {
+                        drain.spawn(transparent_http::serve(state.clone(), stream, conn));
+                    }
+                    Via::Tls => drain.spawn(transparent_tls::serve(state.clone(), stream, conn)),
+                    Via::Smtp => drain.spawn(crate::smtp::serve(state.clone(), stream, conn)),
                     // Not a listener: requests inside an opened TLS connection.
-                    Via::Intercept => continue,
-                };
+                    Via::Intercept => {}
+                }
             }
             None => match state.limit.try_refusing() {
                 Some(slot) => {
-                    tokio::spawn(async move {
+                    let state = state.clone();
+                    drain.spawn(async move {
                         refuse_at_limit(state, stream, peer, via, true).await;
                         drop(slot);
                     });
                 }
-                None => refuse_at_limit(state, stream, peer, via, false).await,
+                None => refuse_at_limit(state.clone(), stream, peer, via, false).await,
             },
         }
     }
@@ -167,9 +177,20 @@ pub async fn serve_http<IO, F, Fut>(
     let mut served = builder
         .serve_connection(TokioIo::new(gate), svc)
         .with_upgrades();
-    let ended = tokio::select! {
-        r = &mut served => Ended::Served(r),
-        () = conn.activity.idle_for(t.idle_timeout) => Ended::Idle,
+    // Once the sidecar is stopping, the request being answered finishes and the connection
+    // closes instead of waiting for another.
+    let stopping = state.drain.stopping();
+    tokio::pin!(stopping);
+    let mut closing = false;
+    let ended = loop {
+        tokio::select! {
+            r = &mut served => break Ended::Served(r),
+            () = conn.activity.idle_for(t.idle_timeout) => break Ended::Idle,
+            () = &mut stopping, if !closing => {
+                closing = true;
+                std::pin::Pin::new(&mut served).graceful_shutdown();
+            }
+        }
     };
     if let Ended::Served(Err(e)) = &ended {
         tracing::debug!(error = %e, peer = %conn.peer, "client connection ended with an error");

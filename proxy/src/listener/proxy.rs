@@ -161,7 +161,8 @@ async fn connect(state: Arc<State>, conn: Conn, mut req: Request<Incoming>) -> R
     };
     let on_upgrade = hyper::upgrade::on(&mut req);
     let tuning = state.tuning;
-    tokio::spawn(async move {
+    let drain = state.drain.clone();
+    state.drain.spawn(async move {
         let _admitted = conn.admitted.clone();
         match on_upgrade.await {
             Ok(upgraded) => {
@@ -173,19 +174,10 @@ async fn connect(state: Arc<State>, conn: Conn, mut req: Request<Incoming>) -> R
                     tuning.tunnel_buffer_bytes,
                     tuning.idle_timeout,
                     conn.activity.clone(),
+                    &drain,
                 )
                 .await;
-                match end.error {
-                    None => ticket.forwarded(Some(200), end.up, end.down),
-                    Some(error) => ticket.upstream_failed(
-                        Some(200),
-                        &codes::NET_UPSTREAM,
-                        "tunnel",
-                        error,
-                        end.up,
-                        end.down,
-                    ),
-                }
+                end.close(ticket, Some(200));
             }
             Err(e) => ticket.upstream_failed(
                 Some(200),
@@ -211,7 +203,8 @@ fn intercept(
     port: u16,
 ) -> Response<ProxyBody> {
     let on_upgrade = hyper::upgrade::on(&mut req);
-    tokio::spawn(async move {
+    let drain = state.drain.clone();
+    drain.spawn(async move {
         let _admitted = conn.admitted.clone();
         let upgraded = match on_upgrade.await {
             Ok(upgraded) => upgraded,

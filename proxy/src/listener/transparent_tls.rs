@@ -189,17 +189,8 @@ pub async fn serve(state: Arc<State>, mut stream: TcpStream, conn: Conn) {
         t.tunnel_buffer_bytes,
         t.idle_timeout,
         conn.activity.clone(),
+        &state.drain,
     )
     .await;
-    match end.error {
-        None => ticket.forwarded(None, end.up, end.down),
-        Some(error) => ticket.upstream_failed(
-            None,
-            &codes::NET_UPSTREAM,
-            "tunnel",
-            error,
-            end.up,
-            end.down,
-        ),
-    }
+    end.close(ticket, None);
 }

@@ -4,6 +4,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -172,6 +173,32 @@ impl Listen {
     }
 }
 
+/// The real `af-proxy` binary on `config`, logging warnings to nowhere.
+pub fn spawn_binary(config: &Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_af-proxy"))
+        .arg("--config")
+        .arg(config)
+        .env("AF_PROXY_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Wait until the binary's admin API answers `/healthz`.
+pub async fn wait_healthy(admin: &Admin) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if TcpStream::connect(admin.0).await.is_ok()
+            && admin.get_with("/healthz", None).await.status == 200
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "af-proxy did not become healthy");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A sidecar running in this process.
 pub struct Sidecar {
     pub running: Running,
@@ -189,8 +216,7 @@ impl Sidecar {
             running,
             journal_dir,
         } = self;
-        running.journal.drain(Duration::from_secs(5)).await;
-        drop(running);
+        running.shutdown().await;
         Self::start_in(setup, journal_dir).await
     }
 

@@ -1,5 +1,5 @@
 //! Container helpers: find ours (refusing somebody else's), list, create, upload files, start,
-//! remove, exec, last log lines.
+//! stop, remove, exec, last log lines.
 
 use std::collections::HashMap;
 
@@ -8,7 +8,7 @@ use bollard::exec::{CreateExecOptions, StartExecResults};
 use bollard::models::{ContainerCreateBody, ContainerInspectResponse, ContainerSummary};
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, ListContainersOptionsBuilder, LogsOptionsBuilder,
-    RemoveContainerOptionsBuilder, UploadToContainerOptionsBuilder,
+    RemoveContainerOptionsBuilder, StopContainerOptionsBuilder, UploadToContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
 
@@ -106,6 +106,19 @@ pub async fn find(
         }
         Err(e) if is_not_found(&e) => Ok(None),
         Err(e) => Err(RuntimeError::engine(format!("inspect container {name}"), e)),
+    }
+}
+
+/// Stop a container: SIGTERM, then SIGKILL after `timeout_secs`; absent or already stopped is
+/// fine.
+pub async fn stop(docker: &Docker, name: &str, timeout_secs: i32) -> Result<(), RuntimeError> {
+    let options = StopContainerOptionsBuilder::default()
+        .t(timeout_secs)
+        .build();
+    match docker.stop_container(name, Some(options)).await {
+        Ok(()) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(RuntimeError::engine(format!("stop container {name}"), e)),
     }
 }
 

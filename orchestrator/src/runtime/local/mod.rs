@@ -376,6 +376,8 @@ impl LocalRuntime {
             other => {
                 if other.is_some() {
                     progress.step("replacing sidecar");
+                    // Stopped first, so it drains and its journal (kept in the volume) is whole.
+                    containers::stop(docker, &names.sidecar(), sidecar::STOP_TIMEOUT_SECS).await?;
                     containers::remove(docker, &names.sidecar()).await?;
                 } else {
                     progress.step("starting sidecar");
@@ -776,7 +778,9 @@ impl Runtime for LocalRuntime {
     fn restart_sidecar<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<(), RuntimeError>> {
         Box::pin(async move {
             let names = Names::new(env);
-            let options = RestartContainerOptionsBuilder::default().t(5).build();
+            let options = RestartContainerOptionsBuilder::default()
+                .t(sidecar::STOP_TIMEOUT_SECS)
+                .build();
             self.docker
                 .restart_container(&names.sidecar(), Some(options))
                 .await

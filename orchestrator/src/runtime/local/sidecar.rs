@@ -50,6 +50,11 @@ pub const ALIAS: &str = "af-sidecar";
 pub const SMTP_PORTS: [u16; 3] = [25, 587, 2525];
 /// Leaf certificates the sidecar keeps, one per intercepted host name.
 pub const LEAF_CACHE: usize = 1024;
+/// Seconds the engine waits after SIGTERM before it kills the sidecar (`docker stop`, a
+/// restart, a replacement). The sidecar drains on SIGTERM: open requests and tunnels get its
+/// `limits.drain_timeout_ms` (5 s by default; the document leaves it so), then the journal up
+/// to 2 s to commit. This must stay above both, or the kill cuts the journal short.
+pub const STOP_TIMEOUT_SECS: i32 = 10;
 /// The shortest admin token the sidecar accepts.
 const MIN_TOKEN_LEN: usize = 16;
 
@@ -223,6 +228,7 @@ pub async fn create(docker: &Docker, names: &Names, c: Create<'_>) -> Result<(),
         cmd: Some(vec!["--config".to_owned(), CONFIG_PATH.to_owned()]),
         labels: Some(names.labels(kind::SIDECAR, "sidecar", c.digest)),
         exposed_ports: Some(vec![admin_port]),
+        stop_timeout: Some(STOP_TIMEOUT_SECS.into()),
         host_config: Some(host_config),
         networking_config: Some(NetworkingConfig {
             endpoints_config: Some(HashMap::from([(
