@@ -1,7 +1,7 @@
 //! Where each listener binds. A listener missing from the file listens on its default address;
 //! `listen: null` turns it off (for SMTP, an empty list).
 
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
 use std::num::{NonZeroU32, NonZeroU64};
 
 use schemars::JsonSchema;
@@ -164,8 +164,9 @@ pub struct DnsListener {
 }
 
 impl DnsListener {
-    /// The DNS port.
-    pub const DEFAULT_PORT: u16 = 53;
+    /// `listen` when not given: every address, port 53.
+    pub const DEFAULT_LISTEN: SocketAddr =
+        SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 53));
     /// `seen_capacity` when not given.
     pub const DEFAULT_SEEN_CAPACITY: usize = 65_536;
     /// `sightings_per_second` when not given.
@@ -173,9 +174,8 @@ impl DnsListener {
     /// `tcp_idle_secs` when not given.
     pub const DEFAULT_TCP_IDLE_SECS: NonZeroU64 = super::non_zero_u64(10);
 
-    /// `listen` when not given: every address, port 53.
-    pub fn default_listen() -> Option<SocketAddr> {
-        Some(any(Self::DEFAULT_PORT))
+    fn default_listen() -> Option<SocketAddr> {
+        Some(Self::DEFAULT_LISTEN)
     }
     fn default_seen_capacity() -> usize {
         Self::DEFAULT_SEEN_CAPACITY
