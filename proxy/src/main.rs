@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use af_proxy::config::Config;
+use af_proxy::config;
 
 /// The af egress sidecar.
 #[derive(Parser)]
@@ -27,7 +27,7 @@ fn main() -> ExitCode {
         )
         .init();
     // Checked before anything is bound.
-    let settings = match Config::load(&args.config) {
+    let settings = match config::load(&args.config) {
         Ok(s) => s,
         Err(report) => {
             eprintln!("{report}");

@@ -1,5 +1,5 @@
 //! Starting the sidecar: build the shared state, bind every listener, then serve.
-//! Nothing is bound until the configuration has been checked ([`crate::config::Config::load`]).
+//! Nothing is bound until the configuration has been checked ([`crate::config::load`]).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 use crate::admin::{self, Admin, deliver};
-use crate::config::{Limits, Settings};
+use crate::config::{Limits, Settings, SidecarConfig};
 use crate::dns::{self, JournalSightings};
 use crate::forward;
 use crate::guard::{Guard, GuardSettings, resolver_for};
@@ -85,7 +85,7 @@ async fn bind(name: &str, addr: Option<SocketAddr>) -> Result<Option<TcpListener
 /// never dials them, so no request or tunnel can loop through the sidecar. (Listener addresses
 /// are not added: a listener bound to loopback must not make loopback upstreams unreachable,
 /// and the classifier already refuses the sidecar's other, private or loopback, addresses.)
-fn own_addresses(config: &crate::config::Config) -> Vec<IpAddr> {
+fn own_addresses(config: &SidecarConfig) -> Vec<IpAddr> {
     let dns = &config.listeners.dns;
     dns.answer_v4
         .map(IpAddr::V4)

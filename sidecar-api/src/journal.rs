@@ -129,8 +129,14 @@ impl Default for DecisionRecord {
 impl DecisionRecord {
     /// Refused: it did not leave and has a refusal code.
     pub fn refused(&self) -> bool {
-        !self.allowed && self.code.is_some()
+        refused(self.allowed, self.code.is_some())
     }
+}
+
+/// Whether a decision was refused: it did not leave (`allowed`) and has a refusal code
+/// (`coded`).
+pub fn refused(allowed: bool, coded: bool) -> bool {
+    !allowed && coded
 }
 
 /// A DNS name seen for the first time (written by the DNS server through the same journal).
