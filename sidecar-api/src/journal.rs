@@ -35,6 +35,22 @@ pub enum Entry {
 }
 
 impl Entry {
+    /// The decision, when the record is one.
+    pub fn as_decision(&self) -> Option<&DecisionRecord> {
+        match self {
+            Entry::Decision(d) => Some(d),
+            Entry::DnsSighting(_) | Entry::Message(_) => None,
+        }
+    }
+
+    /// The captured message, when the record is one.
+    pub fn as_message(&self) -> Option<&MessageRecord> {
+        match self {
+            Entry::Message(m) => Some(m),
+            Entry::Decision(_) | Entry::DnsSighting(_) => None,
+        }
+    }
+
     /// The host the record is about.
     pub fn host(&self) -> &str {
         match self {
@@ -183,6 +199,17 @@ pub enum MessageKind {
     Sms,
     /// A chat message (Slack incoming webhooks) or any other captured request.
     Message,
+}
+
+impl MessageKind {
+    /// The name in the journal: `email`, `sms`, `message`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            MessageKind::Email => "email",
+            MessageKind::Sms => "sms",
+            MessageKind::Message => "message",
+        }
+    }
 }
 
 /// One captured message, as the inbox lists it.
