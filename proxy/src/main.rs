@@ -30,6 +30,7 @@ fn main() -> ExitCode {
     if let Some(path) = &args.check_config {
         return check_only(path);
     }
+    // clap requires `--config` when `--check-config` is not given.
     let Some(path) = &args.config else {
         return ExitCode::FAILURE;
     };
