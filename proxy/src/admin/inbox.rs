@@ -64,7 +64,7 @@ impl InboxQuery {
                         .parse()
                         .ok()
                         .filter(|n| (1..=MAX_LIMIT).contains(n))
-                        .ok_or_else(|| bad(&format!("limit={value:?} is not 1 to 1000.")))?;
+                        .ok_or_else(|| bad(&format!("limit={value:?} is not 1 to {MAX_LIMIT}.")))?;
                 }
                 "to" if !value.is_empty() => q.to = Some(value.to_lowercase()),
                 "subject" if !value.is_empty() => q.subject = Some(value.to_lowercase()),

@@ -195,7 +195,7 @@ pub fn parse_query(query: &str, with_limit: bool) -> Result<DecisionsQuery, Repo
                     .parse()
                     .ok()
                     .filter(|n| (1..=MAX_LIMIT).contains(n))
-                    .ok_or_else(|| bad(name, &value, "expected 1 to 1000"))?;
+                    .ok_or_else(|| bad(name, &value, &format!("expected 1 to {MAX_LIMIT}")))?;
             }
             "blocked" => q.blocked = Some(boolean(name, &value)?),
             "newest" if with_limit => newest = boolean(name, &value)?,
