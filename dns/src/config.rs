@@ -1,102 +1,71 @@
 //! What the embedding program tells the DNS server: where to listen, what is inside, where the
-//! runtime's resolver is. Parsed once; [`DnsConfig::validate`] turns it into the checked form the
-//! query path reads.
+//! runtime's resolver is. Built by the embedder (the sidecar compiles it from its configuration
+//! document's `listeners.dns`, whose defaults [`DnsConfig::new`] takes); [`DnsConfig::validate`]
+//! turns it into the checked form the query path reads.
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
+use af_sidecar_api::config::DnsListener;
 use hickory_proto::rr::Name;
 use ipnet::IpNet;
-use serde::Deserialize;
 
 use crate::{error::DnsError, sightings::SHARDS};
 
-/// Configuration of the environment's DNS server (embeddable in the sidecar's config file).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Configuration of the environment's DNS server.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DnsConfig {
     /// Address for both UDP and TCP (default `0.0.0.0:53`; port 0 picks a free port).
-    #[serde(default = "default_listen")]
     pub listen: SocketAddr,
     /// Number of UDP sockets bound with `SO_REUSEPORT`; 0 means one per core (the default).
-    #[serde(default)]
     pub udp_sockets: usize,
     /// The sidecar's inside IPv4 address: the answer to `A` for every outside name.
     pub sidecar_v4: Ipv4Addr,
     /// The sidecar's inside IPv6 address, answered for `AAAA` when `allow_ipv6` is set.
-    #[serde(default)]
     pub sidecar_v6: Option<Ipv6Addr>,
     /// Whether outside names get an `AAAA` answer (otherwise empty `NOERROR`).
-    #[serde(default)]
     pub allow_ipv6: bool,
     /// The environment's service names (exact match, case-insensitive).
-    #[serde(default)]
     pub inside_names: Vec<String>,
     /// The runtime's own zones, e.g. `svc.cluster.local`: the zone and every name below it.
-    #[serde(default)]
     pub inside_zones: Vec<String>,
     /// Whether a single-label name that `inside_names` does not list is still asked of the
     /// runtime's resolver. Off (the default), it is answered as outside: the runtime's resolver
     /// passes names it does not know on to the host's resolvers, so forwarding made-up short
     /// names would be a way out for data spelled into them.
-    #[serde(default)]
     pub forward_unlisted_single_labels: bool,
     /// The environment's networks: an inside name must resolve only into these to be inside.
     pub inside_subnets: Vec<IpNet>,
     /// The runtime's resolver (Docker's `127.0.0.11:53`, the cluster DNS service).
     pub upstream: SocketAddr,
     /// TTL of every answer, and the longest time a forwarded answer is cached (default 5 s).
-    #[serde(default = "default_ttl_secs")]
     pub ttl_secs: u32,
     /// How long one forwarded lookup may take before the client gets `SERVFAIL` (default 2000).
-    #[serde(default = "default_upstream_timeout_ms")]
     pub upstream_timeout_ms: u64,
     /// How many (name, type) pairs are remembered as already reported (default 65 536).
-    #[serde(default = "default_seen_capacity")]
     pub seen_capacity: usize,
     /// How many sightings may wait for the observer before new ones are dropped (default 4096).
-    #[serde(default = "default_sighting_queue")]
     pub sighting_queue: usize,
     /// First sightings reported per second (ten times as many at once). Past it a sighting is
     /// counted and not remembered, so the name is reported on a later query once there is room:
     /// a flood of made-up names cannot bury the observer (the sidecar's bounded journal).
-    #[serde(default = "default_sightings_per_second")]
     pub sightings_per_second: u32,
     /// A DNS-over-TCP connection that brings no whole query for this long is closed (default
     /// 10 s; a query trickled in byte by byte does not reset it).
-    #[serde(default = "default_tcp_idle_secs")]
     pub tcp_idle_secs: u64,
     /// DNS-over-TCP connections open at once; past it a new one is closed at once (default
     /// 1024). An embedding program can count them under its own cap instead
     /// ([`crate::DnsServer::bind_under`]), and then this is not used.
-    #[serde(default = "default_tcp_max_connections")]
     pub tcp_max_connections: usize,
 }
 
-fn default_listen() -> SocketAddr {
-    SocketAddr::from((Ipv4Addr::UNSPECIFIED, 53))
-}
-fn default_ttl_secs() -> u32 {
-    5
-}
-fn default_upstream_timeout_ms() -> u64 {
-    2000
-}
-fn default_seen_capacity() -> usize {
-    65_536
-}
-fn default_sightings_per_second() -> u32 {
-    50
-}
-
-fn default_sighting_queue() -> usize {
-    4096
-}
-fn default_tcp_idle_secs() -> u64 {
-    10
-}
-fn default_tcp_max_connections() -> usize {
-    1024
-}
+/// `ttl_secs` when not set.
+const DEFAULT_TTL_SECS: u32 = 5;
+/// `upstream_timeout_ms` when not set.
+const DEFAULT_UPSTREAM_TIMEOUT_MS: u64 = 2000;
+/// `sighting_queue` when not set.
+const DEFAULT_SIGHTING_QUEUE: usize = 4096;
+/// `tcp_max_connections` when not set.
+const DEFAULT_TCP_MAX_CONNECTIONS: usize = 1024;
 
 /// Upper bound on `udp_sockets`: more sockets than this only wastes file descriptors.
 const MAX_UDP_SOCKETS: usize = 256;
@@ -105,10 +74,12 @@ const MAX_TTL_SECS: u32 = 3600;
 
 impl DnsConfig {
     /// A configuration with every default, for the given sidecar address, networks and resolver.
+    /// The knobs the sidecar's configuration has take its defaults ([`DnsListener`]).
     pub fn new(sidecar_v4: Ipv4Addr, inside_subnets: Vec<IpNet>, upstream: SocketAddr) -> Self {
+        let section = DnsListener::default();
         Self {
-            listen: default_listen(),
-            udp_sockets: 0,
+            listen: DnsListener::DEFAULT_LISTEN,
+            udp_sockets: section.udp_sockets,
             sidecar_v4,
             sidecar_v6: None,
             allow_ipv6: false,
@@ -117,13 +88,13 @@ impl DnsConfig {
             forward_unlisted_single_labels: false,
             inside_subnets,
             upstream,
-            ttl_secs: default_ttl_secs(),
-            upstream_timeout_ms: default_upstream_timeout_ms(),
-            seen_capacity: default_seen_capacity(),
-            sighting_queue: default_sighting_queue(),
-            sightings_per_second: default_sightings_per_second(),
-            tcp_idle_secs: default_tcp_idle_secs(),
-            tcp_max_connections: default_tcp_max_connections(),
+            ttl_secs: DEFAULT_TTL_SECS,
+            upstream_timeout_ms: DEFAULT_UPSTREAM_TIMEOUT_MS,
+            seen_capacity: section.seen_capacity,
+            sighting_queue: DEFAULT_SIGHTING_QUEUE,
+            sightings_per_second: section.sightings_per_second.get(),
+            tcp_idle_secs: section.tcp_idle_secs.get(),
+            tcp_max_connections: DEFAULT_TCP_MAX_CONNECTIONS,
         }
     }
 
@@ -307,15 +278,17 @@ mod tests {
     }
 
     #[test]
-    fn config_deserialises_with_defaults() {
-        let config: DnsConfig = serde_json::from_str(
-            r#"{"sidecar_v4":"192.0.2.1","inside_subnets":["192.0.2.0/24"],"upstream":"127.0.0.11:53"}"#,
-        )
-        .expect("parses");
-        assert_eq!(config.listen, default_listen());
-        assert_eq!(config.ttl_secs, 5);
-        assert!(
-            serde_json::from_str::<DnsConfig>(r#"{"sidecar_v4":"192.0.2.1","bogus":1}"#).is_err()
+    fn new_takes_the_sidecar_configurations_defaults() {
+        let config = base();
+        let section = DnsListener::default();
+        assert_eq!(Some(config.listen), section.listen);
+        assert_eq!(config.udp_sockets, section.udp_sockets);
+        assert_eq!(config.seen_capacity, section.seen_capacity);
+        assert_eq!(
+            config.sightings_per_second,
+            section.sightings_per_second.get()
         );
+        assert_eq!(config.tcp_idle_secs, section.tcp_idle_secs.get());
+        assert_eq!(config.ttl_secs, 5);
     }
 }

@@ -6,7 +6,7 @@
 #![no_main]
 
 use af_policy::egress::EgressSpec;
-use af_proxy::config::Config;
+use af_proxy::config;
 use libfuzzer_sys::fuzz_target;
 
 /// YAML 1.2's printable characters (`c-printable`), the only ones a YAML document may hold.
@@ -19,9 +19,9 @@ fuzz_target!(|bytes: &[u8]| {
     let Ok(text) = std::str::from_utf8(bytes) else {
         return;
     };
-    let yaml = Config::parse(text, false);
+    let yaml = config::parse(text, false);
     // JSON allows any character but a control one in a string; YAML only its printable set.
-    if let Ok(json) = Config::parse(text, true)
+    if let Ok(json) = config::parse(text, true)
         && text.chars().all(yaml_printable)
     {
         let yaml = yaml.as_ref().expect("a JSON configuration reads as YAML");
@@ -31,18 +31,16 @@ fuzz_target!(|bytes: &[u8]| {
             "JSON and YAML readings differ"
         );
     }
-    let Ok(config) = yaml else {
+    let Ok(doc) = yaml else {
         return;
     };
-    let written = serde_json::to_string(&config.egress).expect("egress serialises");
+    let written = serde_json::to_string(&doc.egress).expect("egress serialises");
     let read: EgressSpec = serde_json::from_str(&written).expect("egress reads back");
-    assert_eq!(read, config.egress, "egress round-trips");
-    let again = config
-        .clone()
-        .check()
+    assert_eq!(read, doc.egress, "egress round-trips");
+    let again = config::check(doc.clone())
         .map(|_| ())
         .map_err(|e| e.to_string());
-    match config.check() {
+    match config::check(doc) {
         Ok(settings) => {
             assert!(again.is_ok(), "checking is deterministic");
             if let Some(dns) = &settings.dns {

@@ -3,19 +3,21 @@
 //! runtime gives. A coded refusal from the sidecar (`{code, statement, next}`) is passed on
 //! as that report.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::time::Duration;
 
 use af_policy::error::{CATALOGUE, Report};
+use af_sidecar_api::admin::{
+    DecisionsQuery, Delivered, Delivery, InboxQuery, MAX_LIMIT, Page, Refusal,
+};
+use af_sidecar_api::journal::Record;
 use bytes::Bytes;
 use futures_util::Stream;
 use http_body_util::{BodyExt, Full};
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde::Serialize;
 use tokio::net::TcpStream;
 
 use crate::runtime::RuntimeError;
@@ -24,82 +26,6 @@ use crate::runtime::RuntimeError;
 const TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a delivery may take: longer than the sidecar's own 30 s, so its coded answer wins.
 const DELIVER_TIMEOUT: Duration = Duration::from_secs(35);
-/// The most records one page holds.
-pub const MAX_PAGE: usize = 1000;
-
-/// Which decisions to ask for.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Query {
-    /// Records after this sequence number.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub since: Option<u64>,
-    /// At most this many records (not for follow).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit: Option<usize>,
-    /// The newest `limit` matches rather than the first after `since` (not for follow).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub newest: bool,
-    /// Only refused ones.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub blocked: bool,
-    /// Only this host.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub host: Option<String>,
-}
-
-/// Which captured messages to ask for.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct InboxQuery {
-    /// Messages after this sequence number.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub since: Option<u64>,
-    /// At most this many: the newest.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit: Option<usize>,
-    /// Only messages with a recipient containing this.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub to: Option<String>,
-    /// Only messages whose subject contains this.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub subject: Option<String>,
-}
-
-/// One page of records.
-#[derive(Debug, Clone)]
-pub struct Page {
-    /// The records, oldest first.
-    pub records: Vec<Value>,
-    /// The sequence number to ask `since` next.
-    pub next_since: u64,
-}
-
-/// A request for the sidecar to send to one of the environment's services.
-#[derive(Debug, Clone, Serialize)]
-pub struct Delivery {
-    /// The service name.
-    pub service: String,
-    /// Its port.
-    pub port: u16,
-    /// The path, from `/`.
-    pub path: String,
-    /// The request headers.
-    pub headers: BTreeMap<String, String>,
-    /// The exact body.
-    pub body: String,
-}
-
-/// The service's answer to a [`Delivery`].
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Delivered {
-    /// The HTTP status.
-    pub status: u16,
-    /// The response headers.
-    #[serde(default)]
-    pub headers: serde_json::Map<String, Value>,
-    /// The response body.
-    #[serde(default)]
-    pub body: String,
-}
 
 /// `?a=1&b=2`, or nothing when every field is unset.
 fn query_string(query: &impl Serialize) -> Result<String, RuntimeError> {
@@ -165,16 +91,9 @@ async fn send(
 
 /// The sidecar's own coded refusal when the body is one, else what it answered.
 fn refused(addr: SocketAddr, path: &str, status: StatusCode, body: &[u8]) -> RuntimeError {
-    let coded = serde_json::from_slice::<Value>(body).ok().and_then(|doc| {
-        let code = CATALOGUE
-            .iter()
-            .find(|c| doc["code"].as_str() == Some(c.code))?;
-        let statement = doc["statement"].as_str()?;
-        let report = Report::new(code, statement);
-        Some(match doc["next"].as_str() {
-            Some(next) => report.with_next(next),
-            None => report,
-        })
+    let coded = serde_json::from_slice::<Refusal>(body).ok().and_then(|r| {
+        let code = CATALOGUE.iter().find(|c| c.code == r.code)?;
+        Some(Report::new(code, r.statement).with_next(r.next))
     });
     match coded {
         Some(report) => RuntimeError::AdminRefused(report),
@@ -185,7 +104,11 @@ fn refused(addr: SocketAddr, path: &str, status: StatusCode, body: &[u8]) -> Run
     }
 }
 
-async fn get_json(addr: SocketAddr, path: &str, token: &str) -> Result<Value, RuntimeError> {
+async fn get_json<T: serde::de::DeserializeOwned>(
+    addr: SocketAddr,
+    path: &str,
+    token: &str,
+) -> Result<T, RuntimeError> {
     let resp = send(addr, Method::GET, path, Some(token), None, TIMEOUT).await?;
     read_json(resp).await
 }
@@ -204,13 +127,6 @@ async fn read_json<T: serde::de::DeserializeOwned>(
     })
 }
 
-fn page(doc: &Value) -> Page {
-    Page {
-        records: doc["records"].as_array().cloned().unwrap_or_default(),
-        next_since: doc["next_since"].as_u64().unwrap_or(0),
-    }
-}
-
 /// `GET /healthz`.
 pub async fn healthz(addr: SocketAddr) -> Result<(), RuntimeError> {
     send(addr, Method::GET, "/healthz", None, None, TIMEOUT)
@@ -219,25 +135,29 @@ pub async fn healthz(addr: SocketAddr) -> Result<(), RuntimeError> {
 }
 
 /// `GET /v1/decisions`.
-pub async fn decisions(addr: SocketAddr, token: &str, query: &Query) -> Result<Page, RuntimeError> {
+pub async fn decisions(
+    addr: SocketAddr,
+    token: &str,
+    query: &DecisionsQuery,
+) -> Result<Page, RuntimeError> {
     let path = format!("/v1/decisions{}", query_string(query)?);
-    Ok(page(&get_json(addr, &path, token).await?))
+    get_json(addr, &path, token).await
 }
 
 /// Every decision so far, page by page.
 pub async fn all_decisions(
     addr: SocketAddr,
     token: &str,
-    query: &Query,
-) -> Result<Vec<Value>, RuntimeError> {
-    let mut q = Query {
-        limit: Some(MAX_PAGE),
+    query: &DecisionsQuery,
+) -> Result<Vec<Record>, RuntimeError> {
+    let mut q = DecisionsQuery {
+        limit: Some(MAX_LIMIT),
         ..query.clone()
     };
     let mut out = Vec::new();
     loop {
         let page = decisions(addr, token, &q).await?;
-        let full = page.records.len() >= MAX_PAGE;
+        let full = page.records.len() >= MAX_LIMIT;
         out.extend(page.records);
         if !full {
             return Ok(out);
@@ -251,11 +171,11 @@ pub async fn all_decisions(
 pub async fn newest_decisions(
     addr: SocketAddr,
     token: &str,
-    query: &Query,
+    query: &DecisionsQuery,
     n: usize,
-) -> Result<Vec<Value>, RuntimeError> {
-    if n <= MAX_PAGE {
-        let q = Query {
+) -> Result<Vec<Record>, RuntimeError> {
+    if n <= MAX_LIMIT {
+        let q = DecisionsQuery {
             limit: Some(n),
             newest: true,
             ..query.clone()
@@ -277,11 +197,15 @@ pub async fn inbox(
     query: &InboxQuery,
 ) -> Result<Page, RuntimeError> {
     let path = format!("/v1/inbox{}", query_string(query)?);
-    Ok(page(&get_json(addr, &path, token).await?))
+    get_json(addr, &path, token).await
 }
 
 /// `GET /v1/inbox/{seq}`: one captured message.
-pub async fn inbox_message(addr: SocketAddr, token: &str, seq: u64) -> Result<Value, RuntimeError> {
+pub async fn inbox_message(
+    addr: SocketAddr,
+    token: &str,
+    seq: u64,
+) -> Result<Record, RuntimeError> {
     get_json(addr, &format!("/v1/inbox/{seq}"), token).await
 }
 
@@ -310,9 +234,9 @@ pub async fn deliver(
 pub async fn follow(
     addr: SocketAddr,
     token: &str,
-    query: &Query,
-) -> Result<Pin<Box<dyn Stream<Item = Result<Value, RuntimeError>> + Send>>, RuntimeError> {
-    let unlimited = Query {
+    query: &DecisionsQuery,
+) -> Result<Pin<Box<dyn Stream<Item = Result<Record, RuntimeError>> + Send>>, RuntimeError> {
+    let unlimited = DecisionsQuery {
         limit: None,
         newest: false,
         ..query.clone()
@@ -325,9 +249,9 @@ pub async fn follow(
             loop {
                 if let Some(pos) = buf.iter().position(|b| *b == b'\n') {
                     let line: Vec<u8> = buf.drain(..=pos).collect();
-                    let item = serde_json::from_slice::<Value>(&line).map_err(|e| {
+                    let item = serde_json::from_slice::<Record>(&line).map_err(|e| {
                         RuntimeError::AdminUnreachable(format!(
-                            "a followed record is not JSON: {e}"
+                            "a followed record is not a journal record: {e}"
                         ))
                     });
                     return Some((item, (body, buf)));
@@ -357,18 +281,21 @@ mod tests {
 
     #[test]
     fn queries_are_encoded_and_unset_fields_left_out() {
-        let q = Query {
+        let q = DecisionsQuery {
             since: Some(4),
             limit: Some(10),
             newest: true,
-            blocked: true,
+            blocked: Some(true),
             host: Some("a b.test".into()),
         };
         assert_eq!(
             query_string(&q).expect("encodes"),
             "?since=4&limit=10&newest=true&blocked=true&host=a+b.test"
         );
-        assert_eq!(query_string(&Query::default()).expect("encodes"), "");
+        assert_eq!(
+            query_string(&DecisionsQuery::default()).expect("encodes"),
+            ""
+        );
         let inbox = InboxQuery {
             to: Some("alice+test@example.com".into()),
             subject: Some("Verify & go".into()),

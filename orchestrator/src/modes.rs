@@ -9,6 +9,7 @@ use std::path::Path;
 
 use af_policy::egress::{EgressSpec, Mode};
 use af_policy::error::{Report, codes};
+use af_sidecar_api::config::{ApiKey, ModelConfig};
 use serde_json::Value;
 
 /// The inputs of mock, synth and sandbox mode.
@@ -23,30 +24,10 @@ pub struct ModesInput {
     /// Credentials named by a rule but not set in the environment (the sidecar refuses those
     /// sandbox hosts with AF-NET-044).
     pub missing_credentials: Vec<String>,
-    /// The model synth may ask, when a rule is in synth mode and `AF_SYNTH_MODEL_URL` is set.
-    pub model: Option<SynthModel>,
-}
-
-/// An OpenAI-compatible endpoint for synth mode: `AF_SYNTH_MODEL_URL` (base URL),
-/// `AF_SYNTH_MODEL_KEY` (Bearer key) and `AF_SYNTH_MODEL` (model name, default `gpt-4o-mini`).
-/// `Debug` leaves the key out.
-#[derive(Clone, PartialEq, Eq, serde::Serialize)]
-pub struct SynthModel {
-    /// The API's base URL.
-    pub base_url: String,
-    /// The Bearer key.
-    pub api_key: String,
-    /// The model name.
-    pub model: String,
-}
-
-impl fmt::Debug for SynthModel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SynthModel")
-            .field("base_url", &self.base_url)
-            .field("model", &self.model)
-            .finish_non_exhaustive()
-    }
+    /// The model synth may ask, when a rule is in synth mode and `AF_SYNTH_MODEL_URL` is set:
+    /// `AF_SYNTH_MODEL_KEY` is its Bearer key and `AF_SYNTH_MODEL` its name (default
+    /// `gpt-4o-mini`). `Debug` leaves the key out.
+    pub model: Option<ModelConfig>,
 }
 
 /// Test credentials by name. `Debug` shows the names only.
@@ -94,10 +75,12 @@ impl ModesInput {
             || egress.default == Some(Mode::Synth);
         input.model = var("AF_SYNTH_MODEL_URL")
             .filter(|url| synth && !url.is_empty())
-            .map(|base_url| SynthModel {
-                base_url,
-                api_key: var("AF_SYNTH_MODEL_KEY").unwrap_or_default(),
-                model: var("AF_SYNTH_MODEL").unwrap_or_else(|| "gpt-4o-mini".to_owned()),
+            .map(|base_url| {
+                ModelConfig::new(
+                    base_url,
+                    ApiKey::new(var("AF_SYNTH_MODEL_KEY").unwrap_or_default()),
+                    var("AF_SYNTH_MODEL").unwrap_or_else(|| "gpt-4o-mini".to_owned()),
+                )
             });
         Ok(input)
     }

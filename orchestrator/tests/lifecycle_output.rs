@@ -3,13 +3,11 @@
 //! statuses they end with. No Docker needed; this is also the smallest example of plugging
 //! another runtime into the trait.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use af_orchestrator::admin::InboxQuery;
 use af_orchestrator::lifecycle::inbox::Wait;
 use af_orchestrator::lifecycle::webhook::{Prepared, Trigger};
 use af_orchestrator::modes::ModesInput;
@@ -19,6 +17,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use af_orchestrator::env_id::EnvId;
@@ -28,8 +27,12 @@ use af_orchestrator::runtime::{
     Action, AdminEndpoint, Capabilities, DownReport, EnvStatus, ExecOutput, LineStream,
     OwnedObject, Progress, Runtime, RuntimeError, ServiceUp, UpReport,
 };
-use af_policy::egress::EgressSpec;
+use af_policy::egress::{EgressSpec, Mode};
 use af_policy::error::ExitStatus;
+use af_sidecar_api::admin::{
+    DEFAULT_LIMIT, DecisionsQuery, Delivered, Delivery, InboxQuery, JournalLosses, Page, Refusal,
+};
+use af_sidecar_api::journal::{DecisionRecord, Entry, Message, MessageKind, MessageRecord, Record};
 use futures_util::future::BoxFuture;
 
 struct Scripted {
@@ -211,97 +214,114 @@ const TOKEN: &str = "fake-admin-token-0123456789";
 /// The sidecar's admin API as far as `af inbox` and `af webhook trigger` use it.
 #[derive(Default)]
 struct FakeSidecar {
-    messages: Mutex<Vec<Value>>,
-    decisions: Mutex<Vec<Value>>,
-    delivered: Mutex<Vec<Value>>,
+    messages: Mutex<Vec<Record>>,
+    decisions: Mutex<Vec<Record>>,
+    delivered: Mutex<Vec<Delivery>>,
     /// The status the service "answers" deliveries with.
     service_status: u16,
 }
 
+/// A status and the JSON body to answer it with.
+fn answer(status: u16, body: &impl Serialize) -> (u16, String) {
+    (status, serde_json::to_string(body).expect("serializes"))
+}
+
+fn refusal(status: u16, code: &str, statement: &str, next: &str) -> (u16, String) {
+    let body = Refusal {
+        code: code.to_owned(),
+        statement: statement.to_owned(),
+        next: next.to_owned(),
+    };
+    answer(status, &body)
+}
+
+fn record(seq: u64, entry: Entry) -> Record {
+    Record {
+        seq,
+        at: "2025-06-01T14:03:01.000Z".to_owned(),
+        env: "demo-main-abc123".to_owned(),
+        entry,
+    }
+}
+
+fn page(records: &[Record], next_since: u64, committed: u64) -> Page {
+    Page {
+        records: records.to_vec(),
+        next_since,
+        committed,
+        losses: JournalLosses::default(),
+    }
+}
+
 impl FakeSidecar {
     fn add(&self, seq: u64, to: &str, subject: &str, code: &str) {
+        let message = MessageRecord {
+            via: "capture".to_owned(),
+            client: "10.213.0.5:40000".parse().expect("addr"),
+            host: "api.sendgrid.com".to_owned(),
+            rule: Some("rules[0] api.sendgrid.com".to_owned()),
+            message: Message {
+                provider: "sendgrid".to_owned(),
+                kind: MessageKind::Email,
+                from: Some("noreply@shop.test".to_owned()),
+                to: vec![to.to_owned()],
+                subject: Some(subject.to_owned()),
+                text: Some(format!("Your code is {code}.")),
+                html: None,
+                links: vec!["https://shop.test/verify?t=1".to_owned()],
+                code: Some(code.to_owned()),
+            },
+        };
         if let Ok(mut m) = self.messages.lock() {
-            m.push(json!({
-                "seq": seq, "at": "2025-06-01T14:03:01.000Z", "env": "demo-main-abc123",
-                "kind": "message", "via": "capture", "client": "10.213.0.5:40000",
-                "host": "api.sendgrid.com", "rule": "rules[0] api.sendgrid.com",
-                "message": {
-                    "provider": "sendgrid", "kind": "email", "from": "noreply@shop.test",
-                    "to": [to], "subject": subject, "text": format!("Your code is {code}."),
-                    "html": null, "links": ["https://shop.test/verify?t=1"], "code": code,
-                },
-            }));
+            m.push(record(seq, Entry::Message(message)));
         }
     }
 
     /// As the sidecar answers: matches after `since` whose recipient and subject contain `to`
     /// and `subject` (case-insensitive), the newest `limit` of them, and the committed position.
-    fn inbox(&self, query: &str) -> (u16, Value) {
-        let q: HashMap<String, String> = serde_urlencoded::from_str(query).unwrap_or_default();
-        let since: u64 = q.get("since").and_then(|s| s.parse().ok()).unwrap_or(0);
-        let limit: usize = q.get("limit").and_then(|s| s.parse().ok()).unwrap_or(100);
-        let contains = |field: &Value, want: Option<&String>| {
-            want.is_none_or(|w| {
-                field
-                    .as_str()
-                    .is_some_and(|f| f.to_lowercase().contains(&w.to_lowercase()))
-            })
-        };
+    fn inbox(&self, query: &str) -> (u16, String) {
+        let q: InboxQuery = serde_urlencoded::from_str(query).unwrap_or_default();
+        let since = q.since.unwrap_or(0);
+        let limit = q.limit.unwrap_or(DEFAULT_LIMIT);
         let all = self.messages.lock().map(|m| m.clone()).unwrap_or_default();
-        let committed = all
-            .iter()
-            .filter_map(|r| r["seq"].as_u64())
-            .max()
-            .unwrap_or(0);
-        let matching: Vec<Value> = all
+        let committed = all.iter().map(|r| r.seq).max().unwrap_or(0);
+        let matching: Vec<Record> = all
             .into_iter()
-            .filter(|r| r["seq"].as_u64().unwrap_or(0) > since)
-            .filter(|r| contains(&r["message"]["to"][0], q.get("to")))
-            .filter(|r| contains(&r["message"]["subject"], q.get("subject")))
+            .filter(|r| r.seq > since)
+            .filter(|r| {
+                r.entry
+                    .as_message()
+                    .is_some_and(|m| m.message.matches(q.to.as_deref(), q.subject.as_deref()))
+            })
             .collect();
         let records = &matching[matching.len().saturating_sub(limit)..];
-        (
-            200,
-            json!({ "records": records, "next_since": committed.max(since), "committed": committed }),
-        )
+        answer(200, &page(records, committed.max(since), committed))
     }
 
     /// As the sidecar answers `/v1/decisions`: after `since`, the first `limit`, or with
     /// `newest=true` the last `limit`.
-    fn decisions(&self, query: &str) -> (u16, Value) {
-        let q: HashMap<String, String> = serde_urlencoded::from_str(query).unwrap_or_default();
-        let since: u64 = q.get("since").and_then(|s| s.parse().ok()).unwrap_or(0);
-        let limit: usize = q.get("limit").and_then(|s| s.parse().ok()).unwrap_or(100);
+    fn decisions(&self, query: &str) -> (u16, String) {
+        let q: DecisionsQuery = serde_urlencoded::from_str(query).unwrap_or_default();
+        let since = q.since.unwrap_or(0);
+        let limit = q.limit.unwrap_or(DEFAULT_LIMIT);
         let all = self.decisions.lock().map(|d| d.clone()).unwrap_or_default();
-        let after: Vec<Value> = all
-            .into_iter()
-            .filter(|r| r["seq"].as_u64().unwrap_or(0) > since)
-            .collect();
-        let records = if q.get("newest").is_some_and(|v| v == "true") {
+        let after: Vec<Record> = all.into_iter().filter(|r| r.seq > since).collect();
+        let records = if q.newest {
             &after[after.len().saturating_sub(limit)..]
         } else {
             &after[..after.len().min(limit)]
         };
-        let next = records
-            .last()
-            .and_then(|r| r["seq"].as_u64())
-            .unwrap_or(since);
-        (
-            200,
-            json!({ "records": records, "next_since": next, "committed": next }),
-        )
+        let next = records.last().map_or(since, |r| r.seq);
+        answer(200, &page(records, next, next))
     }
 
-    async fn answer(&self, req: Request<Incoming>) -> (u16, Value) {
+    async fn answer(&self, req: Request<Incoming>) -> (u16, String) {
         let authorized = req
             .headers()
             .get("authorization")
             .is_some_and(|v| v.as_bytes() == format!("Bearer {TOKEN}").as_bytes());
         if !authorized {
-            return (
-                401,
-                json!({"code": "AF-NET-020", "statement": "No token.", "next": "Send it."}),
-            );
+            return refusal(401, "AF-NET-020", "No token.", "Send it.");
         }
         let path = req.uri().path().to_owned();
         let query = req.uri().query().unwrap_or("").to_owned();
@@ -313,18 +333,13 @@ impl FakeSidecar {
         }
         if let Some(seq) = path.strip_prefix("/v1/inbox/") {
             let all = self.messages.lock().map(|m| m.clone()).unwrap_or_default();
-            return match all
-                .into_iter()
-                .find(|r| r["seq"].as_u64().map(|n| n.to_string()).as_deref() == Some(seq))
-            {
-                Some(record) => (200, record),
-                None => (
+            return match all.iter().find(|r| r.seq.to_string() == seq) {
+                Some(record) => answer(200, record),
+                None => refusal(
                     404,
-                    json!({
-                        "code": "AF-NET-021",
-                        "statement": format!("There is no captured message {seq}."),
-                        "next": "Run `af inbox list` to see the messages.",
-                    }),
+                    "AF-NET-021",
+                    &format!("There is no captured message {seq}."),
+                    "Run `af inbox list` to see the messages.",
                 ),
             };
         }
@@ -335,29 +350,38 @@ impl FakeSidecar {
                 .await
                 .map(|b| b.to_bytes())
                 .unwrap_or_default();
-            let delivery: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let Ok(delivery) = serde_json::from_slice::<Delivery>(&body) else {
+                return refusal(400, "AF-NET-021", "Not a delivery.", "-");
+            };
             if let Ok(mut d) = self.delivered.lock() {
                 d.push(delivery);
             }
-            let answer = if self.service_status == 200 {
+            let body = if self.service_status == 200 {
                 "received\n"
             } else {
                 "bad signature\n"
             };
-            return (
-                200,
-                json!({
-                    "status": self.service_status,
-                    "headers": {"content-type": "text/plain"},
-                    "body": answer,
-                }),
-            );
+            let delivered = Delivered {
+                status: self.service_status,
+                headers: [("content-type".to_owned(), "text/plain".to_owned())].into(),
+                body: body.to_owned(),
+            };
+            return answer(200, &delivered);
         }
-        (
-            404,
-            json!({"code": "AF-NET-021", "statement": "No route.", "next": "-"}),
-        )
+        refusal(404, "AF-NET-021", "No route.", "-")
     }
+}
+
+/// What `af net log -o json` and `af inbox list -o json` print.
+#[derive(Deserialize)]
+struct Listing {
+    env: String,
+    records: Vec<Record>,
+}
+
+/// The captured message of `record`.
+fn message_of(record: &Record) -> &Message {
+    &record.entry.as_message().expect("a message record").message
 }
 
 /// Serve `fake` on a loopback port; the scripted runtime points `admin` at it.
@@ -373,8 +397,8 @@ async fn serve(fake: Arc<FakeSidecar>) -> Scripted {
                 let service = hyper::service::service_fn(move |req| {
                     let fake = fake.clone();
                     async move {
-                        let (status, doc) = fake.answer(req).await;
-                        let mut resp = Response::new(Full::new(Bytes::from(doc.to_string())));
+                        let (status, body) = fake.answer(req).await;
+                        let mut resp = Response::new(Full::new(Bytes::from(body)));
                         *resp.status_mut() = hyper::StatusCode::from_u16(status).expect("status");
                         Ok::<_, Infallible>(resp)
                     }
@@ -406,28 +430,31 @@ async fn net_log_limit_shows_the_newest_records_oldest_first_like_tail() {
     let fake = fake(200);
     if let Ok(mut d) = fake.decisions.lock() {
         for seq in 1..=5u64 {
-            d.push(json!({
-                "seq": seq, "at": "2025-06-01T14:03:01.000Z", "kind": "decision",
-                "via": "proxy", "method": "GET", "host": "api.x.test", "port": 80,
-                "path": format!("/{seq}"), "mode": "allow", "allowed": true, "status": 200,
-            }));
+            let decision = DecisionRecord {
+                via: "proxy".to_owned(),
+                method: "GET".to_owned(),
+                host: "api.x.test".to_owned(),
+                port: 80,
+                path: format!("/{seq}"),
+                mode: Some(Mode::Allow),
+                allowed: true,
+                status: Some(200),
+                ..DecisionRecord::default()
+            };
+            d.push(record(seq, Entry::Decision(decision)));
         }
     }
     let runtime = serve(fake).await;
     let paths = |out: &[u8]| -> Vec<String> {
-        let doc: Value = serde_json::from_slice(out).expect("one JSON document");
-        doc["records"]
-            .as_array()
-            .map(|r| {
-                r.iter()
-                    .filter_map(|r| r["path"].as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
+        let doc: Listing = serde_json::from_slice(out).expect("one JSON document");
+        doc.records
+            .iter()
+            .filter_map(|r| r.entry.as_decision().map(|d| d.path.clone()))
+            .collect()
     };
-    let query = |limit| af_orchestrator::admin::Query {
+    let query = |limit| DecisionsQuery {
         limit,
-        ..af_orchestrator::admin::Query::default()
+        ..DecisionsQuery::default()
     };
     let mut out = Vec::new();
     lifecycle::net_log::run(
@@ -483,10 +510,10 @@ async fn inbox_list_prints_one_row_per_message_and_json_is_one_document() {
     lifecycle::inbox::list(&runtime, &env(), query, Format::Json, &mut out)
         .await
         .expect("list --to");
-    let doc: Value = serde_json::from_slice(&out).expect("one JSON document");
-    assert_eq!(doc["env"], "demo-main-abc123");
-    assert_eq!(doc["records"].as_array().map(Vec::len), Some(1));
-    assert_eq!(doc["records"][0]["message"]["code"], "481516");
+    let doc: Listing = serde_json::from_slice(&out).expect("one JSON document");
+    assert_eq!(doc.env, "demo-main-abc123");
+    assert_eq!(doc.records.len(), 1);
+    assert_eq!(message_of(&doc.records[0]).code.as_deref(), Some("481516"));
 
     let newest = InboxQuery {
         limit: Some(1),
@@ -496,7 +523,7 @@ async fn inbox_list_prints_one_row_per_message_and_json_is_one_document() {
         .await
         .expect("list --limit 1");
     assert_eq!(records.len(), 1);
-    assert_eq!(records[0]["seq"], 7, "--limit keeps the newest");
+    assert_eq!(records[0].seq, 7, "--limit keeps the newest");
 }
 
 #[tokio::test]
@@ -508,7 +535,7 @@ async fn inbox_get_shows_a_message_and_passes_on_the_sidecars_refusal_of_an_unkn
     let record = lifecycle::inbox::get(&runtime, &env(), 4, Format::Human, &mut out)
         .await
         .expect("get");
-    assert_eq!(record["seq"], 4);
+    assert_eq!(record.seq, 4);
     let text = String::from_utf8_lossy(&out);
     assert!(
         text.contains("code     123456\nlink     https://shop.test/verify?t=1"),
@@ -544,10 +571,11 @@ async fn inbox_wait_takes_the_newest_message_already_captured() {
     let found = lifecycle::inbox::wait(&runtime, &env(), &wait, Format::Json, &mut out)
         .await
         .expect("already there");
-    assert_eq!(found["seq"], 5);
-    let doc: Value = serde_json::from_slice(&out).expect("JSON");
+    assert_eq!(found.seq, 5);
+    let doc: Record = serde_json::from_slice(&out).expect("JSON");
     assert_eq!(
-        doc["message"]["code"], "555555",
+        message_of(&doc).code.as_deref(),
+        Some("555555"),
         "`jq .message.code` gives the code"
     );
 }
@@ -566,7 +594,7 @@ async fn inbox_wait_picks_up_a_later_message_and_times_out_with_af_run_050() {
     let found = lifecycle::inbox::wait(&runtime, &env(), &wait, Format::Human, &mut Vec::new())
         .await
         .expect("arrives");
-    assert_eq!(found["message"]["code"], "424242");
+    assert_eq!(message_of(&found).code.as_deref(), Some("424242"));
 
     let wait = waiting_for("carol@example.com", Duration::from_millis(300));
     let started = std::time::Instant::now();
@@ -650,14 +678,10 @@ async fn webhook_trigger_delivers_a_stripe_event_the_service_can_verify() {
     assert_eq!(delivered.len(), 1);
     let d = &delivered[0];
     assert_eq!(
-        (
-            d["service"].as_str(),
-            d["port"].as_u64(),
-            d["path"].as_str()
-        ),
-        (Some("web"), Some(8080), Some("/hooks/stripe"))
+        (d.service.as_str(), d.port, d.path.as_str()),
+        ("web", 8080, "/hooks/stripe")
     );
-    let body = d["body"].as_str().expect("body");
+    let body = d.body.as_str();
     assert_eq!(
         body,
         prepared.body(),
@@ -668,9 +692,7 @@ async fn webhook_trigger_delivers_a_stripe_event_the_service_can_verify() {
     assert_eq!(event["data"]["object"]["amount"], 5000);
     // The secret every service has in STRIPE_WEBHOOK_SECRET.
     let secret = WebhookSecrets::derive(TOKEN);
-    let header = d["headers"]["stripe-signature"]
-        .as_str()
-        .expect("signature header");
+    let header = d.headers.get("stripe-signature").expect("signature header");
     assert!(
         stripe_verifies(secret.get(Provider::Stripe), header, body),
         "{header}"

@@ -321,7 +321,7 @@ impl Ticket {
             started: Instant::now(),
             open: true,
             record: DecisionRecord {
-                via: ask.via.as_str(),
+                via: ask.via.as_str().to_owned(),
                 client: ask.client,
                 method: ask.method.to_owned(),
                 host,
@@ -329,7 +329,7 @@ impl Ticket {
                 // Every record's path is redacted: no secret a URL carries reaches disk.
                 path: tripwire::redact_path(ask.path).into_owned(),
                 tls: matches!(ask.via, Via::Tls | Via::Intercept),
-                mode: mode.map(Mode::as_str),
+                mode,
                 rule,
                 reason: reason.to_owned(),
                 ..DecisionRecord::default()
@@ -362,7 +362,7 @@ impl Ticket {
     pub fn on_behalf(&self) -> DecisionRecord {
         let r = &self.record;
         DecisionRecord {
-            via: r.via,
+            via: r.via.clone(),
             client: r.client,
             mode: r.mode,
             rule: r.rule.clone(),
@@ -400,7 +400,7 @@ impl Ticket {
 
     fn refused_with(mut self, status: Option<u16>, refusal: &Refusal) {
         self.record.reason.clone_from(&refusal.reason);
-        self.record.code = Some(refusal.code.code);
+        self.record.code = Some(refusal.code.code.to_owned());
         self.record.error = Some(tripwire::redact(&refusal.statement).into_owned());
         self.finish(false, status, 0, 0, Outcome::Refused);
     }
@@ -409,7 +409,7 @@ impl Ticket {
     /// client's error, coded as `refusal`; `up` is what was sent.
     pub fn client_failed(mut self, refusal: &Refusal, up: u64) {
         self.record.reason.clone_from(&refusal.reason);
-        self.record.code = Some(refusal.code.code);
+        self.record.code = Some(refusal.code.code.to_owned());
         self.record.error = Some(tripwire::redact(&refusal.statement).into_owned());
         self.finish(
             true,
@@ -466,7 +466,7 @@ impl Ticket {
         down: u64,
     ) {
         reason.clone_into(&mut self.record.reason);
-        self.record.code = Some(code.code);
+        self.record.code = Some(code.code.to_owned());
         self.record.error = Some(error);
         self.finish(true, status, up, down, Outcome::UpstreamError);
     }

@@ -36,12 +36,12 @@ impl QueryObserver for JournalSightings {
     fn first_seen(&self, sighting: &Sighting) {
         let decision = self.catalogue.decide_host(&sighting.name, SIGHTING_PORT);
         self.journal.record(Entry::DnsSighting(DnsSighting {
-            via: "dns",
+            via: "dns".to_owned(),
             client: sighting.client,
             host: sighting.name.clone(),
             qtype: sighting.record_type.to_string(),
             answer: format!("{:?}", sighting.answer).to_ascii_lowercase(),
-            mode: decision.mode.as_str(),
+            mode: decision.mode,
             rule: self.catalogue.rule_label(decision.rule).to_owned(),
         }));
     }

@@ -160,7 +160,7 @@ fn record_messages(state: &State, ticket: &Ticket, client: SocketAddr, messages:
     for message in messages {
         state.metrics.message_captured();
         state.journal.record(Entry::Message(MessageRecord {
-            via: "capture",
+            via: "capture".to_owned(),
             client,
             host: ticket.host().to_owned(),
             rule: ticket.rule_label().map(str::to_owned),

@@ -1,24 +1,39 @@
 //! `af-proxy --config FILE`: check the configuration, start every listener, and on SIGTERM or
-//! SIGINT drain and exit 0.
+//! SIGINT drain and exit 0. `af-proxy --check-config FILE`: only check it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
 
-use af_proxy::config::Config;
+use af_proxy::config;
 
 /// The af egress sidecar.
 #[derive(Parser)]
 #[command(version, about)]
 struct Args {
     /// The sidecar configuration (JSON when it ends in .json, YAML otherwise).
-    #[arg(long, env = "AF_PROXY_CONFIG")]
-    config: PathBuf,
+    #[arg(
+        long,
+        env = "AF_PROXY_CONFIG",
+        required_unless_present = "check_config"
+    )]
+    config: Option<PathBuf>,
+    /// Read and check this configuration, bind nothing, and exit: 0 when the sidecar would
+    /// start with it, else its coded report.
+    #[arg(long, value_name = "FILE")]
+    check_config: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(path) = &args.check_config {
+        return check_only(path);
+    }
+    // clap requires `--config` when `--check-config` is not given.
+    let Some(path) = &args.config else {
+        return ExitCode::FAILURE;
+    };
     tracing_subscriber::fmt()
         .json()
         .with_writer(std::io::stderr)
@@ -28,7 +43,7 @@ fn main() -> ExitCode {
         )
         .init();
     // Checked before anything is bound.
-    let settings = match Config::load(&args.config) {
+    let settings = match config::load(path) {
         Ok(s) => s,
         Err(report) => {
             eprintln!("{report}");
@@ -59,6 +74,25 @@ fn main() -> ExitCode {
         tracing::info!(cut = drained.cut, "af-proxy stopped");
         ExitCode::SUCCESS
     })
+}
+
+/// `--check-config`: the document and what starting compiles from it, nothing bound.
+fn check_only(path: &Path) -> ExitCode {
+    match config::load(path).and_then(|s| af_proxy::sidecar::check(&s).map(|()| s)) {
+        Ok(settings) => {
+            println!(
+                "{}: a valid sidecar configuration (version {}, env {}).",
+                path.display(),
+                settings.config.version,
+                settings.config.env
+            );
+            ExitCode::SUCCESS
+        }
+        Err(report) => {
+            eprintln!("{report}");
+            ExitCode::from(report.exit_status().code())
+        }
+    }
 }
 
 /// SIGTERM (what a container runtime sends) or SIGINT.

@@ -1,7 +1,7 @@
 //! A captured message: what `af inbox` shows. Made by capture mode from a provider's API call
 //! and by the SMTP listener from a mail; journaled as a `message` record.
 //!
-//! [`Message::new`] derives what a reader of the inbox looks for first: the links, ranked so a
+//! [`new`] derives what a reader of the inbox looks for first: the links, ranked so a
 //! verification or login link comes before ordinary ones and unsubscribe links come last, and
 //! the one-time code.
 
@@ -9,43 +9,8 @@ use std::ops::Range;
 
 use linkify::{LinkFinder, LinkKind};
 use mail_parser::decoders::html::html_to_text;
-use serde::{Deserialize, Serialize};
 
-/// What kind of message a capture was.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum MessageKind {
-    /// An email (mail APIs, SMTP).
-    Email,
-    /// A text message (Twilio Messages).
-    Sms,
-    /// A chat message (Slack incoming webhooks) or any other captured request.
-    Message,
-}
-
-/// One captured message, as the inbox lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Message {
-    /// Who it was sent through: `sendgrid`, `resend`, `postmark`, `mailgun`, `twilio`, `ses`,
-    /// `slack`, `smtp`, or `request` for a host captured without a provider handler.
-    pub provider: String,
-    /// Email, SMS or chat message.
-    pub kind: MessageKind,
-    /// The sender, as given.
-    pub from: Option<String>,
-    /// Every recipient (to, cc, bcc), as given.
-    pub to: Vec<String>,
-    /// The subject, for mail.
-    pub subject: Option<String>,
-    /// The plain-text body.
-    pub text: Option<String>,
-    /// The HTML body.
-    pub html: Option<String>,
-    /// Links found in the bodies: verification and login links first, unsubscribe last.
-    pub links: Vec<String>,
-    /// The first 4 to 8 digit run in the subject or text that is not a year (a one-time code).
-    pub code: Option<String>,
-}
+pub use af_sidecar_api::journal::{Message, MessageKind};
 
 /// What a message says: its subject and bodies.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -75,56 +40,36 @@ fn bounded(mut body: String, max: usize) -> String {
     body
 }
 
-impl Message {
-    /// A message with its links and one-time code derived from its content.
-    pub fn new(
-        provider: &str,
-        kind: MessageKind,
-        from: Option<String>,
-        to: Vec<String>,
-        content: Content,
-    ) -> Self {
-        let Content {
-            subject,
-            text,
-            html,
-        } = content;
-        let links = ranked_links(text.as_deref(), html.as_deref());
-        let code = one_time_code(subject.as_deref(), text.as_deref(), html.as_deref());
-        // Links and code come from the whole bodies; the record keeps a bounded copy, so one
-        // large mail cannot outgrow a journal segment.
-        let text = text.map(|t| bounded(t, MAX_BODY_BYTES));
-        let html = html.map(|h| bounded(h, MAX_BODY_BYTES));
-        Self {
-            provider: provider.to_owned(),
-            kind,
-            from,
-            to,
-            subject,
-            text,
-            html,
-            links,
-            code,
-        }
+/// A message with its links and one-time code derived from its content.
+pub fn new(
+    provider: &str,
+    kind: MessageKind,
+    from: Option<String>,
+    to: Vec<String>,
+    content: Content,
+) -> Message {
+    let Content {
+        subject,
+        text,
+        html,
+    } = content;
+    let links = ranked_links(text.as_deref(), html.as_deref());
+    let code = one_time_code(subject.as_deref(), text.as_deref(), html.as_deref());
+    // Links and code come from the whole bodies; the record keeps a bounded copy, so one
+    // large mail cannot outgrow a journal segment.
+    let text = text.map(|t| bounded(t, MAX_BODY_BYTES));
+    let html = html.map(|h| bounded(h, MAX_BODY_BYTES));
+    Message {
+        provider: provider.to_owned(),
+        kind,
+        from,
+        to,
+        subject,
+        text,
+        html,
+        links,
+        code,
     }
-
-    /// Whether some recipient contains `to` and the subject contains `subject`, ignoring case;
-    /// a filter that is `None` matches everything.
-    pub fn matches(&self, to: Option<&str>, subject: Option<&str>) -> bool {
-        let to_matches = to.is_none_or(|want| self.to.iter().any(|have| contains(have, want)));
-        let subject_matches = subject.is_none_or(|want| {
-            self.subject
-                .as_deref()
-                .is_some_and(|have| contains(have, want))
-        });
-        to_matches && subject_matches
-    }
-}
-
-fn contains(haystack: &str, needle: &str) -> bool {
-    haystack
-        .to_lowercase()
-        .contains(needle.to_lowercase().as_str())
 }
 
 /// Words that mark a link as the one the reader wants (verify, log in, reset, accept).
@@ -271,7 +216,7 @@ mod tests {
     use super::*;
 
     fn email(subject: Option<&str>, text: Option<&str>, html: Option<&str>) -> Message {
-        Message::new(
+        new(
             "test",
             MessageKind::Email,
             Some("Team <team@example.com>".into()),
@@ -398,7 +343,7 @@ mod tests {
         assert!(!message.matches(Some("carol@"), None));
         assert!(!message.matches(Some("ada@"), Some("password")));
 
-        let chat = Message::new(
+        let chat = new(
             "slack",
             MessageKind::Message,
             None,

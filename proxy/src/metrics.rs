@@ -5,6 +5,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use af_policy::egress::Mode;
+use af_sidecar_api::admin::JournalLosses;
 
 /// Where a request entered the sidecar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -474,17 +475,4 @@ impl Metrics {
         }
         out
     }
-}
-
-/// Journal losses since start, reported by the admin API.
-#[derive(Debug, Clone, Copy, serde::Serialize)]
-pub struct JournalLosses {
-    /// Dropped because the writer queue was full.
-    pub queue_drops: u64,
-    /// Removed with evicted segments.
-    pub evicted_records: u64,
-    /// Segments evicted.
-    pub evicted_segments: u64,
-    /// Lost to write errors.
-    pub write_errors: u64,
 }

@@ -1,6 +1,6 @@
 //! Starting the sidecar: build the shared state, bind every listener, then serve; and
 //! stopping it ([`Running::shutdown`]).
-//! Nothing is bound until the configuration has been checked ([`crate::config::Config::load`]).
+//! Nothing is bound until the configuration has been checked ([`crate::config::load`]).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -8,11 +8,13 @@ use std::time::Duration;
 
 use af_dns::DnsServer;
 use af_policy::error::{Report, codes};
+use rustls::ClientConfig;
+use rustls::crypto::CryptoProvider;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::admin::{self, Admin, deliver};
-use crate::config::{Limits, Settings};
+use crate::config::{Limits, Settings, SidecarConfig};
 use crate::dns::{self, JournalSightings};
 use crate::drain::{Drain, Drained};
 use crate::forward;
@@ -97,13 +99,79 @@ async fn bind(name: &str, addr: Option<SocketAddr>) -> Result<Option<TcpListener
 /// never dials them, so no request or tunnel can loop through the sidecar. (Listener addresses
 /// are not added: a listener bound to loopback must not make loopback upstreams unreachable,
 /// and the classifier already refuses the sidecar's other, private or loopback, addresses.)
-fn own_addresses(config: &crate::config::Config) -> Vec<IpAddr> {
+fn own_addresses(config: &SidecarConfig) -> Vec<IpAddr> {
     let dns = &config.listeners.dns;
     dns.answer_v4
         .map(IpAddr::V4)
         .into_iter()
         .chain(dns.answer_v6.map(IpAddr::V6))
         .collect()
+}
+
+/// Check what starting compiles besides the document (the environment CA, the upstream roots,
+/// the mock packs and the OpenAPI descriptions), binding and writing nothing: with
+/// [`crate::config::load`], what `af-proxy --check-config` does.
+pub fn check(settings: &Settings) -> Result<(), Report> {
+    let config = &settings.config;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    interception(config, &provider, &Arc::new(Metrics::default()))?;
+    upstream_tls(config, &provider)?;
+    packs(config)?;
+    openapi(config)?;
+    Ok(())
+}
+
+/// TLS interception from the environment CA, when `tls` is configured.
+fn interception(
+    config: &SidecarConfig,
+    provider: &Arc<CryptoProvider>,
+    metrics: &Arc<Metrics>,
+) -> Result<Option<Arc<Interception>>, Report> {
+    config
+        .tls
+        .as_ref()
+        .map(|t| {
+            Authority::load(
+                &t.ca_cert_pem,
+                &t.ca_key_pem,
+                t.leaf_cache,
+                provider,
+                metrics.clone(),
+            )
+            .and_then(|authority| Interception::new(authority, provider.clone()))
+            .map(Arc::new)
+        })
+        .transpose()
+        .map_err(|e| Report::new(&codes::NET_CONFIG, format!("{e}.")))
+}
+
+/// The TLS client settings for real upstreams: the web roots and `tls.extra_upstream_roots_pem`.
+fn upstream_tls(
+    config: &SidecarConfig,
+    provider: &Arc<CryptoProvider>,
+) -> Result<ClientConfig, Report> {
+    let extra = config.tls.as_ref();
+    upstream::upstream_tls(
+        provider.clone(),
+        extra.and_then(|t| t.extra_upstream_roots_pem.as_deref()),
+    )
+    .map_err(|e| Report::new(&codes::NET_CONFIG, format!("{e}.")))
+}
+
+/// The repository's mock packs.
+fn packs(config: &SidecarConfig) -> Result<Packs, Report> {
+    Packs::load(&config.modes.packs).map_err(|e| {
+        Report::new(&codes::NET_CONFIG, format!("modes.packs: {e}."))
+            .with_next("Fix the pack named (docs/mock-packs.md has the format).")
+    })
+}
+
+/// The repository's OpenAPI descriptions.
+fn openapi(config: &SidecarConfig) -> Result<OpenApiDocs, Report> {
+    OpenApiDocs::load(&config.modes.openapi).map_err(|e| {
+        Report::new(&codes::NET_CONFIG, format!("modes.openapi: {e}."))
+            .with_next("Give an OpenAPI 3 description with paths.")
+    })
 }
 
 /// Start the sidecar from checked settings.
@@ -160,26 +228,8 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
     })?;
     let guard = Arc::new(guard);
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let tls = config.tls.as_ref();
-    let intercept = tls
-        .map(|t| {
-            Authority::load(
-                &t.ca_cert_pem,
-                &t.ca_key_pem,
-                t.leaf_cache,
-                &provider,
-                metrics.clone(),
-            )
-            .and_then(|authority| Interception::new(authority, provider.clone()))
-            .map(Arc::new)
-        })
-        .transpose()
-        .map_err(|e| Report::new(&codes::NET_CONFIG, format!("{e}.")))?;
-    let upstream_tls = upstream::upstream_tls(
-        provider.clone(),
-        tls.and_then(|t| t.extra_upstream_roots_pem.as_deref()),
-    )
-    .map_err(|e| Report::new(&codes::NET_CONFIG, format!("{e}.")))?;
+    let intercept = interception(&config, &provider, &metrics)?;
+    let upstream_tls = upstream_tls(&config, &provider)?;
     let https_client = upstream::client(
         guard.clone(),
         upstream_tls.clone(),
@@ -192,14 +242,8 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
             (config.modes.buffered_body_bytes / 1024).max(1),
         )),
         credentials: config.modes.credentials.clone(),
-        packs: Packs::load(&config.modes.packs).map_err(|e| {
-            Report::new(&codes::NET_CONFIG, format!("modes.packs: {e}."))
-                .with_next("Fix the pack named (docs/mock-packs.md has the format).")
-        })?,
-        openapi: OpenApiDocs::load(&config.modes.openapi).map_err(|e| {
-            Report::new(&codes::NET_CONFIG, format!("modes.openapi: {e}."))
-                .with_next("Give an OpenAPI 3 description with paths.")
-        })?,
+        packs: packs(&config)?,
+        openapi: openapi(&config)?,
         model: config
             .modes
             .model

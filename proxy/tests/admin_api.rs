@@ -305,3 +305,42 @@ async fn admin_connections_are_bounded_and_the_bound_frees_as_they_close() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test]
+async fn pages_records_and_refusals_read_as_the_contracts_types() {
+    use af_sidecar_api::admin::{Page, Ready, Refusal};
+    use af_sidecar_api::journal::Entry;
+
+    let (_dns, up, sc) = setup().await;
+    let port = up.addr().port();
+    let blocked = proxy_get(sc.proxy(), &format!("http://api.blocked.test:{port}/b")).await;
+    assert_eq!(blocked.status, 403);
+    let allowed = proxy_get(sc.proxy(), &format!("http://api.allowed.test:{port}/a")).await;
+    assert_eq!(allowed.status, 200);
+    let admin = sc.admin();
+    admin.wait_records("", 2).await;
+    let got = admin.get_with("/v1/decisions", Some(TOKEN)).await;
+    let page: Page = serde_json::from_str(&got.body).unwrap();
+    let decisions: Vec<_> = page
+        .records
+        .iter()
+        .map(|r| match &r.entry {
+            Entry::Decision(d) => (d.host.as_str(), d.path.as_str(), r.entry.blocked()),
+            other => panic!("not a decision: {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            ("api.blocked.test", "/b", Some(true)),
+            ("api.allowed.test", "/a", Some(false))
+        ]
+    );
+    assert_eq!(page.committed, page.records[1].seq);
+    let ready: Ready =
+        serde_json::from_str(&admin.get_with("/readyz", Some(TOKEN)).await.body).unwrap();
+    assert_eq!((ready.ready, ready.committed), (true, page.committed));
+    let refused = admin.get_with("/v1/decisions?limit=0", Some(TOKEN)).await;
+    let refusal: Refusal = serde_json::from_str(&refused.body).unwrap();
+    assert_eq!(refusal.code, "AF-NET-021");
+}

@@ -109,11 +109,8 @@ async fn dns_on_without_its_answer_address_is_refused_before_binding() {
         std::path::Path::new("/nonexistent"),
         &common::Listen::ephemeral(),
     );
-    let refused = af_proxy::config::Config::parse(&yaml, false)
-        .expect("test setup")
-        .check()
-        .err()
-        .expect("refused");
+    let doc = af_proxy::config::parse(&yaml, false).expect("test setup");
+    let refused = af_proxy::config::check(doc).err().expect("refused");
     assert_eq!(refused.code.code, "AF-NET-001");
     assert!(refused.statement.contains("answer_v4"), "{refused}");
 }

@@ -14,11 +14,19 @@
 //! the `af-proxy (mock)` twin, `mock` from a one-route pack answering the
 //! same body as the upstream.
 
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use af_sidecar_api::config::{
+    Admin, DnsListener, ModesConfig, ProxyListener, SidecarConfig, SmtpListener, TlsConfig,
+    TransparentHttp, TransparentTls,
+};
+use af_sidecar_api::{EgressSpec, Mode, RuleSpec};
+use ipnet::{IpNet, Ipv4Net};
+use serde_json::json;
 
 use super::ca::EnvironmentCa;
 use super::{Endpoint, Env, Ready, Running, Support, System};
@@ -139,45 +147,71 @@ impl System for AfProxy {
         let admin = super::free_port()?;
         let dns = super::free_port()?;
         let journal = dir.path().join("journal");
-        // DNS as the sidecar serves it: every outside name answers the
-        // sidecar's address; the runtime resolver (for inside names) is never asked.
-        let dns_listener = if self.dns {
-            json!({
-                "listen": format!("127.0.0.1:{dns}"),
-                "answer_v4": env.dns_answer.to_string(),
-                "inside_resolver": "127.0.0.1:9",
-            })
-        } else {
-            json!({ "listen": null })
-        };
         let ca = EnvironmentCa::generate()?;
         let upstream_cert = std::fs::read_to_string(&env.upstream_cert)
             .map_err(|e| BenchError::io(format!("read {}", env.upstream_cert.display()), e))?;
+        let loopback = |port: u16| SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        let egress = EgressSpec {
+            default: Some(Mode::Allow),
+            rules: vec![self.intercepted_rule(env)],
+            ..EgressSpec::default()
+        };
+        let admin = Admin {
+            listen: loopback(admin),
+            token: "af-bench-admin-token-0123".to_owned(),
+        };
         // The resolver is never asked: every request names 127.0.0.1.
-        let config = json!({
-            "env": "bench",
-            "egress": { "default": "allow", "rules": [self.intercepted_rule(env)] },
-            "resolver": "127.0.0.1:9",
-            "guard": { "trusted_networks": ["127.0.0.0/8"] },
-            "inside": { "subnets": ["10.254.0.0/16"] },
-            "listeners": {
-                "proxy": { "listen": format!("127.0.0.1:{port}") },
-                "transparent_http": { "listen": null },
-                "transparent_tls": { "listen": null },
-                "dns": dns_listener,
-                "smtp": { "listen": [] },
-            },
-            "admin": { "listen": format!("127.0.0.1:{admin}"), "token": "af-bench-admin-token-0123" },
-            "journal": { "dir": journal },
-            "limits": { "max_connections": 20000 },
-            "tls": {
-                "ca_cert_pem": ca.cert_pem,
-                "ca_key_pem": ca.key_pem,
-                "extra_upstream_roots_pem": upstream_cert,
-            },
-            "modes": self.modes(),
+        let mut config =
+            SidecarConfig::new("bench".to_owned(), egress, "127.0.0.1:9".to_owned(), admin);
+        config.guard.trusted_networks = vec![IpNet::V4(Ipv4Net::new_assert(
+            Ipv4Addr::new(127, 0, 0, 0),
+            8,
+        ))];
+        config.inside.subnets = vec![IpNet::V4(Ipv4Net::new_assert(
+            Ipv4Addr::new(10, 254, 0, 0),
+            16,
+        ))];
+        let ls = &mut config.listeners;
+        ls.proxy = ProxyListener {
+            listen: Some(loopback(port)),
+        };
+        ls.transparent_http = TransparentHttp {
+            listen: None,
+            ..TransparentHttp::default()
+        };
+        ls.transparent_tls = TransparentTls {
+            listen: None,
+            ..TransparentTls::default()
+        };
+        // DNS as the sidecar serves it: every outside name answers the
+        // sidecar's address; the runtime resolver (for inside names) is never asked.
+        ls.dns = if self.dns {
+            DnsListener {
+                listen: Some(loopback(dns)),
+                answer_v4: Some(env.dns_answer),
+                inside_resolver: Some(loopback(9)),
+                ..DnsListener::default()
+            }
+        } else {
+            DnsListener {
+                listen: None,
+                ..DnsListener::default()
+            }
+        };
+        ls.smtp = SmtpListener {
+            listen: Vec::new(),
+            ..SmtpListener::default()
+        };
+        config.journal.dir = journal;
+        config.limits.max_connections = 20000;
+        config.tls = Some(TlsConfig {
+            extra_upstream_roots_pem: Some(upstream_cert),
+            ..TlsConfig::new(ca.cert_pem.clone(), ca.key_pem.clone())
         });
-        let path = super::write_config(dir.path(), "af-proxy.json", &config.to_string())?;
+        config.modes = self.modes();
+        let text = serde_json::to_string(&config)
+            .map_err(|e| BenchError::io("serialize the af-proxy configuration", e.into()))?;
+        let path = super::write_config(dir.path(), "af-proxy.json", &text)?;
         let ca_cert = super::write_config(dir.path(), "environment-ca.pem", &ca.cert_pem)?;
         let mut cmd = Command::new(&self.binary);
         cmd.arg("--config").arg(&path).env("AF_PROXY_LOG", "warn");
@@ -206,23 +240,35 @@ impl System for AfProxy {
 
 impl AfProxy {
     /// The rule that makes the upstream's HTTPS address intercepted.
-    fn intercepted_rule(&self, env: &Env) -> Value {
+    fn intercepted_rule(&self, env: &Env) -> RuleSpec {
         let host = env.upstream_https.to_string();
         match self.answering {
-            Answering::Forward => json!({ "host": host, "mode": "allow", "paths": ["/"] }),
-            Answering::Mock => json!({ "host": host, "mode": "mock", "fixtures": MOCK_PACK }),
+            Answering::Forward => RuleSpec {
+                paths: vec!["/".to_owned()],
+                ..RuleSpec::new(host, Mode::Allow)
+            },
+            Answering::Mock => RuleSpec {
+                fixtures: Some(MOCK_PACK.to_owned()),
+                ..RuleSpec::new(host, Mode::Mock)
+            },
         }
     }
 
     /// The `modes` section: for the mock twin, a pack with one route answering the
     /// upstream's small body, byte for byte.
-    fn modes(&self) -> Value {
+    fn modes(&self) -> ModesConfig {
         match self.answering {
-            Answering::Forward => json!({}),
-            Answering::Mock => json!({ "packs": { MOCK_PACK: {
-                "name": "bench",
-                "routes": [{ "method": "GET", "path": SMALL_PATH, "text": upstream::small_body() }],
-            }}}),
+            Answering::Forward => ModesConfig::default(),
+            Answering::Mock => {
+                let pack = json!({
+                    "name": "bench",
+                    "routes": [{ "method": "GET", "path": SMALL_PATH, "text": upstream::small_body() }],
+                });
+                ModesConfig {
+                    packs: BTreeMap::from([(MOCK_PACK.to_owned(), pack)]),
+                    ..ModesConfig::default()
+                }
+            }
         }
     }
 }
@@ -245,22 +291,19 @@ mod tests {
     fn the_intercepted_rule_names_exactly_the_upstreams_https_address() {
         let forward = AfProxy::new(PathBuf::from("/nonexistent/af-proxy"), true);
         let rule = forward.intercepted_rule(&env());
-        assert_eq!(
-            rule["host"], "127.0.0.1:8443",
-            "other ports stay plain allow"
-        );
-        assert_eq!(rule["mode"], "allow");
-        assert_eq!(rule["paths"], json!(["/"]), "a path limit opens TLS");
-        assert_eq!(forward.modes(), json!({}));
+        assert_eq!(rule.host, "127.0.0.1:8443", "other ports stay plain allow");
+        assert_eq!(rule.mode, Mode::Allow);
+        assert_eq!(rule.paths, ["/"], "a path limit opens TLS");
+        assert_eq!(forward.modes(), ModesConfig::default());
     }
 
     #[test]
     fn the_mock_twin_answers_the_upstreams_small_body_from_the_pack_its_rule_names() {
         let mock = AfProxy::new(PathBuf::from("/nonexistent/af-proxy"), true).mocking();
         let rule = mock.intercepted_rule(&env());
-        assert_eq!(rule["mode"], "mock");
-        let pack_name = rule["fixtures"].as_str().expect("a named pack");
-        let route = &mock.modes()["packs"][pack_name]["routes"][0];
+        assert_eq!(rule.mode, Mode::Mock);
+        let pack_name = rule.fixtures.as_deref().expect("a named pack");
+        let route = &mock.modes().packs[pack_name]["routes"][0];
         assert_eq!(route["method"], "GET");
         assert_eq!(route["path"], SMALL_PATH);
         assert_eq!(

@@ -4,7 +4,6 @@
 use std::path::Path;
 use std::time::SystemTime;
 
-use af_orchestrator::admin::{InboxQuery, Query};
 use af_orchestrator::env_id::EnvId;
 use af_orchestrator::lifecycle::inbox::{self, Wait};
 use af_orchestrator::lifecycle::webhook::{Prepared, Trigger};
@@ -14,6 +13,7 @@ use af_orchestrator::runtime::factory;
 use af_orchestrator::runtime::local::LocalOptions;
 use af_policy::error::{Report, codes};
 use af_policy::placement::{self, Placement};
+use af_sidecar_api::admin::{DecisionsQuery, InboxQuery};
 
 use super::load_manifest;
 use crate::cli::{Command, EnvArg, Global, InboxCommand, NetCommand, WebhookCommand};
@@ -110,11 +110,11 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
             host,
             ..
         }) => {
-            let query = Query {
+            let query = DecisionsQuery {
                 limit: *limit,
-                blocked: *blocked,
+                blocked: blocked.then_some(true),
                 host: host.clone(),
-                ..Query::default()
+                ..DecisionsQuery::default()
             };
             lifecycle::net_log::run(runtime, &env, query, *follow, out, stdout).await?
         }

@@ -9,10 +9,11 @@ use std::io::Write;
 use std::time::Duration;
 
 use af_policy::error::{Report, codes};
-use serde_json::Value;
+use af_sidecar_api::admin::{InboxQuery, MAX_LIMIT};
+use af_sidecar_api::journal::{MessageRecord, Record};
 
 use super::output::{Format, print_json};
-use crate::admin::{self, InboxQuery};
+use crate::admin;
 use crate::env_id::EnvId;
 use crate::runtime::{AdminEndpoint, Runtime};
 
@@ -20,17 +21,17 @@ use crate::runtime::{AdminEndpoint, Runtime};
 pub const POLL: Duration = Duration::from_millis(500);
 
 /// Run `af inbox list`: the newest `limit` matching messages (default and at most
-/// [`admin::MAX_PAGE`]), oldest first.
+/// [`MAX_LIMIT`]), oldest first.
 pub async fn list(
     runtime: &dyn Runtime,
     env: &EnvId,
     query: InboxQuery,
     format: Format,
     out: &mut dyn Write,
-) -> Result<Vec<Value>, Report> {
+) -> Result<Vec<Record>, Report> {
     let endpoint = endpoint(runtime, env).await?;
     let query = InboxQuery {
-        limit: Some(query.limit.unwrap_or(admin::MAX_PAGE).min(admin::MAX_PAGE)),
+        limit: Some(query.limit.unwrap_or(MAX_LIMIT).min(MAX_LIMIT)),
         ..query
     };
     let records = admin::inbox(endpoint.addr, &endpoint.token, &query)
@@ -66,7 +67,7 @@ pub async fn get(
     seq: u64,
     format: Format,
     out: &mut dyn Write,
-) -> Result<Value, Report> {
+) -> Result<Record, Report> {
     let endpoint = endpoint(runtime, env).await?;
     let record = admin::inbox_message(endpoint.addr, &endpoint.token, seq)
         .await
@@ -96,7 +97,7 @@ pub async fn wait(
     wait: &Wait,
     format: Format,
     out: &mut dyn Write,
-) -> Result<Value, Report> {
+) -> Result<Record, Report> {
     let deadline = tokio::time::Instant::now() + wait.timeout;
     let endpoint = endpoint(runtime, env).await?;
     // What already arrived: the newest match; then only what arrives after it.
@@ -144,26 +145,13 @@ fn timed_out(env: &EnvId, wait: &Wait) -> Report {
     )
 }
 
-fn print_record(record: &Value, format: Format, out: &mut dyn Write) {
+fn print_record(record: &Record, format: Format, out: &mut dyn Write) {
     match format {
         Format::Json => print_json(out, record),
         Format::Human => {
             let _ = write!(out, "{}", show(record));
         }
     }
-}
-
-/// A text field of a message (empty when absent).
-fn text<'a>(m: &'a Value, key: &str) -> &'a str {
-    m[key].as_str().unwrap_or("")
-}
-
-/// A list field of a message as text items.
-fn items<'a>(m: &'a Value, key: &str) -> Vec<&'a str> {
-    m[key]
-        .as_array()
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default()
 }
 
 /// `text` cut to `width` characters, ending in `…` when cut.
@@ -176,63 +164,83 @@ fn clip(text: &str, width: usize) -> String {
     cut
 }
 
+/// An optional text field, empty when absent.
+fn text(field: &Option<String>) -> &str {
+    field.as_deref().unwrap_or("")
+}
+
 /// One message as a table row: seq, time, provider, to, subject, code.
-pub fn row(record: &Value) -> String {
-    let m = &record["message"];
-    let at = text(record, "at");
+pub fn row(record: &Record) -> String {
+    let at = record.at.get(11..19).unwrap_or(&record.at);
+    let (provider, to, subject, code) = match record.entry.as_message() {
+        Some(MessageRecord { message: m, .. }) => (
+            m.provider.as_str(),
+            m.to.join(", "),
+            text(&m.subject),
+            text(&m.code),
+        ),
+        None => ("", String::new(), "", ""),
+    };
     format!(
         "{:>5}  {:<8}  {:<9} {:<28} {:<40} {}",
-        record["seq"].as_u64().unwrap_or(0),
-        at.get(11..19).unwrap_or(at),
-        clip(text(m, "provider"), 9),
-        clip(&items(m, "to").join(", "), 28),
-        clip(text(m, "subject"), 40),
-        text(m, "code"),
+        record.seq,
+        at,
+        clip(provider, 9),
+        clip(&to, 28),
+        clip(subject, 40),
+        code,
     )
 }
 
 /// One message in full for a person: the code and the first link first, then who, what, every
 /// link in the order given (best first) and the bodies.
-pub fn show(record: &Value) -> String {
-    let m = &record["message"];
+pub fn show(record: &Record) -> String {
     let mut s = String::new();
-    let rule = match text(record, "rule") {
+    let Some(captured) = record.entry.as_message() else {
+        let _ = writeln!(
+            s,
+            "record {} · {} is not a captured message",
+            record.seq, record.at
+        );
+        return s;
+    };
+    let m = &captured.message;
+    let rule = match text(&captured.rule) {
         "" => String::new(),
         rule => format!(", {rule}"),
     };
     let _ = writeln!(
         s,
         "message {} · {} · {} {} (via {} {}{rule})",
-        record["seq"].as_u64().unwrap_or(0),
-        text(record, "at"),
-        text(m, "provider"),
-        text(m, "kind"),
-        text(record, "via"),
-        text(record, "host"),
+        record.seq,
+        record.at,
+        m.provider,
+        m.kind.as_str(),
+        captured.via,
+        captured.host,
     );
-    let links = items(m, "links");
     let fields = [
-        ("code", text(m, "code").to_owned()),
-        ("link", links.first().copied().unwrap_or("").to_owned()),
-        ("from", text(m, "from").to_owned()),
-        ("to", items(m, "to").join(", ")),
-        ("subject", text(m, "subject").to_owned()),
+        ("code", text(&m.code).to_owned()),
+        ("link", m.links.first().cloned().unwrap_or_default()),
+        ("from", text(&m.from).to_owned()),
+        ("to", m.to.join(", ")),
+        ("subject", text(&m.subject).to_owned()),
     ];
     for (name, value) in fields {
         if !value.is_empty() {
             let _ = writeln!(s, "{name:<8} {value}");
         }
     }
-    if links.len() > 1 {
+    if m.links.len() > 1 {
         let _ = writeln!(s, "\nlinks");
-        for (i, link) in links.iter().enumerate() {
+        for (i, link) in m.links.iter().enumerate() {
             let _ = writeln!(s, "  {}. {link}", i + 1);
         }
     }
-    for body in ["text", "html"] {
-        let value = text(m, body);
+    for (name, body) in [("text", &m.text), ("html", &m.html)] {
+        let value = text(body);
         if !value.is_empty() {
-            let _ = writeln!(s, "\n{body}");
+            let _ = writeln!(s, "\n{name}");
             for line in value.lines() {
                 let _ = writeln!(s, "  {line}");
             }
@@ -243,24 +251,37 @@ pub fn show(record: &Value) -> String {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use af_sidecar_api::journal::{Entry, Message, MessageKind};
 
     use super::*;
 
-    fn record() -> Value {
-        json!({
-            "seq": 12, "at": "2025-06-01T14:03:01.123Z", "env": "shop-1", "kind": "message",
-            "via": "capture", "client": "10.213.0.5:40000", "host": "api.sendgrid.com",
-            "rule": "rules[0] api.sendgrid.com",
-            "message": {
-                "provider": "sendgrid", "kind": "email", "from": "noreply@shop.test",
-                "to": ["alice@example.com", "bob@example.com"],
-                "subject": "Your sign-in code is 481516",
-                "text": "Hello,\nuse 481516 or the link.", "html": null,
-                "links": ["https://shop.test/verify?t=1", "https://shop.test/unsubscribe"],
-                "code": "481516",
-            },
-        })
+    fn record() -> Record {
+        let owned = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect();
+        Record {
+            seq: 12,
+            at: "2025-06-01T14:03:01.123Z".to_owned(),
+            env: "shop-1".to_owned(),
+            entry: Entry::Message(MessageRecord {
+                via: "capture".to_owned(),
+                client: "10.213.0.5:40000".parse().expect("addr"),
+                host: "api.sendgrid.com".to_owned(),
+                rule: Some("rules[0] api.sendgrid.com".to_owned()),
+                message: Message {
+                    provider: "sendgrid".to_owned(),
+                    kind: MessageKind::Email,
+                    from: Some("noreply@shop.test".to_owned()),
+                    to: owned(&["alice@example.com", "bob@example.com"]),
+                    subject: Some("Your sign-in code is 481516".to_owned()),
+                    text: Some("Hello,\nuse 481516 or the link.".to_owned()),
+                    html: None,
+                    links: owned(&[
+                        "https://shop.test/verify?t=1",
+                        "https://shop.test/unsubscribe",
+                    ]),
+                    code: Some("481516".to_owned()),
+                },
+            }),
+        }
     }
 
     #[test]

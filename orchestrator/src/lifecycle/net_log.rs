@@ -4,11 +4,12 @@
 use std::io::Write;
 
 use af_policy::error::Report;
+use af_sidecar_api::admin::DecisionsQuery;
+use af_sidecar_api::journal::{Entry, Record};
 use futures_util::StreamExt;
-use serde_json::Value;
 
 use super::output::{Format, print_json};
-use crate::admin::{self, Query};
+use crate::admin;
 use crate::env_id::EnvId;
 use crate::runtime::Runtime;
 
@@ -16,7 +17,7 @@ use crate::runtime::Runtime;
 pub async fn run(
     runtime: &dyn Runtime,
     env: &EnvId,
-    query: Query,
+    query: DecisionsQuery,
     follow: bool,
     format: Format,
     out: &mut dyn Write,
@@ -29,7 +30,11 @@ pub async fn run(
         while let Some(record) = stream.next().await {
             let record = record.map_err(|e| e.report())?;
             let written = match format {
-                Format::Json => writeln!(out, "{record}"),
+                Format::Json => writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string(&record).unwrap_or_default()
+                ),
                 Format::Human => writeln!(out, "{}", line(&record)),
             };
             if written.is_err() {
@@ -63,100 +68,139 @@ pub async fn run(
 }
 
 /// One record as a line: `12 14:03:01 ✗ block  GET api.x.test:443/ (no rule) [proxy]`.
-pub fn line(r: &Value) -> String {
-    let s = |k: &str| r[k].as_str().unwrap_or("");
-    let seq = r["seq"].as_u64().unwrap_or(0);
-    let at = s("at").get(11..19).unwrap_or(s("at"));
-    if s("kind") == "dns_sighting" {
-        return format!(
-            "{seq:>5} {at} · dns    {} {} → {} ({} {})",
-            s("host"),
-            s("qtype"),
-            s("answer"),
-            s("mode"),
-            s("rule"),
-        );
-    }
-    if s("kind") == "message" {
-        let m = &r["message"];
-        let to: Vec<&str> = m["to"]
-            .as_array()
-            .map(|a| a.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        return format!(
-            "{seq:>5} {at} ✉ {:<6} {} → {} {:?} [{}]",
-            m["provider"].as_str().unwrap_or(""),
-            s("host"),
-            to.join(", "),
-            m["subject"].as_str().unwrap_or(""),
-            s("via"),
-        );
-    }
+pub fn line(r: &Record) -> String {
+    let seq = r.seq;
+    let at = r.at.get(11..19).unwrap_or(&r.at);
+    let d = match &r.entry {
+        Entry::DnsSighting(s) => {
+            return format!(
+                "{seq:>5} {at} · dns    {} {} → {} ({} {})",
+                s.host, s.qtype, s.answer, s.mode, s.rule,
+            );
+        }
+        Entry::Message(m) => {
+            return format!(
+                "{seq:>5} {at} ✉ {:<6} {} → {} {:?} [{}]",
+                m.message.provider,
+                m.host,
+                m.message.to.join(", "),
+                m.message.subject.as_deref().unwrap_or(""),
+                m.via,
+            );
+        }
+        Entry::Decision(d) => d,
+    };
     // Left the environment (✓), refused (✗), or answered in the sidecar (○: mock, capture,
     // synth; not allowed out, and no refusal code).
-    let mark = match (
-        r["allowed"].as_bool().unwrap_or(false),
-        r["code"].is_string(),
-    ) {
+    let mark = match (d.allowed, d.code.is_some()) {
         (true, _) => "✓",
         (false, true) => "✗",
         (false, false) => "○",
     };
-    let mode = r["mode"]
-        .as_str()
-        .unwrap_or(if r["allowed"].as_bool().unwrap_or(false) {
-            "allow"
-        } else {
-            "block"
-        });
-    let status = r["status"]
-        .as_u64()
-        .map(|c| format!(" {c}"))
-        .unwrap_or_default();
-    let rule = match s("rule") {
-        "" => "default".to_owned(),
-        rule => rule.to_owned(),
+    let mode = d
+        .mode
+        .map_or(if d.allowed { "allow" } else { "block" }, |m| m.as_str());
+    let status = d.status.map(|c| format!(" {c}")).unwrap_or_default();
+    let rule = match d.rule.as_deref() {
+        None | Some("") => "default",
+        Some(rule) => rule,
     };
     // An IPv6 host in brackets, so its port stays readable: `[::1]:443`.
-    let host = match s("host") {
+    let host = match d.host.as_str() {
         h if h.contains(':') => format!("[{h}]"),
         h => h.to_owned(),
     };
     format!(
         "{seq:>5} {at} {mark} {mode:<6} {} {host}:{}{}{status} ({rule}: {}) [{}]",
-        s("method"),
-        r["port"].as_u64().unwrap_or(0),
-        s("path"),
-        s("reason"),
-        s("via"),
+        d.method, d.port, d.path, d.reason, d.via,
     )
 }
 
 #[cfg(test)]
 mod tests {
+    use af_sidecar_api::Mode;
+    use af_sidecar_api::journal::{DecisionRecord, Message, MessageKind, MessageRecord};
+
     use super::*;
-    use serde_json::json;
+
+    fn record(seq: u64, at: &str, entry: Entry) -> Record {
+        Record {
+            seq,
+            at: at.to_owned(),
+            env: "e".to_owned(),
+            entry,
+        }
+    }
+
+    fn decision(via: &str, method: &str, host: &str, port: u16, path: &str) -> DecisionRecord {
+        DecisionRecord {
+            via: via.to_owned(),
+            method: method.to_owned(),
+            host: host.to_owned(),
+            port,
+            path: path.to_owned(),
+            ..DecisionRecord::default()
+        }
+    }
 
     #[test]
     fn messages_and_local_answers_are_not_shown_as_blocked() {
-        let message = json!({"seq": 7, "at": "2026-11-29T14:03:01.123Z", "kind": "message",
-            "via": "smtp", "host": "smtp.example.test",
-            "message": {"provider": "smtp", "to": ["ada@example.test"], "subject": "Hi"}});
+        let message = record(
+            7,
+            "2026-11-29T14:03:01.123Z",
+            Entry::Message(MessageRecord {
+                via: "smtp".to_owned(),
+                client: "10.0.0.5:4000".parse().expect("addr"),
+                host: "smtp.example.test".to_owned(),
+                rule: None,
+                message: Message {
+                    provider: "smtp".to_owned(),
+                    kind: MessageKind::Email,
+                    from: None,
+                    to: vec!["ada@example.test".to_owned()],
+                    subject: Some("Hi".to_owned()),
+                    text: None,
+                    html: None,
+                    links: Vec::new(),
+                    code: None,
+                },
+            }),
+        );
         let shown = line(&message);
         assert!(shown.contains("✉ smtp"), "{shown}");
         assert!(shown.contains("ada@example.test"), "{shown}");
         assert!(!shown.contains("block"), "{shown}");
-        let mocked = json!({"seq": 8, "at": "2026-11-29T14:03:02.000Z", "kind": "decision",
-            "via": "intercept", "method": "GET", "host": "api.github.com", "port": 443,
-            "path": "/user", "mode": "mock", "allowed": false, "status": 200, "code": null});
+        let mocked = record(
+            8,
+            "2026-11-29T14:03:02.000Z",
+            Entry::Decision(DecisionRecord {
+                mode: Some(Mode::Mock),
+                status: Some(200),
+                ..decision("intercept", "GET", "api.github.com", 443, "/user")
+            }),
+        );
         assert!(line(&mocked).contains("○ mock"), "{}", line(&mocked));
-        let refused = json!({"seq": 9, "at": "2026-11-29T14:03:03.000Z", "kind": "decision",
-            "via": "proxy", "method": "GET", "host": "x.test", "port": 80, "path": "/",
-            "mode": "block", "allowed": false, "status": 403, "code": "AF-NET-010"});
+        let refused = record(
+            9,
+            "2026-11-29T14:03:03.000Z",
+            Entry::Decision(DecisionRecord {
+                mode: Some(Mode::Block),
+                status: Some(403),
+                code: Some("AF-NET-010".to_owned()),
+                ..decision("proxy", "GET", "x.test", 80, "/")
+            }),
+        );
         assert!(line(&refused).contains("✗ block"), "{}", line(&refused));
-        let v6 = json!({"seq": 10, "at": "2026-11-29T14:03:04.000Z", "kind": "decision",
-            "via": "proxy", "method": "CONNECT", "host": "::1", "port": 443, "path": "",
-            "mode": "block", "allowed": false, "status": 403, "code": "AF-NET-010"});
+        let v6 = record(
+            10,
+            "2026-11-29T14:03:04.000Z",
+            Entry::Decision(DecisionRecord {
+                mode: Some(Mode::Block),
+                status: Some(403),
+                code: Some("AF-NET-010".to_owned()),
+                ..decision("proxy", "CONNECT", "::1", 443, "")
+            }),
+        );
         assert!(line(&v6).contains("CONNECT [::1]:443 403"), "{}", line(&v6));
     }
 }

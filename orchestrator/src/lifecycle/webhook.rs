@@ -7,10 +7,11 @@ use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use af_policy::error::Report;
+use af_sidecar_api::admin::{Delivered, Delivery};
 use serde_json::{Value, json};
 
 use super::output::{Format, print_json};
-use crate::admin::{self, Delivered, Delivery};
+use crate::admin;
 use crate::env_id::EnvId;
 use crate::plan::EnvPlan;
 use crate::runtime::Runtime;
@@ -111,6 +112,7 @@ pub async fn run(
         service: p.target.service.clone(),
         port: p.target.port,
         path: p.target.path.clone(),
+        method: Delivery::DEFAULT_METHOD.to_owned(),
         headers: headers.into_iter().collect(),
         body: p.body.clone(),
     };

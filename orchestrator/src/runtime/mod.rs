@@ -11,6 +11,8 @@ pub mod error;
 pub mod factory;
 pub mod kubernetes;
 pub mod local;
+pub mod service_env;
+pub mod sidecar_doc;
 
 use std::net::SocketAddr;
 use std::pin::Pin;

@@ -21,8 +21,9 @@ use af_orchestrator::runtime::{Action, Quiet};
 use af_orchestrator::trust;
 use af_orchestrator::webhook::{Provider, WebhookSecrets};
 use af_policy::egress::{Mode, RuleSpec};
+use af_sidecar_api::admin::{DecisionsQuery, InboxQuery};
+use af_sidecar_api::journal::{DecisionRecord, Record};
 use futures_util::StreamExt;
-use serde_json::Value;
 
 use crate::support::{Harness, field, probe, probe_plan};
 
@@ -54,21 +55,22 @@ pub async fn allowed_is_reached(h: &dyn Harness, env: &EnvId, service: &str) {
     );
 }
 
-async fn journal(h: &dyn Harness, env: &EnvId) -> Vec<Value> {
+async fn journal(h: &dyn Harness, env: &EnvId) -> Vec<Record> {
     let a = h
         .runtime()
         .admin(env)
         .await
         .unwrap_or_else(|e| panic!("admin: {}", e.report()));
-    admin::all_decisions(a.addr, &a.token, &admin::Query::default())
+    admin::all_decisions(a.addr, &a.token, &DecisionsQuery::default())
         .await
         .unwrap_or_else(|e| panic!("journal: {}", e.report()))
 }
 
-fn decisions_for<'a>(records: &'a [Value], host: &str) -> Vec<&'a Value> {
+fn decisions_for<'a>(records: &'a [Record], host: &str) -> Vec<&'a DecisionRecord> {
     records
         .iter()
-        .filter(|r| r["kind"] == "decision" && r["host"].as_str() == Some(host))
+        .filter_map(|r| r.entry.as_decision())
+        .filter(|d| d.host == host)
         .collect()
 }
 
@@ -80,7 +82,7 @@ pub async fn allowed_host_is_reached_through_the_proxy(h: &dyn Harness) {
     let records = journal(h, &env).await;
     let allowed = decisions_for(&records, &h.internet().allowed.0);
     assert!(
-        allowed.iter().any(|r| r["allowed"] == true),
+        allowed.iter().any(|d| d.allowed),
         "journal has the allowed decision: {records:?}"
     );
 }
@@ -100,7 +102,7 @@ pub async fn host_without_rule_is_refused_and_journaled(h: &dyn Harness) {
     let records = journal(h, &env).await;
     let refused = decisions_for(&records, &h.internet().unlisted.0);
     assert!(
-        refused.iter().any(|r| r["allowed"] == false),
+        refused.iter().any(|d| !d.allowed),
         "journal has the refusal: {records:?}"
     );
 }
@@ -141,7 +143,7 @@ pub async fn client_ignoring_proxy_variables_is_still_decided(h: &dyn Harness) {
     assert!(
         decisions_for(&records, &h.internet().unlisted.0)
             .iter()
-            .any(|r| r["allowed"] == false),
+            .any(|d| !d.allowed),
         "the transparent refusal is journaled: {records:?}"
     );
 }
@@ -395,11 +397,7 @@ pub async fn journal_survives_a_sidecar_restart(h: &dyn Harness) {
         .await
         .unwrap_or_else(|e| panic!("restart: {}", e.report()));
     let after = journal(h, &env).await;
-    let seqs = |r: &[Value]| {
-        r.iter()
-            .map(|v| v["seq"].as_u64().unwrap_or(0))
-            .collect::<Vec<_>>()
-    };
+    let seqs = |r: &[Record]| r.iter().map(|r| r.seq).collect::<Vec<_>>();
     assert_eq!(
         seqs(&after)[..before.len()],
         seqs(&before)[..],
@@ -672,7 +670,7 @@ pub async fn inbox_and_webhook_work_end_to_end(h: &dyn Harness) {
     let records = inbox::list(
         runtime,
         &env,
-        admin::InboxQuery::default(),
+        InboxQuery::default(),
         Format::Json,
         &mut Vec::new(),
     )
@@ -680,10 +678,10 @@ pub async fn inbox_and_webhook_work_end_to_end(h: &dyn Harness) {
     .unwrap_or_else(|r| panic!("inbox list: {r}"));
     let captured = records
         .iter()
-        .find(|r| r["host"] == "inbox.test")
+        .find(|r| r.entry.host() == "inbox.test")
         .unwrap_or_else(|| panic!("the capture is in the inbox: {records:?}"));
-    assert_eq!(captured["kind"], "message");
-    let seq = captured["seq"].as_u64().unwrap_or(0);
+    assert!(captured.entry.as_message().is_some(), "{captured:?}");
+    let seq = captured.seq;
     let got = inbox::get(runtime, &env, seq, Format::Json, &mut Vec::new())
         .await
         .unwrap_or_else(|r| panic!("inbox get {seq}: {r}"));
@@ -707,10 +705,11 @@ pub async fn inbox_and_webhook_work_end_to_end(h: &dyn Harness) {
     let message = inbox::wait(runtime, &env, &wait, Format::Json, &mut Vec::new())
         .await
         .unwrap_or_else(|r| panic!("inbox wait: {r}"));
-    assert_eq!(message["message"]["provider"], "sendgrid");
-    assert_eq!(message["message"]["code"], "731942");
+    let message = &message.entry.as_message().expect("a message").message;
+    assert_eq!(message.provider, "sendgrid");
+    assert_eq!(message.code.as_deref(), Some("731942"));
     assert_eq!(
-        message["message"]["links"][0],
-        "https://shop.test/verify?token=t1"
+        message.links.first().map(String::as_str),
+        Some("https://shop.test/verify?token=t1")
     );
 }

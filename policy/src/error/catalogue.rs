@@ -156,6 +156,9 @@ catalogue! {
     NET_BAD_PORT = "AF-NET-006", Network,
         "The request names a port that is not a number from 1 to 65535.",
         "Write the port as plain digits from 1 to 65535, or leave it out for the scheme's default.";
+    NET_CONFIG_VERSION = "AF-NET-007", Network,
+        "The sidecar's configuration was written for another version of the sidecar, so it did not start.",
+        "Run `af up` with the af that built this sidecar; it writes the version the sidecar reads.";
     NET_BLOCKED = "AF-NET-010", Network,
         "The request was refused by the egress catalogue.",
         "Run `af net explain METHOD URL` to see which rule decided, and add a rule to allow it.";

@@ -3,18 +3,17 @@
 //! trigger`). Only the environment's service names are delivered to, resolved by the
 //! runtime's inside resolver, and only to addresses inside the environment's subnets.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use af_policy::error::{Report, codes};
+use af_sidecar_api::admin::{Delivered, Delivery};
 use bytes::Bytes;
 use hickory_resolver::TokioResolver;
 use http::{HeaderName, HeaderValue, Method, Request};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::rt::TokioIo;
 use ipnet::IpNet;
-use serde::{Deserialize, Serialize};
 use tokio::net::TcpStream;
 
 /// Largest response body returned to the caller.
@@ -30,44 +29,6 @@ pub struct Inside {
     pub subnets: Vec<IpNet>,
     /// The runtime's resolver for inside names (absent when DNS is off: nothing is delivered).
     pub resolver: Option<TokioResolver>,
-}
-
-/// A delivery request.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Delivery {
-    /// The service's name inside the environment.
-    pub service: String,
-    /// Its port.
-    pub port: u16,
-    /// The path (with query) to request.
-    pub path: String,
-    /// The method, default POST.
-    #[serde(default = "Delivery::post")]
-    pub method: String,
-    /// Headers to send.
-    #[serde(default)]
-    pub headers: BTreeMap<String, String>,
-    /// The body, exactly as sent.
-    #[serde(default)]
-    pub body: String,
-}
-
-impl Delivery {
-    fn post() -> String {
-        "POST".to_owned()
-    }
-}
-
-/// What the service answered.
-#[derive(Debug, Serialize)]
-pub struct Delivered {
-    /// The status code.
-    pub status: u16,
-    /// The response headers (the last value of each name).
-    pub headers: BTreeMap<String, String>,
-    /// The body, as text (lossy UTF-8, at most 1 MiB).
-    pub body: String,
 }
 
 fn refuse(statement: String) -> Report {

@@ -7,10 +7,10 @@
 //! committed position (so `af inbox wait` resumes after everything it has seen).
 
 use af_policy::error::{Report, codes};
+use af_sidecar_api::admin::{DEFAULT_LIMIT, MAX_LIMIT};
 use bytes::Bytes;
 use serde::Deserialize;
 
-use super::MAX_LIMIT;
 use crate::journal::{Journal, Query};
 
 /// What `/v1/inbox` was asked for.
@@ -44,7 +44,7 @@ impl InboxQuery {
     /// Parse the query string; unknown or bad parameters are refused.
     pub fn parse(query: &str) -> Result<Self, Report> {
         let mut q = InboxQuery {
-            limit: 100,
+            limit: DEFAULT_LIMIT,
             ..InboxQuery::default()
         };
         let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query).map_err(|e| {
@@ -64,7 +64,7 @@ impl InboxQuery {
                         .parse()
                         .ok()
                         .filter(|n| (1..=MAX_LIMIT).contains(n))
-                        .ok_or_else(|| bad(&format!("limit={value:?} is not 1 to 1000.")))?;
+                        .ok_or_else(|| bad(&format!("limit={value:?} is not 1 to {MAX_LIMIT}.")))?;
                 }
                 "to" if !value.is_empty() => q.to = Some(value.to_lowercase()),
                 "subject" if !value.is_empty() => q.subject = Some(value.to_lowercase()),

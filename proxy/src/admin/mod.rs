@@ -11,6 +11,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use af_policy::error::{Report, codes};
+use af_sidecar_api::admin::{DEFAULT_LIMIT, Delivery, MAX_LIMIT, Ready, Refusal};
 use bytes::Bytes;
 use futures_util::stream;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
@@ -28,9 +29,6 @@ use crate::journal::{Journal, Query};
 use crate::metrics::Metrics;
 
 type AdminBody = UnsyncBoxBody<Bytes, Infallible>;
-
-/// Most records one `GET /v1/decisions` returns.
-pub const MAX_LIMIT: usize = 1000;
 
 /// What the admin API serves from.
 pub struct Admin {
@@ -125,14 +123,13 @@ async fn route(admin: &Admin, req: Request<Incoming>) -> Response<AdminBody> {
     }
     let query = req.uri().query().unwrap_or("");
     match path {
-        "/readyz" => text(
-            StatusCode::OK,
-            "application/json",
-            format!(
-                "{{\"ready\":true,\"committed\":{}}}\n",
-                admin.journal.committed()
-            ),
-        ),
+        "/readyz" => {
+            let ready = Ready {
+                ready: true,
+                committed: admin.journal.committed(),
+            };
+            text(StatusCode::OK, "application/json", json_line(&ready))
+        }
         "/metrics" => text(
             StatusCode::OK,
             "text/plain; version=0.0.4",
@@ -190,7 +187,7 @@ pub fn parse_query(query: &str, with_limit: bool) -> Result<DecisionsQuery, Repo
     let mut newest = false;
     let mut q = Query {
         since: 0,
-        limit: 100,
+        limit: DEFAULT_LIMIT,
         ..Query::default()
     };
     for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -208,7 +205,7 @@ pub fn parse_query(query: &str, with_limit: bool) -> Result<DecisionsQuery, Repo
                     .parse()
                     .ok()
                     .filter(|n| (1..=MAX_LIMIT).contains(n))
-                    .ok_or_else(|| bad(name, &value, "expected 1 to 1000"))?;
+                    .ok_or_else(|| bad(name, &value, &format!("expected 1 to {MAX_LIMIT}")))?;
             }
             "blocked" => q.blocked = Some(boolean(name, &value)?),
             "newest" if with_limit => newest = boolean(name, &value)?,
@@ -347,7 +344,7 @@ async fn deliver(admin: &Admin, req: Request<Incoming>) -> Response<AdminBody> {
             return error(StatusCode::BAD_REQUEST, &report);
         }
     };
-    let delivery: deliver::Delivery = match serde_json::from_slice(&body) {
+    let delivery: Delivery = match serde_json::from_slice(&body) {
         Ok(d) => d,
         Err(e) => {
             let report = Report::new(
@@ -361,11 +358,7 @@ async fn deliver(admin: &Admin, req: Request<Incoming>) -> Response<AdminBody> {
         }
     };
     match admin.inside.deliver(delivery).await {
-        Ok(done) => text(
-            StatusCode::OK,
-            "application/json",
-            serde_json::to_string(&done).unwrap_or_default(),
-        ),
+        Ok(done) => text(StatusCode::OK, "application/json", json_line(&done)),
         Err(report) => error(StatusCode::BAD_GATEWAY, &report),
     }
 }
@@ -468,14 +461,21 @@ fn text(status: StatusCode, content_type: &'static str, body: String) -> Respons
     resp
 }
 
+/// `value` as one line of JSON.
+fn json_line(value: &impl serde::Serialize) -> String {
+    let mut line = serde_json::to_string(value).unwrap_or_default();
+    line.push('\n');
+    line
+}
+
 /// A coded JSON error: `{code, statement, next}`.
 fn error(status: StatusCode, report: &Report) -> Response<AdminBody> {
-    let body = serde_json::json!({
-        "code": report.code.code,
-        "statement": report.statement,
-        "next": report.next,
-    });
-    let mut resp = text(status, "application/json", format!("{body}\n"));
+    let body = Refusal {
+        code: report.code.code.to_owned(),
+        statement: report.statement.clone(),
+        next: report.next.clone(),
+    };
+    let mut resp = text(status, "application/json", json_line(&body));
     resp.headers_mut()
         .insert("x-af-code", HeaderValue::from_static(report.code.code));
     resp
@@ -517,5 +517,42 @@ mod tests {
         }
         assert!(parse_query("limit=5", false).is_err());
         assert!(parse_query("newest=true", false).is_err());
+    }
+
+    #[test]
+    fn the_contracts_queries_parse_as_the_orchestrator_sends_them() {
+        let sent = af_sidecar_api::admin::DecisionsQuery {
+            since: Some(5),
+            limit: Some(10),
+            newest: true,
+            blocked: Some(false),
+            host: Some("a b.test".into()),
+        };
+        let text = serde_urlencoded::to_string(&sent).expect("encodes");
+        let parsed = parse_query(&text, true).expect("parses");
+        let q = &parsed.query;
+        assert_eq!(
+            (
+                q.since,
+                q.limit,
+                q.blocked,
+                q.host.as_deref(),
+                parsed.newest
+            ),
+            (5, 10, Some(false), Some("a b.test"), true)
+        );
+        let sent = af_sidecar_api::admin::InboxQuery {
+            since: Some(3),
+            limit: Some(2),
+            to: Some("Ada+x@Example.test".into()),
+            subject: Some("Verify & go".into()),
+        };
+        let text = serde_urlencoded::to_string(&sent).expect("encodes");
+        let parsed = inbox::InboxQuery::parse(&text).expect("parses");
+        assert_eq!(
+            (parsed.since, parsed.limit, parsed.to.as_deref()),
+            (3, 2, Some("ada+x@example.test"))
+        );
+        assert_eq!(parsed.subject.as_deref(), Some("verify & go"));
     }
 }

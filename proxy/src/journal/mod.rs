@@ -205,14 +205,14 @@ mod tests {
 
     fn decision(n: u32) -> Entry {
         Entry::Decision(DecisionRecord {
-            via: "proxy",
+            via: "proxy".into(),
             client: "127.0.0.1:5000".parse().unwrap(),
             method: "GET".into(),
             host: format!("h{n}.test"),
             port: 80,
             path: format!("/{n}"),
             tls: false,
-            mode: Some("block"),
+            mode: Some(af_policy::egress::Mode::Block),
             rule: Some("default".into()),
             reason: "default".into(),
             allowed: false,
@@ -220,7 +220,7 @@ mod tests {
             bytes_up: 0,
             bytes_down: 0,
             duration_ms: 0,
-            code: Some("AF-NET-010"),
+            code: Some("AF-NET-010".into()),
             error: None,
         })
     }

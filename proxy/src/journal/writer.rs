@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use tokio::sync::{mpsc, watch};
 
-use super::record::{Entry, Record, rfc3339};
+use super::record::{Entry, Line, rfc3339};
 use super::segment::Segments;
 use super::tail::{Cached, Tail};
 use crate::metrics::Metrics;
@@ -56,7 +56,7 @@ impl Writer {
         let mut last_seq = None;
         for pending in batch.drain(..) {
             let seq = self.next_seq;
-            let record = Record {
+            let record = Line {
                 seq,
                 at: rfc3339(pending.at),
                 env: &self.env,
@@ -87,12 +87,7 @@ impl Writer {
             }
             self.next_seq += 1;
             let blocked = pending.entry.blocked();
-            let host = match &pending.entry {
-                Entry::Decision(d) => &d.host,
-                Entry::DnsSighting(s) => &s.host,
-                Entry::Message(m) => &m.host,
-            };
-            let host = Some(host.clone().into_boxed_str());
+            let host = Some(Box::from(pending.entry.host()));
             buf.extend_from_slice(&line);
             line.pop();
             cached.push(Cached {

@@ -93,7 +93,7 @@ impl Drop for ModelCall {
             bytes_up: if self.reached { self.question_bytes } else { 0 },
             bytes_down: self.bytes_down,
             duration_ms: self.started.elapsed().as_millis() as u64,
-            code: error.as_ref().map(|_| codes::NET_UPSTREAM.code),
+            code: error.as_ref().map(|_| codes::NET_UPSTREAM.code.to_owned()),
             error,
             ..std::mem::take(&mut self.to.on_behalf)
         };
@@ -126,10 +126,8 @@ impl SynthModel {
     ) -> Result<SynthModel, Report> {
         let refuse =
             |what: String| Report::new(&codes::NET_CONFIG, format!("modes.model: {what}."));
-        let endpoint = config.endpoint()?;
-        let authorization = config
-            .api_key
-            .authorization()
+        let endpoint = crate::config::model_endpoint(config)?;
+        let authorization = crate::config::model_authorization(&config.api_key)
             .ok_or_else(|| refuse("api_key is not a usable header value".to_owned()))?;
         let cache = NonZeroUsize::new(config.cache_entries)
             .ok_or_else(|| refuse("cache_entries must be greater than 0".to_owned()))?;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::message::{Message, MessageKind};
+use crate::message::{self, Message, MessageKind};
 use crate::mime::{AddressField, Mail};
 
 /// The SMTP envelope of one mail.
@@ -34,7 +34,7 @@ pub fn message(envelope: &Envelope, raw: &[u8]) -> Result<Message, MailError> {
         .from()
         .or_else(|| (!envelope.from.is_empty()).then(|| envelope.from.clone()));
     let content = mail.content(&recipient_notes(envelope, &mail));
-    Ok(Message::new(
+    Ok(message::new(
         "smtp",
         MessageKind::Email,
         from,

@@ -151,7 +151,7 @@ impl Conversation<'_> {
     fn journal(&self, message: Message) {
         self.state.metrics.message_captured();
         self.state.journal.record(Entry::Message(MessageRecord {
-            via: Via::Smtp.as_str(),
+            via: Via::Smtp.as_str().to_owned(),
             client: self.client,
             host: self.host.clone(),
             rule: None,

@@ -12,7 +12,7 @@ pub mod intercept;
 
 use af_fixtures::test_resolver::TestResolver;
 use af_fixtures::upstream::{Replies, Reply, Upstream};
-use af_proxy::config::Config;
+use af_proxy::config;
 use af_proxy::sidecar::{self, Running};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
@@ -120,7 +120,7 @@ impl Setup {
     pub fn yaml(&self, journal: &Path, listen: &Listen) -> String {
         let trusted: Vec<String> = self.trusted.iter().map(|t| format!("\"{t}\"")).collect();
         format!(
-            "env: test-env\nresolver: \"{resolver}\"\negress:\n{egress}\nadmin:\n  listen: \"{admin}\"\n  token: {TOKEN}\nlisteners:\n  proxy:\n    listen: \"{proxy}\"\n  transparent_http:\n    listen: \"{http}\"\n    advertised_port: {http_port}\n  transparent_tls:\n    listen: \"{tls}\"\n    upstream_port: {tls_port}\n  dns:\n{dns}\n  smtp:\n{smtp}\nguard:\n  trusted_networks: [{trusted}]\njournal:\n  dir: \"{journal}\"\n{extra}\n",
+            "version: 1\nenv: test-env\nresolver: \"{resolver}\"\negress:\n{egress}\nadmin:\n  listen: \"{admin}\"\n  token: {TOKEN}\nlisteners:\n  proxy:\n    listen: \"{proxy}\"\n  transparent_http:\n    listen: \"{http}\"\n    advertised_port: {http_port}\n  transparent_tls:\n    listen: \"{tls}\"\n    upstream_port: {tls_port}\n  dns:\n{dns}\n  smtp:\n{smtp}\nguard:\n  trusted_networks: [{trusted}]\njournal:\n  dir: \"{journal}\"\n{extra}\n",
             resolver = self.resolver,
             egress = self.egress,
             admin = listen.admin,
@@ -222,10 +222,9 @@ impl Sidecar {
 
     async fn start_in(setup: &Setup, journal_dir: TempDir) -> Self {
         let yaml = setup.yaml(journal_dir.path(), &Listen::ephemeral());
-        let settings = Config::parse(&yaml, false)
-            .unwrap_or_else(|e| panic!("test config does not parse: {e}\n{yaml}"))
-            .check()
-            .unwrap_or_else(|e| panic!("test config is refused: {e}"));
+        let doc = config::parse(&yaml, false)
+            .unwrap_or_else(|e| panic!("test config does not parse: {e}\n{yaml}"));
+        let settings = config::check(doc).unwrap_or_else(|e| panic!("test config is refused: {e}"));
         let running = sidecar::start(settings).await.unwrap();
         Self {
             running,

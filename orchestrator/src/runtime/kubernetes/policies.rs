@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
+use af_sidecar_api::config::{ProxyListener, SmtpListener};
 use k8s_openapi::api::networking::v1::{
     IPBlock, NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyIngressRule, NetworkPolicyPeer,
     NetworkPolicyPort, NetworkPolicySpec,
@@ -27,7 +28,6 @@ use super::cluster::refused;
 use super::names::{Names, kind, network};
 use crate::plan::short_digest;
 use crate::runtime::labels::{CONFIG, NETWORK};
-use crate::runtime::local::sidecar::{PROXY_PORT, SMTP_PORTS};
 use crate::runtime::{Action, Progress, RuntimeError};
 
 /// The sidecar's transparent HTTP and TLS listeners.
@@ -292,10 +292,10 @@ fn resolver_peers(resolver: &ClusterResolver) -> Option<Vec<NetworkPolicyPeer>> 
 /// The sidecar's listeners a service may reach: explicit proxy, transparent HTTP and TLS,
 /// SMTP, and DNS over UDP and TCP.
 fn sidecar_ports() -> Vec<NetworkPolicyPort> {
-    let mut ports: Vec<NetworkPolicyPort> = [PROXY_PORT]
+    let mut ports: Vec<NetworkPolicyPort> = [ProxyListener::DEFAULT_PORT]
         .into_iter()
         .chain(TRANSPARENT_PORTS)
-        .chain(SMTP_PORTS)
+        .chain(SmtpListener::DEFAULT_PORTS)
         .map(|port| tcp_or_udp("TCP", port))
         .collect();
     ports.extend(dns_ports());

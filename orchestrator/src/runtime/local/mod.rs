@@ -22,10 +22,11 @@ pub mod sidecar;
 pub mod teardown;
 
 use std::collections::{BTreeSet, HashMap};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::SystemTime;
 
+use af_sidecar_api::config::Admin;
 use bollard::Docker;
 use bollard::query_parameters::{LogsOptionsBuilder, RestartContainerOptionsBuilder};
 use futures_util::StreamExt;
@@ -37,6 +38,8 @@ use self::labels::{Names, kind};
 use self::sidecar::SidecarSettings;
 use crate::env_id::EnvId;
 use crate::plan::{EnvPlan, Kind, short_digest};
+use crate::runtime::service_env::Provisions;
+use crate::runtime::sidecar_doc::{self, Placement, Secrets};
 use crate::runtime::{
     Action, AdminEndpoint, Capabilities, DownReport, EnvStatus, ExecOutput, LineStream, LogLine,
     OwnedObject, Progress, Runtime, RuntimeError, ServiceStatus, ServiceUp, UpReport,
@@ -63,7 +66,7 @@ impl Default for LocalOptions {
                 .parse()
                 .unwrap_or_else(|_| Ipv4Net::default()),
             sidecar: SidecarSettings {
-                upstream_resolver: sidecar::DOCKER_RESOLVER.to_owned(),
+                upstream_resolver: sidecar::DOCKER_RESOLVER.to_string(),
                 trusted_networks: Vec::new(),
                 extra_networks: Vec::new(),
             },
@@ -221,7 +224,7 @@ impl LocalRuntime {
             .await?;
         let trust = TrustFiles::new(&system_roots, &secrets.ca);
         let webhooks = WebhookSecrets::derive(&secrets.token);
-        let provisions = services::Provisions {
+        let provisions = Provisions {
             trust: &trust,
             webhooks: &webhooks,
         };
@@ -344,7 +347,7 @@ impl LocalRuntime {
         image: &str,
         place: &SidecarPlace<'_>,
         progress: &dyn Progress,
-    ) -> Result<sidecar::Secrets, RuntimeError> {
+    ) -> Result<Secrets, RuntimeError> {
         let docker = &self.docker;
         let settings = &self.options.sidecar;
         let existing = containers::find(docker, names, &names.sidecar()).await?;
@@ -352,16 +355,16 @@ impl LocalRuntime {
             Some(_) => sidecar::read_config(docker, &names.sidecar()).await?,
             None => None,
         };
-        let secrets =
-            sidecar::Secrets::keep_or_make(previous.as_ref(), &plan.env, SystemTime::now())?;
-        let doc = sidecar::config_document(
-            plan,
-            settings,
-            place.inside,
-            place.inside_addr,
-            place.edge_addr,
-            &secrets,
-        );
+        let secrets = Secrets::keep_or_make(previous.as_ref(), &plan.env, SystemTime::now())?;
+        let placement = Placement {
+            inside: place.inside,
+            inside_addr: place.inside_addr,
+            admin: SocketAddr::from((place.edge_addr, Admin::DEFAULT_PORT)),
+            inside_resolver: sidecar::DOCKER_RESOLVER,
+            upstream_resolver: &settings.upstream_resolver,
+            trusted_networks: &settings.trusted_networks,
+        };
+        let doc = sidecar_doc::document(plan, &placement, &secrets);
         let digest = sidecar::digest(&doc, image, &settings.extra_networks);
         match existing {
             Some(found) if found.config() == Some(digest.as_str()) => {
@@ -377,7 +380,8 @@ impl LocalRuntime {
                 if other.is_some() {
                     progress.step("replacing sidecar");
                     // Stopped first, so it drains and its journal (kept in the volume) is whole.
-                    containers::stop(docker, &names.sidecar(), sidecar::STOP_TIMEOUT_SECS).await?;
+                    containers::stop(docker, &names.sidecar(), sidecar_doc::STOP_TIMEOUT_SECS)
+                        .await?;
                     containers::remove(docker, &names.sidecar()).await?;
                 } else {
                     progress.step("starting sidecar");
@@ -779,7 +783,7 @@ impl Runtime for LocalRuntime {
         Box::pin(async move {
             let names = Names::new(env);
             let options = RestartContainerOptionsBuilder::default()
-                .t(sidecar::STOP_TIMEOUT_SECS)
+                .t(sidecar_doc::STOP_TIMEOUT_SECS)
                 .build();
             self.docker
                 .restart_container(&names.sidecar(), Some(options))

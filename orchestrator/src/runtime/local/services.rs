@@ -1,9 +1,9 @@
 //! Service containers, their migrations and their forwarders.
 //!
 //! A service sits on the internal network only, under its name as alias, with the sidecar as
-//! its only DNS server and its proxy in the proxy variables. Before it starts, the CA files are
-//! written into it (`/etc/af/ca-bundle.pem`, `/etc/af/ca.pem`) and its variables point at them;
-//! the environment's webhook secrets are in its variables too. A web service is published on
+//! its only DNS server and its proxy in the proxy variables ([`environment`]). Before it
+//! starts, the CA files are written into it (`/etc/af/ca-bundle.pem`, `/etc/af/ca.pem`) and its
+//! variables point at them; the environment's webhook secrets are in its variables too. A web service is published on
 //! 127.0.0.1 by a forwarder: a container on the internal and publish networks that relays one
 //! port to that one service and dials nothing else, so it is not a route out.
 
@@ -16,63 +16,12 @@ use futures_util::StreamExt;
 
 use super::images::{FORWARD_BINARY, tar_of};
 use super::labels::{Names, kind};
-use super::sidecar::{PROXY_PORT, connect};
+use super::sidecar::connect;
 use super::{containers, hardening};
-use crate::plan::{EnvPlan, ServicePlan, short_digest};
+use crate::plan::{EnvPlan, ServicePlan};
 use crate::runtime::RuntimeError;
+use crate::runtime::service_env::{Provisions, environment};
 use crate::trust::{self, TrustFiles};
-use crate::webhook::WebhookSecrets;
-
-/// What every service of the environment is given besides its own configuration.
-#[derive(Debug, Clone, Copy)]
-pub struct Provisions<'a> {
-    /// The CA files.
-    pub trust: &'a TrustFiles,
-    /// The webhook secrets.
-    pub webhooks: &'a WebhookSecrets,
-}
-
-impl Provisions<'_> {
-    /// A digest of what the services are given: a service given something else is replaced.
-    pub fn digest(&self) -> String {
-        short_digest(format!("{}|{}", self.trust.digest(), self.webhooks.digest()).as_bytes())
-    }
-}
-
-/// The environment variables of a service, in order: proxy, identity, CA files, webhook
-/// secrets, port, then the manifest's (which may override any of them).
-pub fn environment(
-    plan: &EnvPlan,
-    service: &ServicePlan,
-    sidecar: Ipv4Addr,
-    provisions: Provisions<'_>,
-) -> Vec<String> {
-    let proxy = format!("http://{sidecar}:{PROXY_PORT}");
-    let mut no_proxy = vec![
-        "localhost".to_owned(),
-        "127.0.0.1".to_owned(),
-        "::1".to_owned(),
-    ];
-    no_proxy.extend(plan.services.iter().map(|s| s.name.clone()));
-    let no_proxy = no_proxy.join(",");
-    let mut env = vec![
-        format!("HTTP_PROXY={proxy}"),
-        format!("HTTPS_PROXY={proxy}"),
-        format!("http_proxy={proxy}"),
-        format!("https_proxy={proxy}"),
-        format!("NO_PROXY={no_proxy}"),
-        format!("no_proxy={no_proxy}"),
-        format!("AF_ENV_ID={}", plan.env),
-        format!("AF_SERVICE={}", service.name),
-    ];
-    env.extend(trust::variables());
-    env.extend(provisions.webhooks.variables());
-    if let Some(port) = service.port {
-        env.push(format!("PORT={port}"));
-    }
-    env.extend(service.env.iter().map(|(k, v)| format!("{k}={v}")));
-    env
-}
 
 /// How a service container (or its migration) is made.
 pub struct Spec<'a> {
@@ -237,68 +186,4 @@ pub async fn forwarder(
     containers::create(docker, &name, body).await?;
     connect(docker, f.internal, &name, None).await?;
     containers::start(docker, &name).await
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::SystemTime;
-
-    use af_policy::egress::EgressSpec;
-
-    use super::*;
-    use crate::env_id::EnvId;
-    use crate::plan::Kind;
-    use crate::trust::EnvCa;
-
-    #[test]
-    fn a_service_gets_proxy_identity_ca_and_webhook_variables_before_its_own() {
-        let env = EnvId::parse("shop-1").expect("id");
-        let mut web = ServicePlan::new("web", Kind::Web, "/x");
-        web.port = Some(8080);
-        web.env
-            .insert("SSL_CERT_FILE".to_owned(), "/mine.pem".to_owned());
-        let plan =
-            EnvPlan::new(env.clone(), "shop", vec![web], EgressSpec::default()).expect("plan");
-        let ca = EnvCa::generate(&env, SystemTime::now()).expect("CA");
-        let trust = TrustFiles::new("", &ca);
-        let webhooks = WebhookSecrets::derive("0123456789abcdef0123");
-        let provisions = Provisions {
-            trust: &trust,
-            webhooks: &webhooks,
-        };
-        let vars = environment(
-            &plan,
-            &plan.services[0],
-            Ipv4Addr::new(10, 0, 0, 2),
-            provisions,
-        );
-        let position = |prefix: &str| {
-            vars.iter()
-                .position(|v| v.starts_with(prefix))
-                .unwrap_or_else(|| panic!("{prefix}: {vars:?}"))
-        };
-        for name in trust::BUNDLE_VARIABLES {
-            assert!(
-                vars.contains(&format!("{name}=/etc/af/ca-bundle.pem")),
-                "{name}"
-            );
-        }
-        assert!(vars.contains(&"AF_CA_CERT=/etc/af/ca.pem".to_owned()));
-        assert!(vars.contains(&format!(
-            "STRIPE_WEBHOOK_SECRET={}",
-            webhooks.get(crate::webhook::Provider::Stripe)
-        )));
-        assert!(position("HTTP_PROXY=") < position("SSL_CERT_FILE=/etc/af"));
-        assert!(position("AF_CA_CERT=") < position("SVIX_WEBHOOK_SECRET="));
-        assert!(
-            position("SSL_CERT_FILE=/etc/af") < position("SSL_CERT_FILE=/mine.pem"),
-            "the manifest's own value comes last, so it wins"
-        );
-        let other = WebhookSecrets::derive("another-token-456789");
-        let changed = Provisions {
-            trust: &trust,
-            webhooks: &other,
-        };
-        assert_ne!(provisions.digest(), changed.digest());
-    }
 }

@@ -9,7 +9,7 @@ use super::form::Form;
 use super::ids::Digest;
 use super::mail::Mime;
 use super::{Answer, CaptureError, Exchange, Handled, Provider, Sent};
-use crate::message::{Content, Message, MessageKind};
+use crate::message::{self, Content, Message, MessageKind};
 use crate::mime::address_list;
 
 const PROVIDER: Provider = Provider::Mailgun;
@@ -65,7 +65,7 @@ fn from_fields(form: &Form) -> Result<Message, CaptureError> {
         text: text.or(variables).map(str::to_owned),
         html: html.map(str::to_owned),
     };
-    Ok(Message::new(
+    Ok(message::new(
         PROVIDER.id(),
         MessageKind::Email,
         Some(from.to_owned()),
@@ -81,7 +81,7 @@ fn from_mime(form: &Form) -> Result<Message, CaptureError> {
     }
     let raw = form.first("message").ok_or(PROVIDER.missing("message"))?;
     let mime = Mime::parse(PROVIDER, "message", raw.as_bytes())?;
-    Ok(Message::new(
+    Ok(message::new(
         PROVIDER.id(),
         MessageKind::Email,
         mime.from,

@@ -12,7 +12,7 @@ use super::ids::Digest;
 use super::mail::template_text;
 use super::{Answer, CaptureError, Exchange, Handled, Provider, Sent};
 use crate::journal::record::rfc3339;
-use crate::message::{Content, Message, MessageKind};
+use crate::message::{self, Content, Message, MessageKind};
 use crate::mime::address_list;
 
 const PROVIDER: Provider = Provider::Postmark;
@@ -120,7 +120,7 @@ fn message(email: Email, kind: Kind) -> Result<Message, CaptureError> {
         text,
         html: email.html_body,
     };
-    Ok(Message::new(
+    Ok(message::new(
         PROVIDER.id(),
         MessageKind::Email,
         Some(from),

@@ -6,7 +6,7 @@ use http::StatusCode;
 use serde_json::json;
 
 use super::{Answer, Exchange, Sent};
-use crate::message::{Content, Message, MessageKind};
+use crate::message::{self, Content, MessageKind};
 
 /// Capture `ex` as a generic message.
 pub(super) fn capture(ex: &Exchange<'_>) -> Sent {
@@ -18,7 +18,7 @@ pub(super) fn capture(ex: &Exchange<'_>) -> Sent {
     };
     Sent {
         answer: Answer::json(StatusCode::ACCEPTED, &json!({"captured": true})),
-        messages: vec![Message::new(
+        messages: vec![message::new(
             "request",
             MessageKind::Message,
             None,

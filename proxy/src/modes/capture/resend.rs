@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::ids::Digest;
 use super::{Answer, CaptureError, Exchange, Handled, Provider, Sent};
-use crate::message::{Content, Message, MessageKind};
+use crate::message::{self, Content, Message, MessageKind};
 
 const PROVIDER: Provider = Provider::Resend;
 
@@ -93,7 +93,7 @@ fn message(email: Email) -> Result<Message, CaptureError> {
         text: email.text,
         html: email.html,
     };
-    Ok(Message::new(
+    Ok(message::new(
         PROVIDER.id(),
         MessageKind::Email,
         Some(from),

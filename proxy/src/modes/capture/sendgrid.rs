@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::ids::Digest;
 use super::mail::template_text;
 use super::{Answer, CaptureError, Exchange, Handled, Provider, Sent, json};
-use crate::message::{Content, Message, MessageKind};
+use crate::message::{self, Content, MessageKind};
 use crate::mime::mailbox;
 
 const PROVIDER: Provider = Provider::SendGrid;
@@ -96,7 +96,7 @@ fn send(body: &[u8]) -> Result<Sent, CaptureError> {
                     .or_else(|| p.dynamic_template_data.as_ref().map(template_text)),
                 html: html.clone(),
             };
-            Ok(Message::new(
+            Ok(message::new(
                 PROVIDER.id(),
                 MessageKind::Email,
                 Some(from),

@@ -9,7 +9,7 @@ use super::form::Form;
 use super::ids::Digest;
 use super::mail::Mime;
 use super::{Answer, CaptureError, Exchange, Handled, Provider, Sent};
-use crate::message::{Content, Message, MessageKind};
+use crate::message::{self, Content, Message, MessageKind};
 
 const PROVIDER: Provider = Provider::Ses;
 
@@ -80,7 +80,7 @@ fn send_email(form: &Form) -> Result<Message, CaptureError> {
         text: text.map(str::to_owned),
         html: html.map(str::to_owned),
     };
-    Ok(Message::new(
+    Ok(message::new(
         PROVIDER.id(),
         MessageKind::Email,
         Some(from.to_owned()),
@@ -112,7 +112,7 @@ fn send_raw_email(form: &Form) -> Result<Message, CaptureError> {
     } else {
         destinations
     };
-    Ok(Message::new(
+    Ok(message::new(
         PROVIDER.id(),
         MessageKind::Email,
         from,

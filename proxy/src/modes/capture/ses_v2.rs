@@ -10,7 +10,7 @@ use serde_json::json;
 use super::mail::Mime;
 use super::ses_v1::message_id;
 use super::{Answer, CaptureError, Exchange, Handled, Provider, Sent};
-use crate::message::{Content, Message, MessageKind};
+use crate::message::{self, Content, Message, MessageKind};
 
 const PROVIDER: Provider = Provider::Ses;
 
@@ -128,7 +128,7 @@ fn send(body: &[u8]) -> Result<Message, CaptureError> {
     if to.is_empty() {
         return Err(PROVIDER.missing("Destination"));
     }
-    Ok(Message::new(
+    Ok(message::new(
         PROVIDER.id(),
         MessageKind::Email,
         Some(from),

@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 use super::form::Form;
 use super::{Answer, CaptureError, Exchange, Handled, Provider, Sent};
-use crate::message::{Content, Message, MessageKind};
+use crate::message::{self, Content, MessageKind};
 
 const PROVIDER: Provider = Provider::Slack;
 
@@ -89,7 +89,7 @@ fn send(ex: &Exchange<'_>, hook: &str) -> Result<Sent, CaptureError> {
         text: Some(parts.join("\n")),
         ..Content::default()
     };
-    let message = Message::new(
+    let message = message::new(
         PROVIDER.id(),
         MessageKind::Message,
         None,

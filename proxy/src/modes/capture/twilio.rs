@@ -10,7 +10,7 @@ use serde_json::json;
 use super::form::Form;
 use super::ids::Digest;
 use super::{Answer, CaptureError, Exchange, Handled, Provider, Sent};
-use crate::message::{Content, Message, MessageKind};
+use crate::message::{self, Content, MessageKind};
 
 const PROVIDER: Provider = Provider::Twilio;
 
@@ -70,7 +70,7 @@ fn send(ex: &Exchange<'_>, account: &str, now: SystemTime) -> Result<Sent, Captu
         text: body.map(str::to_owned),
         html: None,
     };
-    let message = Message::new(
+    let message = message::new(
         PROVIDER.id(),
         MessageKind::Sms,
         Some(sender.to_owned()),

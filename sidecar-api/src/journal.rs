@@ -1,0 +1,288 @@
+//! The journal's records: one per decision, DNS sighting or captured message, all in one
+//! sequence. The sidecar writes each as one JSON line; the admin API returns those lines as
+//! they are, so these types are both what is written and what is read.
+
+use std::net::SocketAddr;
+
+use af_policy::egress::Mode;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// One journal line: the envelope every kind shares, then the kind's own fields.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Record {
+    /// Position in the journal, from 1, never reused.
+    pub seq: u64,
+    /// When the event happened, RFC 3339 UTC with milliseconds.
+    pub at: String,
+    /// The environment id.
+    pub env: String,
+    /// The kind-specific fields, tagged by `kind`.
+    #[serde(flatten)]
+    pub entry: Entry,
+}
+
+/// The kinds of record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Entry {
+    /// A request or connection the sidecar decided.
+    Decision(DecisionRecord),
+    /// The DNS server saw a name for the first time.
+    DnsSighting(DnsSighting),
+    /// A message captured by capture mode or the SMTP listener: what `af inbox` shows.
+    Message(MessageRecord),
+}
+
+impl Entry {
+    /// The decision, when the record is one.
+    pub fn as_decision(&self) -> Option<&DecisionRecord> {
+        match self {
+            Entry::Decision(d) => Some(d),
+            Entry::DnsSighting(_) | Entry::Message(_) => None,
+        }
+    }
+
+    /// The captured message, when the record is one.
+    pub fn as_message(&self) -> Option<&MessageRecord> {
+        match self {
+            Entry::Message(m) => Some(m),
+            Entry::Decision(_) | Entry::DnsSighting(_) => None,
+        }
+    }
+
+    /// The host the record is about.
+    pub fn host(&self) -> &str {
+        match self {
+            Entry::Decision(d) => &d.host,
+            Entry::DnsSighting(s) => &s.host,
+            Entry::Message(m) => &m.host,
+        }
+    }
+
+    /// Whether the record counts as refused for `blocked=true`: a decision that did not leave
+    /// and carries a refusal code (an answer made by mock, capture or synth is not refused).
+    /// `None` for the kinds that are not decisions.
+    pub fn blocked(&self) -> Option<bool> {
+        match self {
+            Entry::Decision(d) => Some(d.refused()),
+            Entry::DnsSighting(_) | Entry::Message(_) => None,
+        }
+    }
+}
+
+/// The canonical decision record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DecisionRecord {
+    /// Which listener: `proxy`, `transparent`, `tls`, `intercept` (a request inside an
+    /// opened TLS connection), `smtp`.
+    pub via: String,
+    /// The client's address.
+    pub client: SocketAddr,
+    /// Request method; `CONNECT` for tunnels, empty for a TLS connection.
+    pub method: String,
+    /// The host decided on (lower-case, no trailing dot), empty if none was learned.
+    pub host: String,
+    /// The destination port (from the listener or the CONNECT authority).
+    pub port: u16,
+    /// Request path with query, empty for tunnels.
+    pub path: String,
+    /// Whether the client spoke TLS to the sidecar's TLS listener.
+    pub tls: bool,
+    /// The catalogue's verdict, absent when the request was refused before deciding.
+    pub mode: Option<Mode>,
+    /// The rule that decided (`rules[N] host`) or `default`; absent before deciding.
+    pub rule: Option<String>,
+    /// Why. From the catalogue: `rule`, `default`, `invalid-host`, `non-canonical-path`.
+    /// From the sidecar: `guard:<class>`, `mode_unserved`, `resolve`, `connect`, `upstream`,
+    /// `tunnel`, `client_gone`, `shutdown`, `loop`, `no_sni`, `not_tls`, `client_hello_timeout`,
+    /// `not_proxy_request`, `bad_request`, `bad_port`, `bad_body`, `head_too_large`,
+    /// `header_timeout`, `connection_limit`; `synth_model` for the call synth made to its model
+    /// on a request's behalf.
+    pub reason: String,
+    /// Whether the request left the environment.
+    pub allowed: bool,
+    /// The HTTP status the client got (200 for an established tunnel), absent for a closed
+    /// connection.
+    pub status: Option<u16>,
+    /// Body (or tunnel) bytes sent upstream.
+    pub bytes_up: u64,
+    /// Body (or tunnel) bytes received from upstream.
+    pub bytes_down: u64,
+    /// From decision to the end of the response or tunnel.
+    pub duration_ms: u64,
+    /// The product error code of a refusal or failure.
+    pub code: Option<String>,
+    /// What went wrong, in one sentence.
+    pub error: Option<String>,
+}
+
+impl Default for DecisionRecord {
+    /// An empty record (what a closed ticket keeps once its record is journaled).
+    fn default() -> Self {
+        Self {
+            via: String::new(),
+            client: SocketAddr::from(([0, 0, 0, 0], 0)),
+            method: String::new(),
+            host: String::new(),
+            port: 0,
+            path: String::new(),
+            tls: false,
+            mode: None,
+            rule: None,
+            reason: String::new(),
+            allowed: false,
+            status: None,
+            bytes_up: 0,
+            bytes_down: 0,
+            duration_ms: 0,
+            code: None,
+            error: None,
+        }
+    }
+}
+
+impl DecisionRecord {
+    /// Refused: it did not leave and has a refusal code.
+    pub fn refused(&self) -> bool {
+        refused(self.allowed, self.code.is_some())
+    }
+}
+
+/// Whether a decision was refused: it did not leave (`allowed`) and has a refusal code
+/// (`coded`).
+pub fn refused(allowed: bool, coded: bool) -> bool {
+    !allowed && coded
+}
+
+/// A DNS name seen for the first time (written by the DNS server through the same journal).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DnsSighting {
+    /// Always `dns`.
+    pub via: String,
+    /// The client's address.
+    pub client: SocketAddr,
+    /// The name queried.
+    pub host: String,
+    /// The query type (A, AAAA, ...).
+    pub qtype: String,
+    /// How the DNS server answered: `outside`, `inside`, `localhost`, `refused`, `failed`.
+    pub answer: String,
+    /// The mode the catalogue gives this host (decided for port 443).
+    pub mode: Mode,
+    /// The rule that gives it, or `default`.
+    pub rule: String,
+}
+
+/// A captured message and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MessageRecord {
+    /// `capture` (an API call answered by capture mode) or `smtp`.
+    pub via: String,
+    /// The client's address.
+    pub client: SocketAddr,
+    /// The host the message was sent to (the API host, or the SMTP server name).
+    pub host: String,
+    /// The rule that decided, when the catalogue was asked.
+    pub rule: Option<String>,
+    /// The message.
+    pub message: Message,
+}
+
+/// What kind of message a capture was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MessageKind {
+    /// An email (mail APIs, SMTP).
+    Email,
+    /// A text message (Twilio Messages).
+    Sms,
+    /// A chat message (Slack incoming webhooks) or any other captured request.
+    Message,
+}
+
+impl MessageKind {
+    /// The name in the journal: `email`, `sms`, `message`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            MessageKind::Email => "email",
+            MessageKind::Sms => "sms",
+            MessageKind::Message => "message",
+        }
+    }
+}
+
+/// One captured message, as the inbox lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Message {
+    /// Who it was sent through: `sendgrid`, `resend`, `postmark`, `mailgun`, `twilio`, `ses`,
+    /// `slack`, `smtp`, or `request` for a host captured without a provider handler.
+    pub provider: String,
+    /// Email, SMS or chat message.
+    pub kind: MessageKind,
+    /// The sender, as given.
+    pub from: Option<String>,
+    /// Every recipient (to, cc, bcc), as given.
+    pub to: Vec<String>,
+    /// The subject, for mail.
+    pub subject: Option<String>,
+    /// The plain-text body, at most 64 KiB (cut at a character boundary and marked
+    /// `[truncated by af]`).
+    pub text: Option<String>,
+    /// The HTML body, bounded as `text` is.
+    pub html: Option<String>,
+    /// Links found in the whole bodies: verification and login links first, unsubscribe last.
+    pub links: Vec<String>,
+    /// The first 4 to 8 digit run in the subject or text that is not a year (a one-time code).
+    pub code: Option<String>,
+}
+
+impl Message {
+    /// Whether some recipient contains `to` and the subject contains `subject`, ignoring case,
+    /// as `GET /v1/inbox` filters; a filter that is `None` matches everything.
+    pub fn matches(&self, to: Option<&str>, subject: Option<&str>) -> bool {
+        let to_matches = to.is_none_or(|want| self.to.iter().any(|have| contains(have, want)));
+        let subject_matches = subject.is_none_or(|want| {
+            self.subject
+                .as_deref()
+                .is_some_and(|have| contains(have, want))
+        });
+        to_matches && subject_matches
+    }
+}
+
+fn contains(haystack: &str, needle: &str) -> bool {
+    haystack
+        .to_lowercase()
+        .contains(needle.to_lowercase().as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_reads_back_as_written_with_its_kind_tag() {
+        let record = Record {
+            seq: 3,
+            at: "2026-11-29T14:51:33.123Z".to_owned(),
+            env: "e".to_owned(),
+            entry: Entry::Decision(DecisionRecord {
+                via: "proxy".to_owned(),
+                client: SocketAddr::from(([127, 0, 0, 1], 5000)),
+                host: "x.test".to_owned(),
+                mode: Some(Mode::Block),
+                code: Some("AF-NET-010".to_owned()),
+                ..DecisionRecord::default()
+            }),
+        };
+        let line = serde_json::to_string(&record).expect("serializes");
+        assert!(line.contains(r#""kind":"decision""#), "{line}");
+        assert!(line.contains(r#""client":"127.0.0.1:5000""#), "{line}");
+        assert!(line.contains(r#""mode":"block""#), "{line}");
+        let read: Record = serde_json::from_str(&line).expect("reads back");
+        assert_eq!(read, record);
+        assert_eq!(read.entry.blocked(), Some(true));
+        assert_eq!(read.entry.host(), "x.test");
+    }
+}
