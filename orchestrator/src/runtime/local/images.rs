@@ -177,7 +177,7 @@ pub async fn ensure_sidecar_image(
         Err(e) if is_not_found(&e) => {}
         Err(e) => return Err(RuntimeError::engine("inspect the sidecar image", e)),
     }
-    progress.step(&format!("building sidecar image {tag}"));
+    progress.begin(&format!("building sidecar image {tag}"))?;
     let dockerfile = format!(
         "FROM scratch\nCOPY {PROXY_BINARY} /{PROXY_BINARY}\nCOPY {FORWARD_BINARY} /{FORWARD_BINARY}\nENTRYPOINT [\"/{PROXY_BINARY}\"]\n"
     );
@@ -212,7 +212,7 @@ pub async fn build_service_image(
     })?;
     let tag = names.image(&service.name);
     let labels = names.labels(kind::IMAGE, &service.name, "");
-    progress.step(&format!("building {}", service.name));
+    progress.begin(&format!("building {}", service.name))?;
     build(
         docker,
         &service.name,
