@@ -40,6 +40,13 @@ pub fn sample(pid: u32) -> Result<Sample> {
     Ok(total)
 }
 
+/// How many files `pid` has open (entries of /proc/PID/fd: sockets, the journal, pipes).
+pub fn open_files(pid: u32) -> Result<usize> {
+    fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(Iterator::count)
+        .map_err(|source| BenchError::Proc { pid, source })
+}
+
 /// `pid` and all its descendants.
 fn tree(pid: u32) -> Vec<u32> {
     let mut parents: Vec<(u32, u32)> = Vec::new();
@@ -128,6 +135,21 @@ mod tests {
         assert_eq!(parse_status_kib(status, "VmHWM:"), Some(10240));
         assert_eq!(parse_status_kib(status, "VmRSS:"), Some(8192));
         assert_eq!(parse_status_kib(status, "VmSwap:"), None);
+    }
+
+    #[test]
+    fn a_process_with_only_its_three_standard_streams_has_three_files_open() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("sleep");
+        let open = open_files(child.id());
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(open.expect("its /proc entry"), 3);
     }
 
     #[test]

@@ -41,12 +41,17 @@ enum Answering {
     Mock,
 }
 
+/// The admin API's bearer token in every configuration the harness writes.
+pub const ADMIN_TOKEN: &str = "af-bench-admin-token-0123";
+
 /// af-proxy, started from `binary`.
 pub struct AfProxy {
     binary: PathBuf,
     /// Whether to turn on the DNS listener (af-dns inside af-proxy).
     dns: bool,
     answering: Answering,
+    /// Keys laid over the harness's configuration (section by section).
+    settings: Value,
 }
 
 impl AfProxy {
@@ -56,7 +61,15 @@ impl AfProxy {
             binary,
             dns,
             answering: Answering::Forward,
+            settings: json!({}),
         }
+    }
+
+    /// The same sidecar with `settings` laid over its configuration: an object of sections
+    /// (`{"limits": {"max_connections": 30000}}`), each key replacing the harness's.
+    pub fn with_settings(mut self, settings: Value) -> Self {
+        self.settings = settings;
+        self
     }
 
     /// The same binary answering the intercepted host in mock mode: `af-proxy (mock)`,
@@ -66,6 +79,7 @@ impl AfProxy {
             binary: self.binary.clone(),
             dns: false,
             answering: Answering::Mock,
+            settings: self.settings.clone(),
         }
     }
 
@@ -87,26 +101,11 @@ impl AfProxy {
 
     /// Builds the static release binary exactly as the Docker images do.
     pub fn build(root: &Path) -> Result<()> {
-        eprintln!(
-            "building af-proxy: RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target {TARGET} -p af-proxy"
-        );
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .current_dir(root)
-            .env("RUSTFLAGS", "-C target-feature=+crt-static")
-            .args(["build", "--release", "--target", TARGET, "-p", "af-proxy"])
-            .status()
-            .map_err(|source| BenchError::Spawn {
-                program: "cargo".into(),
-                source,
-            })?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(BenchError::Build {
-                status: status.to_string(),
-            })
-        }
+        super::cargo_build(
+            root,
+            &["build", "--release", "--target", TARGET, "-p", "af-proxy"],
+            true,
+        )
     }
 }
 
@@ -154,7 +153,7 @@ impl System for AfProxy {
         let upstream_cert = std::fs::read_to_string(&env.upstream_cert)
             .map_err(|e| BenchError::io(format!("read {}", env.upstream_cert.display()), e))?;
         // The resolver is never asked: every request names 127.0.0.1.
-        let config = json!({
+        let mut config = json!({
             "env": "bench",
             "egress": { "default": "allow", "rules": [self.intercepted_rule(env)] },
             "resolver": "127.0.0.1:9",
@@ -167,7 +166,7 @@ impl System for AfProxy {
                 "dns": dns_listener,
                 "smtp": { "listen": [] },
             },
-            "admin": { "listen": format!("127.0.0.1:{admin}"), "token": "af-bench-admin-token-0123" },
+            "admin": { "listen": format!("127.0.0.1:{admin}"), "token": ADMIN_TOKEN },
             "journal": { "dir": journal },
             "limits": { "max_connections": 20000 },
             "tls": {
@@ -177,6 +176,7 @@ impl System for AfProxy {
             },
             "modes": self.modes(),
         });
+        overlay(&mut config, &self.settings);
         let path = super::write_config(dir.path(), "af-proxy.json", &config.to_string())?;
         let ca_cert = super::write_config(dir.path(), "environment-ca.pem", &ca.cert_pem)?;
         let mut cmd = Command::new(&self.binary);
@@ -184,6 +184,7 @@ impl System for AfProxy {
         let (ready, endpoint) = (Ready::Tcp, Endpoint::Proxy(([127, 0, 0, 1], port).into()));
         let mut running = super::launch(self.name(), cmd, dir, port, ready, endpoint)?;
         running.ca_cert = Some(ca_cert);
+        running.admin = Some(([127, 0, 0, 1], admin).into());
         if self.dns {
             let addr = ([127, 0, 0, 1], dns).into();
             let deadline = Instant::now() + Duration::from_secs(10);
@@ -223,6 +224,23 @@ impl AfProxy {
                 "name": "bench",
                 "routes": [{ "method": "GET", "path": SMALL_PATH, "text": upstream::small_body() }],
             }}}),
+        }
+    }
+}
+
+/// Lays each section of `settings` over `config`'s, key by key.
+fn overlay(config: &mut Value, settings: &Value) {
+    let Some(sections) = settings.as_object() else {
+        return;
+    };
+    for (section, keys) in sections {
+        match (config.get_mut(section), keys.as_object()) {
+            (Some(Value::Object(into)), Some(keys)) => {
+                into.extend(keys.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+            _ => {
+                config[section] = keys.clone();
+            }
         }
     }
 }
@@ -268,6 +286,18 @@ mod tests {
             upstream::small_body(),
             "the upstream's body, byte for byte"
         );
+    }
+
+    #[test]
+    fn settings_replace_single_keys_of_a_section_and_keep_the_rest() {
+        let mut config = json!({ "limits": { "max_connections": 20000, "max_headers": 100 } });
+        overlay(
+            &mut config,
+            &json!({ "limits": { "max_connections": 30000 }, "journal": { "max_segments": 32 } }),
+        );
+        assert_eq!(config["limits"]["max_connections"], 30000);
+        assert_eq!(config["limits"]["max_headers"], 100, "kept");
+        assert_eq!(config["journal"]["max_segments"], 32, "a new section");
     }
 
     #[test]
