@@ -31,10 +31,12 @@ impl Footprint {
         }
     }
 
-    /// Whether `self` is within `tolerance` above `baseline`.
-    pub fn within(self, baseline: Self, tolerance: Self) -> bool {
-        self.open_files <= baseline.open_files + tolerance.open_files
-            && self.rss_kib <= baseline.rss_kib + tolerance.rss_kib
+    /// Whether `self` is within `tolerance` above `baseline`: (open files, RSS).
+    pub fn within(self, baseline: Self, tolerance: Self) -> (bool, bool) {
+        (
+            self.open_files <= baseline.open_files + tolerance.open_files,
+            self.rss_kib <= baseline.rss_kib + tolerance.rss_kib,
+        )
     }
 }
 
@@ -56,10 +58,14 @@ mod tests {
             open_files,
             rss_kib,
         };
-        assert!(at(24, 11_000).within(base, tol));
-        assert!(at(10, 5_000).within(base, tol), "below is fine");
-        assert!(!at(25, 11_000).within(base, tol));
-        assert!(!at(24, 11_001).within(base, tol));
+        assert_eq!(at(24, 11_000).within(base, tol), (true, true));
+        assert_eq!(
+            at(10, 5_000).within(base, tol),
+            (true, true),
+            "below is fine"
+        );
+        assert_eq!(at(25, 11_000).within(base, tol), (false, true));
+        assert_eq!(at(24, 11_001).within(base, tol), (true, false));
         assert_eq!(at(30, 1).max(at(2, 9)), at(30, 9));
     }
 }

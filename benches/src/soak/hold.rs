@@ -85,12 +85,12 @@ pub struct Held {
     pub peak: Footprint,
     /// The sidecar once the clients had closed (and settled, or `settle` ran out).
     pub after: Footprint,
-    /// Seconds after the clients closed until it was back within tolerance.
-    pub settled_secs: Option<f64>,
+    /// Seconds after the clients closed until its open files were back within tolerance.
+    pub files_back_secs: Option<f64>,
+    /// The same for its resident memory.
+    pub rss_back_secs: Option<f64>,
     /// The tolerance above the baseline.
     pub tolerance: Footprint,
-    /// Whether `after` is within `tolerance` of `baseline`.
-    pub back_to_baseline: bool,
     /// The sidecar's own counters at the end (refusals at its limits, unanswered closes,
     /// journal drops, upstream dials).
     pub counters: BTreeMap<String, f64>,
@@ -319,13 +319,19 @@ pub async fn run(
     }
     // After: every client has closed; wait for the sidecar to let go.
     let closed_at = Instant::now();
-    let (after, settled_secs) = loop {
+    let (mut files_back_secs, mut rss_back_secs) = (None, None);
+    let after = loop {
         let f = read(&mut samples, 0)?;
-        if f.within(baseline, plan.tolerance) {
-            break (f, Some(closed_at.elapsed().as_secs_f64()));
+        let (files, rss) = f.within(baseline, plan.tolerance);
+        let now = Some(closed_at.elapsed().as_secs_f64());
+        if files && files_back_secs.is_none() {
+            files_back_secs = now;
         }
-        if closed_at.elapsed() >= plan.settle {
-            break (f, None);
+        if rss && rss_back_secs.is_none() {
+            rss_back_secs = now;
+        }
+        if (files && rss) || closed_at.elapsed() >= plan.settle {
+            break f;
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     };
@@ -347,9 +353,9 @@ pub async fn run(
         baseline,
         peak,
         after,
-        settled_secs,
+        files_back_secs,
+        rss_back_secs,
         tolerance: plan.tolerance,
-        back_to_baseline: settled_secs.is_some(),
         counters,
         samples,
     })

@@ -59,6 +59,9 @@ pub struct SoakArgs {
     /// Longest wait, seconds, after the clients close for the sidecar to be back at its baseline.
     #[arg(long, default_value_t = 120)]
     pub settle: u64,
+    /// Shorter holds on the same sidecar after the first (is its memory reused?).
+    #[arg(long, default_value_t = 3)]
+    pub again: u32,
     /// Kills of the sidecar under load (default 5, 2 with --quick).
     #[arg(long)]
     pub kills: Option<u32>,
@@ -98,6 +101,9 @@ pub struct Results {
     pub commit: String,
     /// Client connections held.
     pub hold: Option<hold::Held>,
+    /// The same again on the same sidecar, shorter, `--again` times: is what the first left
+    /// reused, or added to?
+    pub hold_again: Vec<hold::Held>,
     /// SIGKILL and restart.
     pub kill: Option<kill::Killed>,
     /// `af up` interrupted by Ctrl-C.
@@ -116,6 +122,9 @@ const POOL_IDLE: usize = 16;
 /// Resident memory above the baseline that still counts as "back", KiB: what the allocator
 /// may keep of the freed connection buffers. See benches/README.md (soak).
 const RSS_TOLERANCE_KIB: u64 = 32 * 1024;
+
+/// The later holds' length: long enough to reach the first one's peak.
+const AGAIN: Duration = Duration::from_secs(30);
 
 /// Runs the soak and writes its results; fails when a check failed (after writing them).
 pub fn run(args: SoakArgs, root: &Path, binary: PathBuf, af: Option<PathBuf>) -> Result<()> {
@@ -161,6 +170,7 @@ pub fn run(args: SoakArgs, root: &Path, binary: PathBuf, af: Option<PathBuf>) ->
         af_proxy: binary.display().to_string(),
         commit: commit(root),
         hold: None,
+        hold_again: Vec::new(),
         kill: None,
         ctrl_c: None,
         daemon: None,
@@ -195,15 +205,29 @@ pub fn run(args: SoakArgs, root: &Path, binary: PathBuf, af: Option<PathBuf>) ->
             pid,
             admin: admin::Admin::new(admin),
         };
-        let held = rt.block_on(async {
+        let again = hold::Plan {
+            duration: plan.duration.min(AGAIN),
+            settle: Duration::ZERO,
+            ..plan.clone()
+        };
+        let (held, held_again) = rt.block_on(async {
             hold::warm_up(proxy, upstream.http, hold::WARM_UP).await?;
             tokio::time::sleep(Duration::from_secs(2)).await;
             let baseline = Footprint::read(pid)?;
-            hold::run(sidecar, upstream.http, baseline, &plan).await
+            let held = hold::run(sidecar, upstream.http, baseline, &plan).await?;
+            let mut agains = Vec::new();
+            for _ in 0..args.again {
+                agains.push(hold::run(sidecar, upstream.http, baseline, &again).await?);
+            }
+            Ok::<_, BenchError>((held, agains))
         })?;
         drop(running);
         results.failed.extend(report::hold_failures(&held));
+        results
+            .failed
+            .extend(report::again_failures(&held, &held_again));
         results.hold = Some(held);
+        results.hold_again = held_again;
     }
     if parts.contains(&Part::Kill) {
         let plan = kill::Plan {

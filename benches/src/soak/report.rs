@@ -21,16 +21,48 @@ pub fn hold_failures(h: &Held) -> Vec<String> {
             h.unexpected_errors, h.errors
         ));
     }
-    if !h.back_to_baseline {
+    if h.files_back_secs.is_none() {
         out.push(format!(
-            "hold: not back to the baseline ({} files, {} KiB) within tolerance (+{}, +{} KiB): {} files, {} KiB",
-            h.baseline.open_files,
-            h.baseline.rss_kib,
-            h.tolerance.open_files,
-            h.tolerance.rss_kib,
-            h.after.open_files,
-            h.after.rss_kib
+            "hold: open files not back to the baseline ({} + {}) within the settle time: {}",
+            h.baseline.open_files, h.tolerance.open_files, h.after.open_files
         ));
+    }
+    if h.rss_back_secs.is_none() {
+        out.push(format!(
+            "hold: RSS not back to the baseline ({} + {}) within the settle time: {}",
+            mib(h.baseline.rss_kib),
+            mib(h.tolerance.rss_kib),
+            mib(h.after.rss_kib)
+        ));
+    }
+    out
+}
+
+/// What the later holds on the same sidecar must show: no error, and memory that stops
+/// growing (the last peak within the tolerance of the one before: what a hold left is reused).
+pub fn again_failures(first: &Held, again: &[Held]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut previous = first;
+    for (i, a) in again.iter().enumerate() {
+        if a.unexpected_errors > 0 {
+            out.push(format!(
+                "hold {}: {} unexpected errors {:?}",
+                i + 2,
+                a.unexpected_errors,
+                a.errors
+            ));
+        }
+        if i + 1 == again.len() && a.peak.rss_kib > previous.peak.rss_kib + first.tolerance.rss_kib
+        {
+            out.push(format!(
+                "hold {}: RSS still growing, past the previous hold's peak ({} + {}): {}",
+                i + 2,
+                mib(previous.peak.rss_kib),
+                mib(first.tolerance.rss_kib),
+                mib(a.peak.rss_kib)
+            ));
+        }
+        previous = a;
     }
     out
 }
@@ -138,17 +170,33 @@ pub fn render(r: &Results) -> String {
                 mib(f.rss_kib)
             );
         }
+        let back = |secs: Option<f64>| match secs {
+            Some(s) => format!("yes, {s:.0} s after the clients closed"),
+            None => "NO, not within the settle time".into(),
+        };
         let _ = writeln!(
             t,
-            "  back to baseline: {} (tolerance +{} files, +{}; {})\n",
-            if h.back_to_baseline { "yes" } else { "NO" },
+            "  back to baseline (+{} files, +{}): open files {}; RSS {}",
             h.tolerance.open_files,
             mib(h.tolerance.rss_kib),
-            match h.settled_secs {
-                Some(s) => format!("{s:.0} s after the clients closed"),
-                None => "not within the settle time".into(),
-            }
+            back(h.files_back_secs),
+            back(h.rss_back_secs)
         );
+        for (i, a) in r.hold_again.iter().enumerate() {
+            let _ = writeln!(
+                t,
+                "  hold {} on the same sidecar ({} connections, {:.0} s): {} answered, {} errors, peak {} files, {}, after {}",
+                i + 2,
+                a.connections,
+                a.held_secs,
+                a.answered,
+                a.unexpected_errors,
+                a.peak.open_files,
+                mib(a.peak.rss_kib),
+                mib(a.after.rss_kib)
+            );
+        }
+        t.push('\n');
     }
     if let Some(k) = &r.kill {
         let _ = writeln!(
