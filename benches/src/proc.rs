@@ -137,19 +137,33 @@ mod tests {
         assert_eq!(parse_status_kib(status, "VmSwap:"), None);
     }
 
-    #[test]
-    fn a_process_with_only_its_three_standard_streams_has_three_files_open() {
-        let mut child = std::process::Command::new("sleep")
-            .arg("5")
+    /// The open files of a shell that first runs `opens`, read once it says so.
+    fn files_of_a_shell_that(opens: &str) -> usize {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("{opens} echo ready; exec sleep 5"))
             .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
             .spawn()
-            .expect("sleep");
+            .expect("sh");
+        let mut line = String::new();
+        let out = child.stdout.take().expect("piped");
+        std::io::BufReader::new(out)
+            .read_line(&mut line)
+            .expect("ready");
         let open = open_files(child.id());
         let _ = child.kill();
         let _ = child.wait();
-        assert_eq!(open.expect("its /proc entry"), 3);
+        open.expect("its /proc entry")
+    }
+
+    #[test]
+    fn three_more_files_opened_are_three_more_counted() {
+        let plain = files_of_a_shell_that("");
+        let more = files_of_a_shell_that("exec 7</dev/null 8</dev/null 9</dev/null;");
+        assert!(plain >= 3, "at least the standard streams: {plain}");
+        assert_eq!(more, plain + 3);
     }
 
     #[test]
