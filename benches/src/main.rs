@@ -128,8 +128,7 @@ fn soak(args: soak::SoakArgs) -> Result<()> {
         .tempdir()
         .map_err(|e| BenchError::io("create binary dir", e))?;
     let binary = af_proxy_binary(args.af_proxy.clone(), pinned.path())?;
-    let af = args.af.clone();
-    soak::run(args, workspace_root(), binary, af)
+    soak::run(args, workspace_root(), binary)
 }
 
 fn all(args: AllArgs) -> Result<()> {

@@ -127,7 +127,7 @@ const RSS_TOLERANCE_KIB: u64 = 32 * 1024;
 const AGAIN: Duration = Duration::from_secs(30);
 
 /// Runs the soak and writes its results; fails when a check failed (after writing them).
-pub fn run(args: SoakArgs, root: &Path, binary: PathBuf, af: Option<PathBuf>) -> Result<()> {
+pub fn run(args: SoakArgs, root: &Path, binary: PathBuf) -> Result<()> {
     let parts = if args.parts.is_empty() {
         vec![Part::Hold, Part::Kill, Part::CtrlC, Part::Daemon]
     } else {
@@ -141,28 +141,6 @@ pub fn run(args: SoakArgs, root: &Path, binary: PathBuf, af: Option<PathBuf>) ->
         .enable_all()
         .build()
         .map_err(|e| BenchError::io("start tokio", e))?;
-    let work = tempfile::Builder::new()
-        .prefix("af-soak-work-")
-        .tempdir()
-        .map_err(|e| BenchError::io("create work dir", e))?;
-    let upstream = Upstream::spawn(work.path())?;
-    let env = Env {
-        dns_answer: Ipv4Addr::new(127, 0, 0, 2),
-        upstream_https: upstream.https,
-        upstream_cert: upstream.cert.clone(),
-    };
-    let sidecar = AfProxy::new(binary.clone(), false).with_settings(json!({
-        // Room for every held connection and its tunnel, and together below the open-files
-        // limit (with the sidecar's reserve of 1024), so it starts without a warning.
-        "limits": {
-            "max_connections": connections + 1_000,
-            "max_upstream_connections": upstream_cap(connections, open_files),
-            "pool_max_idle_per_host": POOL_IDLE,
-        },
-        // Large enough that no kill round's records are evicted (a lost record is the
-        // journal's failure, not its bound's).
-        "journal": { "max_segments": 64 },
-    }));
     let mut results = Results {
         date: String::new(),
         machine: crate::describe_machine(&args.machine),
@@ -176,114 +154,55 @@ pub fn run(args: SoakArgs, root: &Path, binary: PathBuf, af: Option<PathBuf>) ->
         daemon: None,
         failed: Vec::new(),
     };
-    if parts.contains(&Part::Hold) {
-        let plan = hold::Plan {
-            connections,
-            duration: Duration::from_secs(args.duration.unwrap_or(if args.quick {
-                20
-            } else {
-                600
-            })),
-            interval: Duration::from_secs(args.interval.max(1)),
-            settle: Duration::from_secs(args.settle),
-            sample_every: Duration::from_secs(if args.quick { 2 } else { 10 }),
-            tolerance: Footprint {
-                open_files: POOL_IDLE + 4,
-                rss_kib: RSS_TOLERANCE_KIB,
-            },
+    if parts.contains(&Part::Hold) || parts.contains(&Part::Kill) {
+        let work = tempfile::Builder::new()
+            .prefix("af-soak-work-")
+            .tempdir()
+            .map_err(|e| BenchError::io("create work dir", e))?;
+        let upstream = Upstream::spawn(work.path())?;
+        let env = Env {
+            dns_answer: Ipv4Addr::new(127, 0, 0, 2),
+            upstream_https: upstream.https,
+            upstream_cert: upstream.cert.clone(),
         };
-        let running = sidecar.start(&env)?;
-        let (Endpoint::Proxy(proxy), Some(pid), Some(admin)) =
-            (running.endpoint, running.pid(), running.admin)
-        else {
-            return Err(BenchError::Protocol(
-                "af-proxy has no proxy or admin address".into(),
-            ));
-        };
-        let sidecar = hold::Sidecar {
-            proxy,
-            pid,
-            admin: admin::Admin::new(admin),
-        };
-        let again = hold::Plan {
-            duration: plan.duration.min(AGAIN),
-            settle: Duration::ZERO,
-            ..plan.clone()
-        };
-        let (held, held_again) = rt.block_on(async {
-            hold::warm_up(proxy, upstream.http, hold::WARM_UP).await?;
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            let baseline = Footprint::read(pid)?;
-            let held = hold::run(sidecar, upstream.http, baseline, &plan).await?;
-            let mut agains = Vec::new();
-            for _ in 0..args.again {
-                agains.push(hold::run(sidecar, upstream.http, baseline, &again).await?);
-            }
-            Ok::<_, BenchError>((held, agains))
-        })?;
-        drop(running);
-        results.failed.extend(report::hold_failures(&held));
-        results
-            .failed
-            .extend(report::again_failures(&held, &held_again));
-        results.hold = Some(held);
-        results.hold_again = held_again;
+        let sidecar = sidecar(&binary, connections, open_files);
+        if parts.contains(&Part::Hold) {
+            let (held, again) = hold_part(&rt, &args, connections, &sidecar, &env, &upstream)?;
+            results.failed.extend(report::hold_failures(&held));
+            results.failed.extend(report::again_failures(&held, &again));
+            results.hold = Some(held);
+            results.hold_again = again;
+        }
+        if parts.contains(&Part::Kill) {
+            let killed = kill_part(&rt, &args, &sidecar, &env, &upstream)?;
+            results.failed.extend(report::kill_failures(&killed));
+            results.kill = Some(killed);
+        }
     }
-    if parts.contains(&Part::Kill) {
-        let plan = kill::Plan {
-            rounds: args.kills.unwrap_or(if args.quick { 2 } else { 5 }),
-            load: Duration::from_secs(3),
-            workers: 32,
-        };
-        let mut running = sidecar.start(&env)?;
-        let Endpoint::Proxy(proxy) = running.endpoint else {
-            return Err(BenchError::Protocol("af-proxy has no proxy address".into()));
-        };
-        let killed = rt.block_on(kill::run(&mut running, proxy, upstream.http, &plan))?;
-        drop(running);
-        results.failed.extend(report::kill_failures(&killed));
-        results.kill = Some(killed);
-    }
-    drop(upstream);
-    let lifecycle_parts: Vec<(Part, lifecycle::Fault)> = [
+    let faults: Vec<lifecycle::Fault> = [
         (Part::CtrlC, lifecycle::Fault::CtrlC),
         (Part::Daemon, lifecycle::Fault::DaemonGone),
     ]
     .into_iter()
     .filter(|(p, _)| parts.contains(p))
+    .map(|(_, f)| f)
     .collect();
-    if !lifecycle_parts.is_empty() {
-        // Absolute: af runs in each demo's own directory.
-        let absolute = |p: PathBuf| {
-            std::fs::canonicalize(&p)
-                .map_err(|e| BenchError::io(format!("find {}", p.display()), e))
-        };
-        let setup = lifecycle::Setup {
-            af: absolute(match af {
-                Some(af) => af,
-                None => build_af(root)?,
-            })?,
-            binaries: absolute(
-                args.binaries
-                    .clone()
-                    .or_else(|| binary.parent().map(Path::to_path_buf))
-                    .unwrap_or_default(),
-            )?,
-            demo: root.join("fixtures").join("demo"),
-        };
+    if !faults.is_empty() {
+        let setup = lifecycle_setup(&args, root, &binary)?;
         let nonce = format!("{:06x}", fastrand::u32(..0xff_ffff));
-        for (part, fault) in lifecycle_parts {
+        for fault in faults {
             let stopped = rt.block_on(lifecycle::run(&setup, fault, &nonce))?;
             results.failed.extend(report::lifecycle_failures(&stopped));
-            match part {
-                Part::CtrlC => results.ctrl_c = Some(stopped),
-                _ => results.daemon = Some(stopped),
+            match fault {
+                lifecycle::Fault::CtrlC => results.ctrl_c = Some(stopped),
+                lifecycle::Fault::DaemonGone => results.daemon = Some(stopped),
             }
         }
     }
     results.date = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let out = args
         .out
+        .clone()
         .unwrap_or_else(|| root.join("benches").join("results").join("soak"));
     report::write(&results, &out, if args.quick { "quick" } else { "latest" })?;
     if results.failed.is_empty() {
@@ -294,6 +213,115 @@ pub fn run(args: SoakArgs, root: &Path, binary: PathBuf, af: Option<PathBuf>) ->
             results.failed.join("; ")
         )))
     }
+}
+
+/// The sidecar the hold and the kills run: the harness's configuration with room for
+/// `connections`.
+fn sidecar(binary: &Path, connections: usize, open_files: u64) -> AfProxy {
+    AfProxy::new(binary.to_path_buf(), false).with_settings(json!({
+        // Room for every held connection and its tunnel, and together below the open-files
+        // limit (with the sidecar's reserve of 1024), so it starts without a warning.
+        "limits": {
+            "max_connections": connections + 1_000,
+            "max_upstream_connections": upstream_cap(connections, open_files),
+            "pool_max_idle_per_host": POOL_IDLE,
+        },
+        // Large enough that no kill round's records are evicted (a lost record is the
+        // journal's failure, not its bound's).
+        "journal": { "max_segments": 64 },
+    }))
+}
+
+/// The hold, then `--again` shorter ones on the same sidecar.
+fn hold_part(
+    rt: &tokio::runtime::Runtime,
+    args: &SoakArgs,
+    connections: usize,
+    sidecar: &AfProxy,
+    env: &Env,
+    upstream: &Upstream,
+) -> Result<(hold::Held, Vec<hold::Held>)> {
+    let plan = hold::Plan {
+        connections,
+        duration: Duration::from_secs(args.duration.unwrap_or(if args.quick { 20 } else { 600 })),
+        interval: Duration::from_secs(args.interval.max(1)),
+        settle: Duration::from_secs(args.settle),
+        sample_every: Duration::from_secs(if args.quick { 2 } else { 10 }),
+        tolerance: Footprint {
+            open_files: POOL_IDLE + 4,
+            rss_kib: RSS_TOLERANCE_KIB,
+        },
+    };
+    let again = hold::Plan {
+        duration: plan.duration.min(AGAIN),
+        settle: Duration::ZERO,
+        ..plan.clone()
+    };
+    let running = sidecar.start(env)?;
+    let (Endpoint::Proxy(proxy), Some(pid), Some(admin)) =
+        (running.endpoint, running.pid(), running.admin)
+    else {
+        return Err(BenchError::Protocol(
+            "af-proxy has no proxy or admin address".into(),
+        ));
+    };
+    let under_test = hold::Sidecar {
+        proxy,
+        pid,
+        admin: admin::Admin::new(admin),
+    };
+    rt.block_on(async {
+        hold::warm_up(proxy, upstream.http, hold::WARM_UP).await?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let baseline = Footprint::read(pid)?;
+        let held = hold::run(under_test, upstream.http, baseline, &plan).await?;
+        let mut agains = Vec::new();
+        for _ in 0..args.again {
+            agains.push(hold::run(under_test, upstream.http, baseline, &again).await?);
+        }
+        Ok((held, agains))
+    })
+}
+
+/// SIGKILL under load, `--kills` times, on a sidecar of its own.
+fn kill_part(
+    rt: &tokio::runtime::Runtime,
+    args: &SoakArgs,
+    sidecar: &AfProxy,
+    env: &Env,
+    upstream: &Upstream,
+) -> Result<kill::Killed> {
+    let plan = kill::Plan {
+        rounds: args.kills.unwrap_or(if args.quick { 2 } else { 5 }),
+        load: Duration::from_secs(3),
+        workers: 32,
+    };
+    let mut running = sidecar.start(env)?;
+    let Endpoint::Proxy(proxy) = running.endpoint else {
+        return Err(BenchError::Protocol("af-proxy has no proxy address".into()));
+    };
+    rt.block_on(kill::run(&mut running, proxy, upstream.http, &plan))
+}
+
+/// The programs `af up` is run with, as absolute paths (af runs in each demo's directory).
+fn lifecycle_setup(args: &SoakArgs, root: &Path, binary: &Path) -> Result<lifecycle::Setup> {
+    let absolute = |p: PathBuf| {
+        std::fs::canonicalize(&p).map_err(|e| BenchError::io(format!("find {}", p.display()), e))
+    };
+    let af = match &args.af {
+        Some(af) => af.clone(),
+        None => build_af(root)?,
+    };
+    let binaries = args
+        .binaries
+        .clone()
+        .or_else(|| binary.parent().map(Path::to_path_buf))
+        .unwrap_or_default();
+    Ok(lifecycle::Setup {
+        af: absolute(af)?,
+        binaries: absolute(binaries)?,
+        demo: root.join("fixtures").join("demo"),
+    })
 }
 
 /// The sidecar's cap on upstream connections: every tunnel's and the pool's, with room to
