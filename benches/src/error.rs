@@ -45,11 +45,11 @@ pub enum BenchError {
         /// What it wrote to stderr, if anything.
         detail: String,
     },
-    /// `cargo build` of af-proxy failed.
-    #[error(
-        "building af-proxy failed ({status}); run the build command from benches/README.md by hand to see why"
-    )]
+    /// A `cargo build` the harness needs failed.
+    #[error("`cargo {command}` failed ({status}); run it by hand (benches/README.md) to see why")]
     Build {
+        /// Cargo's arguments.
+        command: String,
         /// Cargo's exit status.
         status: String,
     },

@@ -7,6 +7,7 @@ mod load;
 mod proc;
 mod report;
 mod scenarios;
+mod soak;
 mod systems;
 mod upstream;
 
@@ -32,6 +33,8 @@ struct Cli {
 enum Command {
     /// Build af-proxy, run every scenario against every system, print the table, write results.
     All(AllArgs),
+    /// Load and faults, bounded in count and time: connections held, SIGKILL, `af up` stopped.
+    Soak(soak::SoakArgs),
     /// The local upstream (started by `all`; not for direct use).
     #[command(hide = true)]
     Upstream(upstream::Ports),
@@ -78,6 +81,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::All(args) => all(args),
+        Command::Soak(args) => soak(args),
         Command::Upstream(ports) => serve_upstream(ports),
         Command::AfDns(args) => systems::serve_af_dns(args),
     };
@@ -98,6 +102,35 @@ fn serve_upstream(ports: upstream::Ports) -> Result<()> {
         .block_on(upstream::serve(ports))
 }
 
+/// The workspace root (benches/ is one of its members).
+fn workspace_root() -> &'static Path {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest)
+}
+
+/// The af-proxy to measure: `--af-proxy`, or the static release build made now and copied
+/// into `pinned` (the target directory is shared: a later build from another work tree cannot
+/// swap the binary mid-run).
+fn af_proxy_binary(given: Option<PathBuf>, pinned: &Path) -> Result<PathBuf> {
+    match given {
+        Some(path) => Ok(path),
+        None => {
+            let root = workspace_root();
+            AfProxy::build(root)?;
+            AfProxy::pin(&AfProxy::default_binary(root), pinned)
+        }
+    }
+}
+
+fn soak(args: soak::SoakArgs) -> Result<()> {
+    let pinned = tempfile::Builder::new()
+        .prefix("af-bench-bin-")
+        .tempdir()
+        .map_err(|e| BenchError::io("create binary dir", e))?;
+    let binary = af_proxy_binary(args.af_proxy.clone(), pinned.path())?;
+    soak::run(args, workspace_root(), binary)
+}
+
 fn all(args: AllArgs) -> Result<()> {
     // 10k idle client connections plus the proxy's own: children inherit this.
     let nofile = rlimit::increase_nofile_limit(200_000)
@@ -107,20 +140,11 @@ fn all(args: AllArgs) -> Result<()> {
         eprintln!("warning: RLIMIT_NOFILE is only {nofile}; the idle-memory scenario may fail");
     }
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let root = manifest.parent().unwrap_or(manifest);
     let pinned = tempfile::Builder::new()
         .prefix("af-bench-bin-")
         .tempdir()
         .map_err(|e| BenchError::io("create binary dir", e))?;
-    let binary = match args.af_proxy {
-        Some(path) => path,
-        None => {
-            AfProxy::build(root)?;
-            // The target directory is shared: pin this build so a later build
-            // from another work tree cannot swap the binary mid-run.
-            AfProxy::pin(&AfProxy::default_binary(root), pinned.path())?
-        }
-    };
+    let binary = af_proxy_binary(args.af_proxy, pinned.path())?;
     let plan = bench::Plan {
         rounds: args.rounds.unwrap_or(if args.quick { 1 } else { 3 }).max(1),
         load: Load {

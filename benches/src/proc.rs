@@ -40,6 +40,13 @@ pub fn sample(pid: u32) -> Result<Sample> {
     Ok(total)
 }
 
+/// How many files `pid` has open (entries of /proc/PID/fd: sockets, the journal, pipes).
+pub fn open_files(pid: u32) -> Result<usize> {
+    fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(Iterator::count)
+        .map_err(|source| BenchError::Proc { pid, source })
+}
+
 /// `pid` and all its descendants.
 fn tree(pid: u32) -> Vec<u32> {
     let mut parents: Vec<(u32, u32)> = Vec::new();
@@ -128,6 +135,35 @@ mod tests {
         assert_eq!(parse_status_kib(status, "VmHWM:"), Some(10240));
         assert_eq!(parse_status_kib(status, "VmRSS:"), Some(8192));
         assert_eq!(parse_status_kib(status, "VmSwap:"), None);
+    }
+
+    /// The open files of a shell that first runs `opens`, read once it says so.
+    fn files_of_a_shell_that(opens: &str) -> usize {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("{opens} echo ready; exec sleep 5"))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("sh");
+        let mut line = String::new();
+        let out = child.stdout.take().expect("piped");
+        std::io::BufReader::new(out)
+            .read_line(&mut line)
+            .expect("ready");
+        let open = open_files(child.id());
+        let _ = child.kill();
+        let _ = child.wait();
+        open.expect("its /proc entry")
+    }
+
+    #[test]
+    fn three_more_files_opened_are_three_more_counted() {
+        let plain = files_of_a_shell_that("");
+        let more = files_of_a_shell_that("exec 7</dev/null 8</dev/null 9</dev/null;");
+        assert!(plain >= 3, "at least the standard streams: {plain}");
+        assert_eq!(more, plain + 3);
     }
 
     #[test]

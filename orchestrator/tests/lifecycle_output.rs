@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use af_orchestrator::lifecycle::inbox::Wait;
+use af_orchestrator::lifecycle::interrupt::Interrupt;
 use af_orchestrator::lifecycle::webhook::{Prepared, Trigger};
 use af_orchestrator::modes::ModesInput;
 use af_orchestrator::webhook::{Provider, WebhookSecrets};
@@ -38,6 +39,8 @@ use futures_util::future::BoxFuture;
 struct Scripted {
     down: Mutex<Option<DownReport>>,
     admin: Option<AdminEndpoint>,
+    /// Ctrl-C arrives while this step of `up` runs.
+    ctrl_c_during: Option<(&'static str, Interrupt)>,
 }
 
 impl Scripted {
@@ -45,6 +48,7 @@ impl Scripted {
         Scripted {
             down: Mutex::new(None),
             admin: None,
+            ctrl_c_during: None,
         }
     }
 }
@@ -66,6 +70,17 @@ impl Runtime for Scripted {
         progress: &'a dyn Progress,
     ) -> BoxFuture<'a, Result<UpReport, RuntimeError>> {
         Box::pin(async move {
+            let steps = ["networks".to_owned(), "starting sidecar".to_owned()]
+                .into_iter()
+                .chain(plan.services.iter().map(|s| format!("starting {}", s.name)));
+            for step in steps {
+                progress.begin(&step)?;
+                if let Some((during, interrupt)) = &self.ctrl_c_during
+                    && step == *during
+                {
+                    interrupt.request();
+                }
+            }
             let services: Vec<ServiceUp> = plan
                 .services
                 .iter()
@@ -150,6 +165,7 @@ fn env() -> EnvId {
 async fn down_that_leaves_something_names_it_and_ends_with_af_run_030_status_5() {
     let runtime = Scripted {
         admin: None,
+        ctrl_c_during: None,
         down: Mutex::new(Some(DownReport {
             removed: vec!["container af-demo-main-abc123-sidecar".to_owned()],
             failed: vec![(
@@ -187,7 +203,7 @@ async fn up_as_json_is_one_document_with_every_service_and_the_env() {
     let worker = ServicePlan::new("worker", Kind::Worker, "/x");
     let plan = EnvPlan::new(env(), "demo", vec![web, worker], EgressSpec::default()).expect("plan");
     let mut out = Vec::new();
-    lifecycle::up::run(&runtime, &plan, Format::Json, &mut out)
+    lifecycle::up::run(&runtime, &plan, Format::Json, &Interrupt::new(), &mut out)
         .await
         .expect("up");
     let doc: serde_json::Value = serde_json::from_slice(&out).expect("one JSON document");
@@ -196,6 +212,29 @@ async fn up_as_json_is_one_document_with_every_service_and_the_env() {
     assert_eq!(doc["services"][0]["url"], "http://127.0.0.1:40000/");
     assert_eq!(doc["services"][1]["name"], "worker");
     assert!(doc["services"][1]["url"].is_null());
+}
+
+#[tokio::test]
+async fn ctrl_c_during_a_step_of_up_stops_before_the_next_with_af_run_032() {
+    let interrupt = Interrupt::new();
+    let runtime = Scripted {
+        ctrl_c_during: Some(("starting sidecar", interrupt.clone())),
+        ..Scripted::new()
+    };
+    let web = ServicePlan::new("web", Kind::Web, "/x");
+    let plan = EnvPlan::new(env(), "demo", vec![web], EgressSpec::default()).expect("plan");
+    let mut out = Vec::new();
+    let refusal = lifecycle::up::run(&runtime, &plan, Format::Json, &interrupt, &mut out)
+        .await
+        .expect_err("interrupted");
+    assert_eq!(refusal.code.code, "AF-RUN-032");
+    assert_eq!(refusal.exit_status(), ExitStatus::Runtime);
+    assert!(
+        refusal.statement.contains("before starting web"),
+        "the step under way finished, the next never began: {refusal}"
+    );
+    assert!(refusal.next.contains("af down"), "{refusal}");
+    assert!(out.is_empty(), "no report of an environment that is not up");
 }
 
 #[tokio::test]
@@ -415,6 +454,7 @@ async fn serve(fake: Arc<FakeSidecar>) -> Scripted {
             addr,
             token: TOKEN.to_owned(),
         }),
+        ctrl_c_during: None,
     }
 }
 

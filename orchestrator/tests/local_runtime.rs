@@ -86,6 +86,12 @@ async fn down_removes_everything() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn an_interrupted_up_stops_between_steps_and_down_removes_what_it_made() {
+    let h = harness("ctrlc").await;
+    conformance::an_interrupted_up_stops_between_steps_and_down_removes_what_it_made(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn journal_survives_a_sidecar_restart() {
     let h = harness("journal").await;
     conformance::journal_survives_a_sidecar_restart(&h).await;

@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
@@ -51,39 +52,66 @@ async fn one(proxy: SocketAddr, request: &[u8]) -> Result<TcpStream> {
     let mut s = TcpStream::connect(proxy)
         .await
         .map_err(|e| BenchError::io(format!("connect {proxy}"), e))?;
-    s.write_all(request)
-        .await
-        .map_err(|e| BenchError::io("send request", e))?;
+    exchange(&mut s, request).await.map_err(|failure| {
+        BenchError::Protocol(format!("idle-test request: {}", failure.describe()))
+    })?;
+    Ok(s)
+}
+
+/// Why a keep-alive exchange failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Failure {
+    /// The far side closed the connection before a whole answer.
+    Closed,
+    /// An answer other than 200 (its status).
+    Status(u16),
+    /// An answer without a readable head or `content-length`.
+    Malformed,
+    /// A read or write failed.
+    Io,
+}
+
+impl Failure {
+    /// As a sentence fragment.
+    pub fn describe(self) -> String {
+        match self {
+            Failure::Closed => "the proxy closed the connection".into(),
+            Failure::Status(code) => format!("answered {code}"),
+            Failure::Malformed => "an answer without a readable head or content-length".into(),
+            Failure::Io => "a read or write failed".into(),
+        }
+    }
+}
+
+/// Sends `request` on `s` and reads its whole 200 answer, leaving the connection open.
+pub async fn exchange(s: &mut TcpStream, request: &[u8]) -> std::result::Result<(), Failure> {
+    s.write_all(request).await.map_err(|_| Failure::Io)?;
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 4096];
     loop {
-        let n = s
-            .read(&mut chunk)
-            .await
-            .map_err(|e| BenchError::io("read response", e))?;
+        let n = s.read(&mut chunk).await.map_err(|_| Failure::Io)?;
         if n == 0 {
-            return Err(BenchError::Protocol(
-                "proxy closed an idle-test connection".into(),
-            ));
+            return Err(Failure::Closed);
         }
         buf.extend_from_slice(&chunk[..n]);
         if let Some(end) = find_head_end(&buf) {
             let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-            if !head.starts_with("http/1.1 200") {
-                let line = head.lines().next().unwrap_or("").to_string();
-                return Err(BenchError::Protocol(format!(
-                    "idle-test request answered {line}"
-                )));
+            let status = head
+                .split_whitespace()
+                .nth(1)
+                .and_then(|c| c.parse::<u16>().ok())
+                .ok_or(Failure::Malformed)?;
+            if status != 200 {
+                return Err(Failure::Status(status));
             }
             let len = head
                 .lines()
                 .find_map(|l| l.strip_prefix("content-length:"))
                 .and_then(|v| v.trim().parse::<usize>().ok())
-                .ok_or_else(|| {
-                    BenchError::Protocol("idle-test response has no content-length".into())
-                })?;
+                .ok_or(Failure::Malformed)?;
             if buf.len() - end >= len {
-                return Ok(s);
+                return Ok(());
             }
         }
     }

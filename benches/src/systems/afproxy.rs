@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use af_sidecar_api::config::{
@@ -49,12 +50,20 @@ enum Answering {
     Mock,
 }
 
+/// The admin API's bearer token in every configuration the harness writes.
+pub const ADMIN_TOKEN: &str = "af-bench-admin-token-0123";
+
+/// A change laid over the harness's configuration before it is written.
+type Tune = Arc<dyn Fn(&mut SidecarConfig) + Send + Sync>;
+
 /// af-proxy, started from `binary`.
 pub struct AfProxy {
     binary: PathBuf,
     /// Whether to turn on the DNS listener (af-dns inside af-proxy).
     dns: bool,
     answering: Answering,
+    /// Applied to the harness's configuration last (the soak's larger limits).
+    tune: Option<Tune>,
 }
 
 impl AfProxy {
@@ -64,7 +73,18 @@ impl AfProxy {
             binary,
             dns,
             answering: Answering::Forward,
+            tune: None,
         }
+    }
+
+    /// The same sidecar with `tune` applied to its configuration after the harness's own
+    /// settings (`|c| c.limits.max_connections = 30_000`).
+    pub fn with_settings(
+        mut self,
+        tune: impl Fn(&mut SidecarConfig) + Send + Sync + 'static,
+    ) -> Self {
+        self.tune = Some(Arc::new(tune));
+        self
     }
 
     /// The same binary answering the intercepted host in mock mode: `af-proxy (mock)`,
@@ -74,6 +94,7 @@ impl AfProxy {
             binary: self.binary.clone(),
             dns: false,
             answering: Answering::Mock,
+            tune: self.tune.clone(),
         }
     }
 
@@ -95,26 +116,11 @@ impl AfProxy {
 
     /// Builds the static release binary exactly as the Docker images do.
     pub fn build(root: &Path) -> Result<()> {
-        eprintln!(
-            "building af-proxy: RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target {TARGET} -p af-proxy"
-        );
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .current_dir(root)
-            .env("RUSTFLAGS", "-C target-feature=+crt-static")
-            .args(["build", "--release", "--target", TARGET, "-p", "af-proxy"])
-            .status()
-            .map_err(|source| BenchError::Spawn {
-                program: "cargo".into(),
-                source,
-            })?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(BenchError::Build {
-                status: status.to_string(),
-            })
-        }
+        super::cargo_build(
+            root,
+            &["build", "--release", "--target", TARGET, "-p", "af-proxy"],
+            true,
+        )
     }
 }
 
@@ -158,7 +164,7 @@ impl System for AfProxy {
         };
         let admin = Admin {
             listen: loopback(admin),
-            token: "af-bench-admin-token-0123".to_owned(),
+            token: ADMIN_TOKEN.to_owned(),
         };
         // The resolver is never asked: every request names 127.0.0.1.
         let mut config =
@@ -209,6 +215,9 @@ impl System for AfProxy {
             ..TlsConfig::new(ca.cert_pem.clone(), ca.key_pem.clone())
         });
         config.modes = self.modes();
+        if let Some(tune) = &self.tune {
+            tune(&mut config);
+        }
         let text = serde_json::to_string(&config)
             .map_err(|e| BenchError::io("serialize the af-proxy configuration", e.into()))?;
         let path = super::write_config(dir.path(), "af-proxy.json", &text)?;

@@ -15,7 +15,6 @@ mod squid;
 mod tinyproxy;
 mod unbound;
 
-use std::fs::File;
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -26,7 +25,7 @@ use nix::unistd::Pid;
 use tempfile::TempDir;
 
 pub use afdns::{ServeArgs as AfDnsArgs, serve as serve_af_dns};
-pub use afproxy::AfProxy;
+pub use afproxy::{ADMIN_TOKEN, AfProxy};
 
 use crate::error::{BenchError, Result};
 use crate::scenarios::Scenario;
@@ -102,9 +101,24 @@ pub struct Running {
     pub dns: Option<SocketAddr>,
     /// The CA certificate (PEM) an intercepting system signs with.
     pub ca_cert: Option<PathBuf>,
+    /// The admin API of a system that has one (af-proxy).
+    pub admin: Option<SocketAddr>,
     child: Option<Child>,
+    /// How the process was started, to start it again (program, arguments, environment).
+    launched: Option<Launch>,
     // Held so the generated configuration outlives the process.
     _dir: Option<TempDir>,
+}
+
+/// What [`launch`] started and waits for, kept to start it again.
+#[derive(Debug)]
+struct Launch {
+    name: &'static str,
+    program: std::ffi::OsString,
+    args: Vec<std::ffi::OsString>,
+    envs: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+    port: u16,
+    ready: Ready,
 }
 
 impl Running {
@@ -114,7 +128,9 @@ impl Running {
             endpoint: Endpoint::Direct,
             dns: None,
             ca_cert: None,
+            admin: None,
             child: None,
+            launched: None,
             _dir: None,
         }
     }
@@ -122,6 +138,66 @@ impl Running {
     /// The process whose tree is sampled for CPU and memory, if any.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
+    }
+
+    /// SIGKILL: no chance to flush or close anything. The directory (and a journal in it)
+    /// stays, for [`Running::restart`].
+    pub fn kill(&mut self) -> Result<()> {
+        let child = self
+            .child
+            .as_mut()
+            .ok_or_else(|| BenchError::Protocol("nothing to kill".into()))?;
+        child.kill().map_err(|e| BenchError::io("SIGKILL", e))?;
+        child.wait().map_err(|e| BenchError::io("reap", e))?;
+        Ok(())
+    }
+
+    /// Starts the same command again in the same directory (after [`Running::kill`]), so a
+    /// journal there is read back; returns once it serves again.
+    pub fn restart(&mut self) -> Result<()> {
+        let launched = self
+            .launched
+            .as_ref()
+            .ok_or_else(|| BenchError::Protocol("nothing to restart".into()))?;
+        let mut cmd = Command::new(&launched.program);
+        cmd.args(&launched.args).envs(launched.envs.iter().cloned());
+        let (name, port, ready) = (launched.name, launched.port, launched.ready);
+        self.child = Some(spawn_logged(cmd, self._dir.as_ref().map(TempDir::path))?);
+        self.wait_ready(name, port, ready)
+    }
+
+    /// Waits until the process serves on `port`, or says why not.
+    fn wait_ready(&mut self, name: &'static str, port: u16, ready: Ready) -> Result<()> {
+        let timeout = Duration::from_secs(20);
+        let deadline = Instant::now() + timeout;
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        loop {
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                return Err(BenchError::Exited {
+                    system: name.into(),
+                    status: status.to_string(),
+                    detail: stderr_tail(self._dir.as_ref()),
+                });
+            }
+            let up = match ready {
+                Ready::Tcp => TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok(),
+                Ready::Dns => crate::load::dnsperf::probe(addr),
+            };
+            if up {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(BenchError::NotReady {
+                    system: name.into(),
+                    port,
+                    secs: timeout.as_secs(),
+                    detail: stderr_tail(self._dir.as_ref()),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }
 
@@ -147,6 +223,39 @@ pub fn stop(child: &mut Child) {
     }
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// `cargo ARGS` in the workspace at `root`, static (`+crt-static`, as the Docker images are
+/// built) or not; the command is printed first.
+pub fn cargo_build(root: &Path, args: &[&str], static_crt: bool) -> Result<()> {
+    let flags = "-C target-feature=+crt-static";
+    eprintln!(
+        "building: {}cargo {}",
+        if static_crt {
+            format!("RUSTFLAGS='{flags}' ")
+        } else {
+            String::new()
+        },
+        args.join(" ")
+    );
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(root).args(args);
+    if static_crt {
+        cmd.env("RUSTFLAGS", flags);
+    }
+    let status = cmd.status().map_err(|source| BenchError::Spawn {
+        program: "cargo".into(),
+        source,
+    })?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(BenchError::Build {
+            command: args.join(" "),
+            status: status.to_string(),
+        })
+    }
 }
 
 /// How to tell that a freshly started system serves.
@@ -218,57 +327,53 @@ pub fn missing_program(program: &str) -> Option<String> {
 /// Spawns `cmd` with its output in `dir`, waits until it serves on `port`.
 pub fn launch(
     name: &'static str,
-    mut cmd: Command,
+    cmd: Command,
     dir: TempDir,
     port: u16,
     ready: Ready,
     endpoint: Endpoint,
 ) -> Result<Running> {
-    let out = File::create(dir.path().join("stdout.log")).map_err(|e| BenchError::io("log", e))?;
-    let err = File::create(dir.path().join("stderr.log")).map_err(|e| BenchError::io("log", e))?;
-    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
-    let program = cmd.get_program().to_string_lossy().into_owned();
-    let child = cmd
-        .spawn()
-        .map_err(|source| BenchError::Spawn { program, source })?;
+    let launched = Launch {
+        name,
+        program: cmd.get_program().to_owned(),
+        args: cmd.get_args().map(ToOwned::to_owned).collect(),
+        envs: cmd
+            .get_envs()
+            .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
+            .collect(),
+        port,
+        ready,
+    };
+    let child = spawn_logged(cmd, Some(dir.path()))?;
     let mut running = Running {
         endpoint,
         dns: None,
         ca_cert: None,
+        admin: None,
         child: Some(child),
+        launched: Some(launched),
         _dir: Some(dir),
     };
-    let timeout = Duration::from_secs(20);
-    let deadline = Instant::now() + timeout;
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    loop {
-        let detail = || stderr_tail(running._dir.as_ref());
-        if let Some(child) = running.child.as_mut()
-            && let Ok(Some(status)) = child.try_wait()
-        {
-            return Err(BenchError::Exited {
-                system: name.into(),
-                status: status.to_string(),
-                detail: detail(),
-            });
-        }
-        let up = match ready {
-            Ready::Tcp => TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok(),
-            Ready::Dns => crate::load::dnsperf::probe(addr),
+    running.wait_ready(name, port, ready)?;
+    Ok(running)
+}
+
+/// Spawns `cmd` with stdout and stderr appended to `dir`'s logs.
+fn spawn_logged(mut cmd: Command, dir: Option<&Path>) -> Result<Child> {
+    if let Some(dir) = dir {
+        let log = |name: &str| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join(name))
+                .map_err(|e| BenchError::io("log", e))
         };
-        if up {
-            return Ok(running);
-        }
-        if Instant::now() > deadline {
-            return Err(BenchError::NotReady {
-                system: name.into(),
-                port,
-                secs: timeout.as_secs(),
-                detail: detail(),
-            });
-        }
-        std::thread::sleep(Duration::from_millis(50));
+        cmd.stdout(log("stdout.log")?).stderr(log("stderr.log")?);
     }
+    cmd.stdin(Stdio::null());
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    cmd.spawn()
+        .map_err(|source| BenchError::Spawn { program, source })
 }
 
 fn stderr_tail(dir: Option<&TempDir>) -> String {

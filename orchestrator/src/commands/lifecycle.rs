@@ -6,6 +6,7 @@ use std::time::SystemTime;
 
 use af_orchestrator::env_id::EnvId;
 use af_orchestrator::lifecycle::inbox::{self, Wait};
+use af_orchestrator::lifecycle::interrupt::Interrupt;
 use af_orchestrator::lifecycle::webhook::{Prepared, Trigger};
 use af_orchestrator::lifecycle::{self, output::Format as Out};
 use af_orchestrator::plan::EnvPlan;
@@ -89,7 +90,8 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
         Command::Up(_) => {
             let plan =
                 plan.ok_or_else(|| Report::new(&codes::MAN_NOT_FOUND, "No manifest to start."))?;
-            lifecycle::up::run(runtime, &plan, out, stdout).await?;
+            let interrupt = Interrupt::on_ctrl_c();
+            lifecycle::up::run(runtime, &plan, out, &interrupt, stdout).await?;
         }
         Command::Down(_) => lifecycle::down::run(runtime, &env, out, stdout).await?,
         Command::Status(_) => {

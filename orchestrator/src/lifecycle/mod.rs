@@ -5,6 +5,7 @@
 pub mod doctor;
 pub mod down;
 pub mod inbox;
+pub mod interrupt;
 pub mod logs;
 pub mod net_log;
 pub mod output;

@@ -2,16 +2,19 @@
 
 use std::io::Write;
 
+use super::interrupt::{Interrupt, Stoppable};
 use super::output::{Format, HumanProgress, announce, print_json};
 use crate::plan::EnvPlan;
 use crate::runtime::{Quiet, Runtime, RuntimeError, UpReport};
 use af_policy::error::Report;
 
-/// Run `af up`: the report on success, the coded refusal otherwise. Warnings go to stderr.
+/// Run `af up`: the report on success, the coded refusal otherwise (AF-RUN-032 when
+/// `interrupt` stopped it between two steps). Warnings go to stderr.
 pub async fn run(
     runtime: &dyn Runtime,
     plan: &EnvPlan,
     format: Format,
+    interrupt: &Interrupt,
     out: &mut dyn Write,
 ) -> Result<UpReport, Report> {
     announce(runtime);
@@ -22,8 +25,11 @@ pub async fn run(
         eprintln!("warning: {warning}");
     }
     let result = match format {
-        Format::Human => runtime.up(plan, &HumanProgress::new()).await,
-        Format::Json => runtime.up(plan, &Quiet).await,
+        Format::Human => {
+            let human = HumanProgress::new();
+            runtime.up(plan, &Stoppable::new(&human, interrupt)).await
+        }
+        Format::Json => runtime.up(plan, &Stoppable::new(&Quiet, interrupt)).await,
     };
     match result {
         Ok(report) => {

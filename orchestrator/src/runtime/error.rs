@@ -123,6 +123,15 @@ pub enum RuntimeError {
     /// Teardown left objects behind.
     #[error("teardown left {} object(s) behind", .0.len())]
     TeardownIncomplete(Vec<(String, String)>),
+    /// `up` stopped between two steps because the user asked it to (Ctrl-C).
+    #[error("af up was interrupted {at}")]
+    Interrupted {
+        /// Where it stopped: `before starting web`, `while web was getting ready`, ...
+        at: String,
+    },
+    /// The container engine stopped answering in the middle of `up`.
+    #[error("the Docker daemon stopped answering while af up was trying to {0}")]
+    DaemonLost(String),
     /// Any other engine failure.
     #[error("{context}: {message}")]
     Engine {
@@ -139,6 +148,25 @@ impl RuntimeError {
         RuntimeError::Engine {
             context: context.into(),
             message: err.to_string(),
+        }
+    }
+
+    /// The same failure seen after the engine stopped answering: what `up` was doing when it
+    /// failed, without the engine's own words (they only say that a connection broke).
+    pub fn daemon_lost(self) -> Self {
+        match self {
+            RuntimeError::Engine { context, .. } => RuntimeError::DaemonLost(context),
+            RuntimeError::ImageBuild { service, .. } => {
+                RuntimeError::DaemonLost(format!("build the image of {service}"))
+            }
+            RuntimeError::NotReady { service, .. } | RuntimeError::Exited { service, .. } => {
+                RuntimeError::DaemonLost(format!("start {service}"))
+            }
+            RuntimeError::Migration { service, .. } => {
+                RuntimeError::DaemonLost(format!("migrate {service}"))
+            }
+            other @ (RuntimeError::Interrupted { .. } | RuntimeError::DaemonLost(_)) => other,
+            _ => RuntimeError::DaemonLost("make the environment".to_owned()),
         }
     }
 
@@ -230,6 +258,15 @@ impl RuntimeError {
                     format!("Teardown left {} object(s) behind: {}.", left.len(), names.join("; ")),
                 )
             }
+            RuntimeError::Interrupted { at } => Report::new(
+                &codes::RUN_INTERRUPTED,
+                format!("af up was interrupted (Ctrl-C) and stopped {at}; what it had made is left in place."),
+            ),
+            RuntimeError::DaemonLost(context) => Report::new(
+                &codes::RUN_DOCKER_UNREACHABLE,
+                format!("The Docker daemon stopped answering while af up was trying to {context}; what af up had made is left in place."),
+            )
+            .with_next("When `af doctor` reaches Docker again, run af down to remove it, or af up to finish it."),
             RuntimeError::Engine { context, message } => Report::new(
                 &codes::RUN_DOCKER_UNREACHABLE,
                 format!("The Docker daemon refused to {context}: {message}."),
@@ -249,4 +286,47 @@ fn lines(tail: &[String]) -> String {
         out.push_str(l);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_failing_because_the_daemon_went_away_says_so_without_the_engines_words() {
+        let seen = RuntimeError::engine(
+            "create the sidecar",
+            "error in the hyper legacy client: client error (Connect)",
+        );
+        let report = seen.daemon_lost().report();
+        assert_eq!(report.code.code, "AF-RUN-001");
+        assert!(
+            report
+                .statement
+                .contains("while af up was trying to create the sidecar"),
+            "{report}"
+        );
+        assert!(!report.statement.contains("hyper"), "{report}");
+        assert!(report.next.contains("af down"), "{report}");
+        let waited = RuntimeError::NotReady {
+            service: "web".to_owned(),
+            seconds: 30,
+            tail: Vec::new(),
+        };
+        assert!(
+            waited
+                .daemon_lost()
+                .report()
+                .statement
+                .contains("trying to start web")
+        );
+    }
+
+    #[test]
+    fn an_interrupted_up_stays_interrupted_when_the_daemon_is_also_gone() {
+        let stopped = RuntimeError::Interrupted {
+            at: "before networks".to_owned(),
+        };
+        assert_eq!(stopped.daemon_lost().report().code.code, "AF-RUN-032");
+    }
 }

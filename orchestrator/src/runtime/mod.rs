@@ -58,7 +58,7 @@ pub struct Capabilities {
     pub restart_sidecar: bool,
 }
 
-/// Where to send what `af up` is doing, one line per event.
+/// Where to send what `af up` is doing, one line per event, and whether to go on.
 pub trait Progress: Send + Sync {
     /// A step started or finished (`building web`, `starting sidecar`, ...).
     fn step(&self, line: &str);
@@ -66,6 +66,28 @@ pub trait Progress: Send + Sync {
     fn build_output(&self, service: &str, line: &str);
     /// A service is up (ready, with its URL).
     fn service(&self, up: &ServiceUp);
+    /// Whether the user asked `up` to stop (Ctrl-C). A runtime asks through [`Progress::begin`]
+    /// and [`Progress::check`], never in the middle of an engine call, so everything it made is
+    /// finished, labelled and found by `down`.
+    fn stop_requested(&self) -> bool {
+        false
+    }
+
+    /// Begin the step `line`, or stop before it ([`RuntimeError::Interrupted`]) if asked to.
+    fn begin(&self, line: &str) -> Result<(), RuntimeError> {
+        self.check(&format!("before {line}"))?;
+        self.step(line);
+        Ok(())
+    }
+
+    /// Stop here ([`RuntimeError::Interrupted`] naming `at`) if asked to: for waits, which
+    /// make nothing and may be long.
+    fn check(&self, at: &str) -> Result<(), RuntimeError> {
+        if self.stop_requested() {
+            return Err(RuntimeError::Interrupted { at: at.to_owned() });
+        }
+        Ok(())
+    }
 }
 
 /// Progress that goes nowhere (tests, `-o json`).

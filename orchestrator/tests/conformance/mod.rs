@@ -9,6 +9,8 @@
 pub mod escape;
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use std::time::{Duration, SystemTime};
 
@@ -17,7 +19,7 @@ use af_orchestrator::env_id::EnvId;
 use af_orchestrator::lifecycle::inbox::{self, Wait};
 use af_orchestrator::lifecycle::output::Format;
 use af_orchestrator::lifecycle::webhook::{self, Prepared, Trigger};
-use af_orchestrator::runtime::{Action, Quiet};
+use af_orchestrator::runtime::{Action, Progress, Quiet, ServiceUp};
 use af_orchestrator::trust;
 use af_orchestrator::webhook::{Provider, WebhookSecrets};
 use af_policy::egress::{Mode, RuleSpec};
@@ -379,6 +381,89 @@ pub async fn down_removes_everything(h: &dyn Harness) {
     assert!(!status.exists, "{status:?}");
     // The other environment is untouched.
     allowed_is_reached(h, &other, "probe").await;
+}
+
+/// Progress that asks `up` to stop (as Ctrl-C does) once a step naming `service` begins, and
+/// keeps every step it was told of.
+struct CtrlCDuring {
+    service: &'static str,
+    steps: Mutex<Vec<String>>,
+    stop: AtomicBool,
+}
+
+impl Progress for CtrlCDuring {
+    fn step(&self, line: &str) {
+        if line.contains(self.service) {
+            self.stop.store(true, Ordering::SeqCst);
+        }
+        self.steps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(line.to_owned());
+    }
+    fn build_output(&self, _: &str, _: &str) {}
+    fn service(&self, _: &ServiceUp) {}
+    fn stop_requested(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+}
+
+/// `up` asked to stop while a step runs finishes that step, begins no other and ends with
+/// AF-RUN-032; everything it made is found by `down`, which removes all of it.
+pub async fn an_interrupted_up_stops_between_steps_and_down_removes_what_it_made(h: &dyn Harness) {
+    let env = h.env("ctrlc");
+    let plan = probe_plan(h, &env, &["probe", "later"]);
+    let progress = CtrlCDuring {
+        service: "probe",
+        steps: Mutex::new(Vec::new()),
+        stop: AtomicBool::new(false),
+    };
+    let err = h
+        .runtime()
+        .up(&plan, &progress)
+        .await
+        .expect_err("up stopped");
+    let report = err.report();
+    assert_eq!(report.code.code, "AF-RUN-032", "{report}");
+    let steps = progress
+        .steps
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let at = steps
+        .iter()
+        .position(|s| s.contains("probe"))
+        .unwrap_or_else(|| panic!("no step named the probe service: {steps:?}"));
+    assert_eq!(
+        at + 1,
+        steps.len(),
+        "no step began after the stop: {steps:?}"
+    );
+    let made = h
+        .runtime()
+        .inventory(&env)
+        .await
+        .unwrap_or_else(|e| panic!("{}", e.report()));
+    assert!(
+        made.iter().any(|o| o.service == "sidecar"),
+        "control: up had made the sidecar before it stopped: {made:?}"
+    );
+    assert!(
+        !made.iter().any(|o| o.service == "later"),
+        "nothing of the service after the stop: {made:?}"
+    );
+    let down = h
+        .runtime()
+        .down(&env)
+        .await
+        .unwrap_or_else(|e| panic!("{}", e.report()));
+    assert!(down.failed.is_empty(), "{down:?}");
+    let left = h
+        .runtime()
+        .inventory(&env)
+        .await
+        .unwrap_or_else(|e| panic!("{}", e.report()));
+    assert!(left.is_empty(), "down left {left:?}");
 }
 
 /// The journal survives a restart of the sidecar with nothing lost.

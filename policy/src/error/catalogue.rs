@@ -117,6 +117,9 @@ catalogue! {
     RUN_NO_ENVIRONMENT = "AF-RUN-031", Runtime,
         "No environment with this id exists on the runtime.",
         "Run af up first, or pass the right --env.";
+    RUN_INTERRUPTED = "AF-RUN-032", Runtime,
+        "af up was interrupted (Ctrl-C) and stopped between two steps; what it had made is left in place.",
+        "Run af down to remove it, or af up to finish it.";
     RUN_NOT_CONTAINING = "AF-RUN-043", Runtime,
         "The runtime does not contain the environment: a probe reached the outside without the sidecar.",
         "Use a runtime that enforces network isolation; no service was started.";

@@ -35,6 +35,7 @@ where
         match check().await? {
             Poll::Ready(value) => return Ok(Ok(value)),
             Poll::Pending(state) => {
+                progress.check(&format!("waiting for {stage}"))?;
                 if Instant::now() >= deadline {
                     return Ok(Err(state));
                 }

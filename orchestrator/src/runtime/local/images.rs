@@ -213,7 +213,7 @@ pub async fn ensure_scratch_image(
         Err(e) if is_not_found(&e) => {}
         Err(e) => return Err(RuntimeError::engine(format!("inspect the {what} image"), e)),
     }
-    progress.step(&format!("building {what} image {tag}"));
+    progress.begin(&format!("building {what} image {tag}"))?;
     let mut dockerfile = String::from("FROM scratch\n");
     for (name, _) in files {
         dockerfile.push_str(&format!("COPY {name} /{name}\n"));
@@ -250,7 +250,7 @@ pub async fn build_service_image(
     })?;
     let tag = names.image(&service.name);
     let labels = names.labels(kind::IMAGE, &service.name, "");
-    progress.step(&format!("building {}", service.name));
+    progress.begin(&format!("building {}", service.name))?;
     build(
         docker,
         &service.name,

@@ -42,7 +42,7 @@ use crate::runtime::service_env::Provisions;
 use crate::runtime::sidecar_doc::{self, Placement, Secrets};
 use crate::runtime::{
     Action, AdminEndpoint, Capabilities, DownReport, EnvStatus, ExecOutput, LineStream, LogLine,
-    OwnedObject, Progress, Runtime, RuntimeError, ServiceStatus, ServiceUp, UpReport,
+    OwnedObject, Progress, Quiet, Runtime, RuntimeError, ServiceStatus, ServiceUp, UpReport,
 };
 use crate::trust::{self, TrustFiles};
 use crate::webhook::WebhookSecrets;
@@ -139,6 +139,13 @@ impl LocalRuntime {
         &self.docker
     }
 
+    /// Whether the daemon still answers (within 5 s): a failed step with a silent daemon was
+    /// the daemon going away, whatever error the step saw.
+    async fn answers(&self) -> bool {
+        let ping = tokio::time::timeout(std::time::Duration::from_secs(5), self.docker.ping());
+        matches!(ping.await, Ok(Ok(_)))
+    }
+
     /// The options in force.
     pub fn options(&self) -> &LocalOptions {
         &self.options
@@ -157,7 +164,7 @@ impl LocalRuntime {
 
         let image =
             images::ensure_sidecar_image(docker, &self.options.sidecar_source, progress).await?;
-        progress.step("networks");
+        progress.begin("networks")?;
         let mut used = networks::used_subnets(docker).await?;
         let pool = Some(self.options.address_pool);
         let internal = networks::ensure(
@@ -274,10 +281,10 @@ impl LocalRuntime {
                     containers::remove(docker, &name).await?;
                 }
                 if !service.migrate.is_empty() {
-                    progress.step(&format!("migrating {}", service.name));
+                    progress.begin(&format!("migrating {}", service.name))?;
                     services::migrate(docker, &spec).await?;
                 }
-                progress.step(&format!("starting {}", service.name));
+                progress.begin(&format!("starting {}", service.name))?;
                 services::create(docker, &spec).await?;
             }
             let found = containers::find(docker, &names, &name)
@@ -288,7 +295,7 @@ impl LocalRuntime {
                     tail: Vec::new(),
                 })?;
             let addr = found.addr_on(&internal.name).unwrap_or_default();
-            readiness::wait(docker, &names, service, &addr).await?;
+            readiness::wait(docker, &names, service, &addr, progress).await?;
 
             let mut url = None;
             if let (Kind::Web, Some(port), Some(publish)) =
@@ -326,7 +333,7 @@ impl LocalRuntime {
                 kind::SERVICE | kind::FORWARDER | kind::MIGRATE
             ) && !wanted.contains(c.service.as_str());
             if stale {
-                progress.step(&format!("removing {}", c.name));
+                progress.begin(&format!("removing {}", c.name))?;
                 containers::remove(docker, &c.name).await?;
             }
         }
@@ -369,7 +376,7 @@ impl LocalRuntime {
         match existing {
             Some(found) if found.config() == Some(digest.as_str()) => {
                 if !found.running() {
-                    progress.step("starting sidecar");
+                    progress.begin("starting sidecar")?;
                     docker
                         .start_container(&names.sidecar(), None)
                         .await
@@ -378,13 +385,13 @@ impl LocalRuntime {
             }
             other => {
                 if other.is_some() {
-                    progress.step("replacing sidecar");
+                    progress.begin("replacing sidecar")?;
                     // Stopped first, so it drains and its journal (kept in the volume) is whole.
                     containers::stop(docker, &names.sidecar(), sidecar_doc::STOP_TIMEOUT_SECS)
                         .await?;
                     containers::remove(docker, &names.sidecar()).await?;
                 } else {
-                    progress.step("starting sidecar");
+                    progress.begin("starting sidecar")?;
                 }
                 sidecar::create(
                     docker,
@@ -401,7 +408,7 @@ impl LocalRuntime {
                 .await?;
             }
         }
-        self.wait_sidecar(names).await?;
+        self.wait_sidecar(names, progress).await?;
         Ok(secrets)
     }
 
@@ -463,9 +470,14 @@ impl LocalRuntime {
     }
 
     /// Wait until the sidecar's admin API answers `/healthz`.
-    async fn wait_sidecar(&self, names: &Names) -> Result<(), RuntimeError> {
+    async fn wait_sidecar(
+        &self,
+        names: &Names,
+        progress: &dyn Progress,
+    ) -> Result<(), RuntimeError> {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         loop {
+            progress.check("while the sidecar was getting ready")?;
             let last = match sidecar::admin(&self.docker, names).await {
                 Ok(admin) => match crate::admin::healthz(admin.addr).await {
                     Ok(()) => return Ok(()),
@@ -724,7 +736,16 @@ impl Runtime for LocalRuntime {
         plan: &'a EnvPlan,
         progress: &'a dyn Progress,
     ) -> BoxFuture<'a, Result<UpReport, RuntimeError>> {
-        Box::pin(self.up_impl(plan, progress))
+        Box::pin(async move {
+            match self.up_impl(plan, progress).await {
+                Err(e)
+                    if !matches!(e, RuntimeError::Interrupted { .. }) && !self.answers().await =>
+                {
+                    Err(e.daemon_lost())
+                }
+                other => other,
+            }
+        })
     }
 
     fn status<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<EnvStatus, RuntimeError>> {
@@ -789,7 +810,7 @@ impl Runtime for LocalRuntime {
                 .restart_container(&names.sidecar(), Some(options))
                 .await
                 .map_err(|e| RuntimeError::engine("restart the sidecar", e))?;
-            self.wait_sidecar(&names).await
+            self.wait_sidecar(&names, &Quiet).await
         })
     }
 }

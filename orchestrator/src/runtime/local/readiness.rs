@@ -11,7 +11,7 @@ use super::containers;
 use super::images::FORWARD_BINARY;
 use super::labels::Names;
 use crate::plan::ServicePlan;
-use crate::runtime::RuntimeError;
+use crate::runtime::{Progress, RuntimeError};
 
 /// Time between checks.
 const INTERVAL: Duration = Duration::from_millis(250);
@@ -24,6 +24,7 @@ pub async fn wait(
     names: &Names,
     service: &ServicePlan,
     addr: &str,
+    progress: &dyn Progress,
 ) -> Result<(), RuntimeError> {
     let container = names.service(&service.name);
     let deadline = Instant::now() + service.health_timeout;
@@ -35,7 +36,9 @@ pub async fn wait(
     if let Some(path) = &service.health_path {
         argv.push(path.clone());
     }
+    let at = format!("while {} was getting ready", service.name);
     loop {
+        progress.check(&at)?;
         let Some(found) = containers::find(docker, names, &container).await? else {
             return Err(RuntimeError::Exited {
                 service: service.name.clone(),

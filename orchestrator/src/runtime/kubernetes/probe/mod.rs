@@ -61,10 +61,10 @@ pub async fn run(
     remove_probes(&pods, names).await?;
 
     let name = format!("af-probe-{}", nonce());
-    progress.step(&format!(
+    progress.begin(&format!(
         "probing containment in {namespace}: {} routes",
         routes.len()
-    ));
+    ))?;
     let spec = pod::render(
         names,
         &ProbePod {
