@@ -3,7 +3,7 @@
 use crate::output::print_json;
 use crate::refusal::Refusal;
 
-pub fn run() -> Result<(), Refusal> {
+pub(super) fn run() -> Result<(), Refusal> {
     print_json(&af_policy::manifest::json_schema());
     Ok(())
 }

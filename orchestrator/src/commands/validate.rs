@@ -19,7 +19,7 @@ struct Summary<'a> {
     placement: &'a Placement,
 }
 
-pub fn run(global: &Global) -> Result<(), Refusal> {
+pub(super) fn run(global: &Global) -> Result<(), Refusal> {
     let (path, manifest) = super::load_manifest(global)?;
     let placement = manifest.placement()?;
     let summary = summarize(&path, &manifest, &placement);
