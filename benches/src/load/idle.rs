@@ -15,7 +15,7 @@ use crate::error::{BenchError, Result};
 /// did (within 10 s each) and how many did not. At most `parallel` are being
 /// set up at once, so the proxy's upstream pool stays small and the
 /// measurement is about client connections.
-pub async fn open(
+pub(crate) async fn open(
     proxy: SocketAddr,
     url: &str,
     host: &str,
@@ -90,7 +90,7 @@ async fn one(proxy: SocketAddr, request: &[u8]) -> Result<TcpStream> {
 }
 
 /// How many of `conns` the far side has closed (EOF or error within 100 ms).
-pub async fn closed(conns: &[TcpStream]) -> usize {
+pub(crate) async fn closed(conns: &[TcpStream]) -> usize {
     let checks = conns.iter().map(|s| async move {
         let mut byte = [0u8; 1];
         matches!(

@@ -25,15 +25,15 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tempfile::TempDir;
 
-pub use afdns::{ServeArgs as AfDnsArgs, serve as serve_af_dns};
-pub use afproxy::AfProxy;
+pub(crate) use afdns::{ServeArgs as AfDnsArgs, serve as serve_af_dns};
+pub(crate) use afproxy::AfProxy;
 
 use crate::error::{BenchError, Result};
 use crate::scenarios::Scenario;
 
 /// Whether a system takes part in a scenario.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Support {
+pub(crate) enum Support {
     /// Measured.
     Yes,
     /// Belongs in the table but cannot be measured yet; the reason is shown.
@@ -44,7 +44,7 @@ pub enum Support {
 
 /// What the harness knows when it starts a system.
 #[derive(Debug, Clone)]
-pub struct Env {
+pub(crate) struct Env {
     /// The address every DNS system answers for every name.
     pub dns_answer: std::net::Ipv4Addr,
     /// The upstream's HTTPS address (the intercepted-HTTPS scenario's target).
@@ -54,7 +54,7 @@ pub struct Env {
 }
 
 /// One benchmarked system.
-pub trait System {
+pub(crate) trait System {
     /// Name shown in the table.
     fn name(&self) -> &'static str;
     /// Whether it takes part in `scenario`.
@@ -66,7 +66,7 @@ pub trait System {
 }
 
 /// Every system the harness knows, `direct` and af-proxy (then its mock twin) first.
-pub fn all(af_proxy: AfProxy) -> Vec<Box<dyn System>> {
+pub(crate) fn all(af_proxy: AfProxy) -> Vec<Box<dyn System>> {
     let mock = af_proxy.mocking();
     vec![
         Box::new(direct::Direct),
@@ -84,7 +84,7 @@ pub fn all(af_proxy: AfProxy) -> Vec<Box<dyn System>> {
 
 /// How a running system is reached.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Endpoint {
+pub(crate) enum Endpoint {
     /// No intermediary: clients talk to the upstream itself.
     Direct,
     /// An HTTP forward proxy (absolute-form and CONNECT) at this address.
@@ -95,7 +95,7 @@ pub enum Endpoint {
 
 /// A started system; stopped when dropped.
 #[derive(Debug)]
-pub struct Running {
+pub(crate) struct Running {
     /// Where to send load.
     pub endpoint: Endpoint,
     /// A DNS listener of a system that is also a proxy (af-proxy with af-dns).
@@ -109,7 +109,7 @@ pub struct Running {
 
 impl Running {
     /// A system with no process of its own (`direct`).
-    pub fn direct() -> Self {
+    pub(crate) fn direct() -> Self {
         Self {
             endpoint: Endpoint::Direct,
             dns: None,
@@ -120,7 +120,7 @@ impl Running {
     }
 
     /// The process whose tree is sampled for CPU and memory, if any.
-    pub fn pid(&self) -> Option<u32> {
+    pub(crate) fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }
 }
@@ -134,7 +134,7 @@ impl Drop for Running {
 }
 
 /// SIGTERM, a grace period, then SIGKILL.
-pub fn stop(child: &mut Child) {
+pub(crate) fn stop(child: &mut Child) {
     if let Ok(pid) = i32::try_from(child.id()) {
         let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
     }
@@ -151,7 +151,7 @@ pub fn stop(child: &mut Child) {
 
 /// How to tell that a freshly started system serves.
 #[derive(Debug, Clone, Copy)]
-pub enum Ready {
+pub(crate) enum Ready {
     /// Its TCP port accepts.
     Tcp,
     /// It answers a DNS query on UDP.
@@ -160,7 +160,7 @@ pub enum Ready {
 
 /// A private directory for a system's configuration; world-readable so that
 /// peers which drop privileges (squid, tinyproxy) can still read it.
-pub fn config_dir() -> Result<TempDir> {
+pub(crate) fn config_dir() -> Result<TempDir> {
     let dir = tempfile::Builder::new()
         .prefix("af-bench-")
         .tempdir()
@@ -172,7 +172,7 @@ pub fn config_dir() -> Result<TempDir> {
 }
 
 /// Writes `text` to `dir/name` and returns the path.
-pub fn write_config(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
+pub(crate) fn write_config(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
     let path = dir.join(name);
     std::fs::write(&path, text)
         .map_err(|e| BenchError::io(format!("write {}", path.display()), e))?;
@@ -180,7 +180,7 @@ pub fn write_config(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
 }
 
 /// A free port on 127.0.0.1, free for both TCP and UDP.
-pub fn free_port() -> Result<u16> {
+pub(crate) fn free_port() -> Result<u16> {
     for _ in 0..100 {
         let tcp = TcpListener::bind("127.0.0.1:0").map_err(|e| BenchError::io("pick port", e))?;
         let port = tcp
@@ -195,7 +195,7 @@ pub fn free_port() -> Result<u16> {
 }
 
 /// Whether `program` is on PATH (or is an existing path).
-pub fn find_program(program: &str) -> Option<PathBuf> {
+pub(crate) fn find_program(program: &str) -> Option<PathBuf> {
     let p = Path::new(program);
     if p.components().count() > 1 {
         return p.is_file().then(|| p.to_path_buf());
@@ -209,14 +209,14 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
 }
 
 /// The "not installed" reason for a missing program.
-pub fn missing_program(program: &str) -> Option<String> {
+pub(crate) fn missing_program(program: &str) -> Option<String> {
     find_program(program)
         .is_none()
         .then(|| format!("{program} not installed"))
 }
 
 /// Spawns `cmd` with its output in `dir`, waits until it serves on `port`.
-pub fn launch(
+pub(crate) fn launch(
     name: &'static str,
     mut cmd: Command,
     dir: TempDir,
