@@ -2,6 +2,10 @@
 //! DNS client (hickory-proto messages over UDP and TCP on loopback).
 
 #![allow(dead_code)] // Each test binary uses a different part of this module.
+#![allow(
+    clippy::expect_used,
+    reason = "test helpers fail the test by panicking, like #[test] functions"
+)]
 
 use std::{
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},

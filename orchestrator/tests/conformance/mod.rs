@@ -6,6 +6,11 @@
 //! same run (the allowed host is reached, through the same sidecar), because "blocked" and
 //! "never governed" look the same from inside a service.
 
+#![allow(
+    clippy::expect_used,
+    reason = "test helpers fail the test by panicking, like #[test] functions"
+)]
+
 pub(crate) mod escape;
 
 use std::net::{IpAddr, SocketAddr};
