@@ -19,6 +19,7 @@ struct Summary<'a> {
     placement: &'a Placement,
 }
 
+/// Load and check the manifest, then print its summary and placement as text or JSON.
 pub(super) fn run(global: &Global) -> Result<(), Refusal> {
     let (path, manifest) = super::load_manifest(global)?;
     let placement = manifest.placement()?;
