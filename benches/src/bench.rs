@@ -9,7 +9,7 @@ use crate::systems::{Env, Support, System};
 use crate::upstream::Upstream;
 
 /// What to run.
-pub struct Plan {
+pub(crate) struct Plan {
     /// Rounds; each round visits every system once per scenario.
     pub rounds: u32,
     /// Load settings.
@@ -19,7 +19,10 @@ pub struct Plan {
 }
 
 /// Runs the plan and returns the per-run measurements and the table rows.
-pub fn run(plan: &Plan, systems: &[Box<dyn System>]) -> Result<(Vec<Measurement>, Vec<Row>)> {
+pub(crate) fn run(
+    plan: &Plan,
+    systems: &[Box<dyn System>],
+) -> Result<(Vec<Measurement>, Vec<Row>)> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

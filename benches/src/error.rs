@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 /// Everything that can go wrong while setting up, running or reporting a benchmark.
 #[derive(Debug, thiserror::Error)]
-pub enum BenchError {
+pub(crate) enum BenchError {
     /// A file or socket operation failed.
     #[error("{what}: {source}")]
     Io {
@@ -107,7 +107,7 @@ pub enum BenchError {
 
 impl BenchError {
     /// Wraps an I/O error with what the harness was doing.
-    pub fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
         Self::Io {
             what: what.into(),
             source,
@@ -116,4 +116,4 @@ impl BenchError {
 }
 
 /// The harness's result type.
-pub type Result<T> = std::result::Result<T, BenchError>;
+pub(crate) type Result<T> = std::result::Result<T, BenchError>;

@@ -9,7 +9,7 @@ use crate::error::{BenchError, Result};
 
 /// One reading of a process tree.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// utime + stime of every process in the tree, in seconds.
     pub cpu_secs: f64,
     /// Sum of the processes' current resident set (VmRSS), KiB.
@@ -19,7 +19,7 @@ pub struct Sample {
 }
 
 /// Reads the tree rooted at `pid`.
-pub fn sample(pid: u32) -> Result<Sample> {
+pub(crate) fn sample(pid: u32) -> Result<Sample> {
     let ticks = clock_ticks();
     let mut total = Sample::default();
     for p in tree(pid) {
@@ -41,7 +41,7 @@ pub fn sample(pid: u32) -> Result<Sample> {
 }
 
 /// How many files `pid` has open (entries of /proc/PID/fd: sockets, the journal, pipes).
-pub fn open_files(pid: u32) -> Result<usize> {
+pub(crate) fn open_files(pid: u32) -> Result<usize> {
     fs::read_dir(format!("/proc/{pid}/fd"))
         .map(Iterator::count)
         .map_err(|source| BenchError::Proc { pid, source })
@@ -101,14 +101,14 @@ fn parse_stat_ppid(stat: &str) -> Option<u32> {
 }
 
 /// utime and stime in clock ticks (fields 14 and 15 of /proc/PID/stat).
-pub fn parse_stat_times(stat: &str) -> Option<(u64, u64)> {
+pub(crate) fn parse_stat_times(stat: &str) -> Option<(u64, u64)> {
     let f = after_comm(stat)?;
     // After the command name, field 3 (state) is index 0, so field N is index N - 3.
     Some((f.get(11)?.parse().ok()?, f.get(12)?.parse().ok()?))
 }
 
 /// A `kB` line of /proc/PID/status, e.g. `VmHWM:    1234 kB`.
-pub fn parse_status_kib(status: &str, key: &str) -> Option<u64> {
+pub(crate) fn parse_status_kib(status: &str, key: &str) -> Option<u64> {
     status
         .lines()
         .find(|l| l.starts_with(key))?

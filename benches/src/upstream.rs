@@ -25,22 +25,22 @@ use tokio_rustls::TlsAcceptor;
 use crate::error::{BenchError, Result};
 
 /// Size of the small body.
-pub const SMALL_BODY: usize = 128;
+pub(crate) const SMALL_BODY: usize = 128;
 /// Size of the large body.
-pub const LARGE_BODY: usize = 1 << 20;
+pub(crate) const LARGE_BODY: usize = 1 << 20;
 /// The small body: `SMALL_BODY` letters `a`.
-pub fn small_body() -> String {
+pub(crate) fn small_body() -> String {
     "a".repeat(SMALL_BODY)
 }
 
 /// Path that answers the small body.
-pub const SMALL_PATH: &str = "/small";
+pub(crate) const SMALL_PATH: &str = "/small";
 /// Path that answers the 1 MiB body.
-pub const LARGE_PATH: &str = "/1m";
+pub(crate) const LARGE_PATH: &str = "/1m";
 
 /// Where the upstream listens.
 #[derive(Debug, Clone, clap::Args)]
-pub struct Ports {
+pub(crate) struct Ports {
     /// Plain HTTP port.
     #[arg(long)]
     pub http: u16,
@@ -56,7 +56,7 @@ pub struct Ports {
 }
 
 /// Serves until killed.
-pub async fn serve(ports: Ports) -> Result<()> {
+pub(crate) async fn serve(ports: Ports) -> Result<()> {
     let small = Bytes::from(small_body());
     let large = Bytes::from(vec![b'b'; LARGE_BODY]);
     let http = bind(ports.http).await?;
@@ -152,7 +152,7 @@ fn tls_acceptor(cert_out: &std::path::Path) -> Result<TlsAcceptor> {
 
 /// The upstream process, started by the harness; killed when dropped.
 #[derive(Debug)]
-pub struct Upstream {
+pub(crate) struct Upstream {
     /// Plain HTTP address.
     pub http: SocketAddr,
     /// HTTPS address.
@@ -166,7 +166,7 @@ pub struct Upstream {
 
 impl Upstream {
     /// Starts `af-benches upstream` (this same executable) and waits for it.
-    pub fn spawn(dir: &std::path::Path) -> Result<Self> {
+    pub(crate) fn spawn(dir: &std::path::Path) -> Result<Self> {
         let exe = std::env::current_exe().map_err(|e| BenchError::io("find own executable", e))?;
         let (http, https, bulk) = (
             crate::systems::free_port()?,

@@ -7,7 +7,7 @@ use hickory_proto::rr::{LowerName, Name};
 
 /// The three places a queried name can belong to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NameClass {
+pub(crate) enum NameClass {
     /// `localhost` or a name below it: answered locally, never forwarded.
     Localhost,
     /// May be one of the environment's names: ask the runtime's resolver, then check the answer.
@@ -18,7 +18,7 @@ pub enum NameClass {
 
 /// Decides [`NameClass`] from the configured inside names and zones.
 #[derive(Debug, Clone)]
-pub struct Classifier {
+pub(crate) struct Classifier {
     names: HashSet<LowerName>,
     zones: Vec<LowerName>,
     /// Every single-label name is inside, listed or not.
@@ -30,7 +30,11 @@ impl Classifier {
     /// `any_single_label`, every single-label name is inside, not only the listed ones.
     ///
     /// Entries that are not DNS names are skipped; validation has already refused them.
-    pub fn new(inside_names: &[String], inside_zones: &[String], any_single_label: bool) -> Self {
+    pub(crate) fn new(
+        inside_names: &[String],
+        inside_zones: &[String],
+        any_single_label: bool,
+    ) -> Self {
         Self {
             names: inside_names.iter().filter_map(|n| fqdn(n)).collect(),
             zones: inside_zones.iter().filter_map(|n| fqdn(n)).collect(),
@@ -39,7 +43,7 @@ impl Classifier {
     }
 
     /// Classifies one queried name (case-insensitive).
-    pub fn classify(&self, name: &LowerName) -> NameClass {
+    pub(crate) fn classify(&self, name: &LowerName) -> NameClass {
         if name.is_localhost() {
             NameClass::Localhost
         } else if (self.any_single_label && name.num_labels() == 1)

@@ -15,7 +15,7 @@ use crate::{config::DnsConfig, error::DnsError};
 
 /// What the runtime's resolver said about a name, judged against the inside networks.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Forwarded {
+pub(crate) enum Forwarded {
     /// Every address is inside: answer with these (non-empty), for `ttl` seconds.
     Inside {
         /// The addresses, in the resolver's order.
@@ -32,7 +32,7 @@ pub enum Forwarded {
 }
 
 /// A hickory-resolver pointed only at the runtime's resolver (no hosts file, no search list).
-pub struct Forwarder {
+pub(crate) struct Forwarder {
     resolver: TokioResolver,
     subnets: Vec<IpNet>,
     ttl: u32,
@@ -41,7 +41,7 @@ pub struct Forwarder {
 
 impl Forwarder {
     /// Builds the resolver for `config.upstream`; no traffic is sent until the first lookup.
-    pub fn new(config: &DnsConfig) -> Result<Self, DnsError> {
+    pub(crate) fn new(config: &DnsConfig) -> Result<Self, DnsError> {
         let mut server = NameServerConfig::udp_and_tcp(config.upstream.ip());
         for connection in &mut server.connections {
             connection.port = config.upstream.port();
@@ -71,7 +71,7 @@ impl Forwarder {
     }
 
     /// Looks `name` up for an address type (`A` or `AAAA`) and judges the result.
-    pub async fn resolve(&self, name: &LowerName, record_type: RecordType) -> Forwarded {
+    pub(crate) async fn resolve(&self, name: &LowerName, record_type: RecordType) -> Forwarded {
         let lookup = self.resolver.lookup(Name::from(name), record_type);
         let result = match tokio::time::timeout(self.timeout, lookup).await {
             Ok(result) => result,
@@ -113,7 +113,7 @@ impl Forwarder {
 }
 
 /// True when `addr` lies in one of `subnets` (an IPv4-mapped IPv6 address counts as its IPv4).
-pub fn is_inside(subnets: &[IpNet], addr: IpAddr) -> bool {
+pub(crate) fn is_inside(subnets: &[IpNet], addr: IpAddr) -> bool {
     let addr = addr.to_canonical();
     subnets.iter().any(|net| net.contains(&addr))
 }

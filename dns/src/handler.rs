@@ -31,7 +31,7 @@ use crate::{
 const EDNS_PAYLOAD: u16 = 1232;
 
 /// Answers every query the server receives.
-pub struct Handler {
+pub(crate) struct Handler {
     classifier: Classifier,
     forwarder: Forwarder,
     sidecar_v4: Ipv4Addr,
@@ -69,7 +69,7 @@ impl Reply {
 
 impl Handler {
     /// Builds the handler from a validated configuration.
-    pub fn new(
+    pub(crate) fn new(
         config: &DnsConfig,
         checked: &Checked,
         sightings: Sightings,

@@ -66,11 +66,11 @@ impl QueryObserver for IgnoreSightings {
 }
 
 /// Shards of the seen set: queries on different sockets rarely wait for the same lock.
-pub const SHARDS: usize = 16;
+pub(crate) const SHARDS: usize = 16;
 
 /// How much the sightings machinery holds and passes on.
 #[derive(Debug, Clone, Copy)]
-pub struct SightingBounds {
+pub(crate) struct SightingBounds {
     /// (name, type) pairs remembered.
     pub seen_capacity: usize,
     /// Sightings waiting for the observer.
@@ -80,7 +80,7 @@ pub struct SightingBounds {
 }
 
 /// The bounded seen set plus the queue to the observer thread.
-pub struct Sightings {
+pub(crate) struct Sightings {
     hasher: RandomState,
     shards: Box<[Mutex<Shard>]>,
     queue: SyncSender<Sighting>,
@@ -97,7 +97,7 @@ struct Shard {
 
 impl Sightings {
     /// Starts the observer thread; it ends when the returned value is dropped.
-    pub fn start(
+    pub(crate) fn start(
         observer: Arc<dyn QueryObserver>,
         bounds: SightingBounds,
         metrics: Metrics,
@@ -131,7 +131,7 @@ impl Sightings {
     }
 
     /// Records a query; reports it if this (name, type) is not remembered yet.
-    pub fn record(
+    pub(crate) fn record(
         &self,
         name: &LowerName,
         record_type: RecordType,

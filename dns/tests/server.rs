@@ -1,5 +1,10 @@
 //! Binding, configuration errors and shutdown.
 
+#![allow(
+    clippy::expect_used,
+    reason = "test helpers fail the test by panicking, like #[test] functions"
+)]
+
 mod common;
 
 use std::{net::IpAddr, sync::Arc};

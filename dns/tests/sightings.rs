@@ -1,5 +1,10 @@
 //! First sightings reach the observer once per (name, type), off the query path, within bounds.
 
+#![allow(
+    clippy::expect_used,
+    reason = "test helpers fail the test by panicking, like #[test] functions"
+)]
+
 mod common;
 
 use std::{

@@ -3,6 +3,11 @@
 //!
 //! Alone in its own test binary: it lowers this process's open-files limit.
 
+#![allow(
+    clippy::expect_used,
+    reason = "test helpers fail the test by panicking, like #[test] functions"
+)]
+
 mod common;
 
 use std::{fs::File, os::unix::fs::FileExt, time::Duration};

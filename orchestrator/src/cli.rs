@@ -11,7 +11,7 @@ use crate::output::Format;
 /// Run a repository's services as one environment whose only way out is the af sidecar.
 #[derive(Debug, Parser)]
 #[command(name = "af", version, propagate_version = true)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(flatten)]
     pub global: Global,
     #[command(subcommand)]
@@ -20,7 +20,7 @@ pub struct Cli {
 
 /// Flags every command takes.
 #[derive(Debug, Args)]
-pub struct Global {
+pub(crate) struct Global {
     /// Output format.
     #[arg(short = 'o', long = "output", global = true, value_enum, default_value_t = Format::Text)]
     pub output: Format,
@@ -31,7 +31,7 @@ pub struct Global {
 
 /// What to do.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Check af.yaml and show where the environment would run. Creates nothing.
     Validate,
     /// Print the JSON Schema of af.yaml, for editors.
@@ -70,7 +70,7 @@ pub enum Command {
 
 /// `af inbox ...`
 #[derive(Debug, Subcommand)]
-pub enum InboxCommand {
+pub(crate) enum InboxCommand {
     /// List captured messages, oldest first: seq, time, provider, to, subject, code.
     List {
         #[command(flatten)]
@@ -108,7 +108,7 @@ pub enum InboxCommand {
 
 /// `af webhook ...`
 #[derive(Debug, Subcommand)]
-pub enum WebhookCommand {
+pub(crate) enum WebhookCommand {
     /// Build a provider's webhook for EVENT, sign it with the environment's secret (the one in
     /// every service's STRIPE_/GITHUB_/SVIX_WEBHOOK_SECRET) and deliver it to a service.
     Trigger {
@@ -134,7 +134,7 @@ pub enum WebhookCommand {
 
 /// Which environment: derived from the repository and branch unless given.
 #[derive(Debug, Args)]
-pub struct EnvArg {
+pub(crate) struct EnvArg {
     /// The environment id (default: derived from the project, repository and branch).
     #[arg(long = "env", value_name = "ID")]
     pub env: Option<String>,
@@ -142,7 +142,7 @@ pub struct EnvArg {
 
 /// `af net ...`
 #[derive(Debug, Subcommand)]
-pub enum NetCommand {
+pub(crate) enum NetCommand {
     /// List the egress rules in deciding order (most specific first).
     Policy,
     /// Show how a request would be decided: every rule that matches and why the winner wins.

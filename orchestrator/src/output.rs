@@ -5,7 +5,7 @@ use serde::Serialize;
 
 /// The output format chosen with `-o`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     /// Lines for people.
     Text,
     /// One JSON document on stdout.
@@ -13,7 +13,7 @@ pub enum Format {
 }
 
 /// Print `value` as pretty JSON on stdout.
-pub fn print_json<T: Serialize>(value: &T) {
+pub(crate) fn print_json<T: Serialize>(value: &T) {
     match serde_json::to_string_pretty(value) {
         Ok(text) => println!("{text}"),
         // Our own result types always serialize; say so loudly if one ever does not.

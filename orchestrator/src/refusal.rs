@@ -10,7 +10,7 @@ use crate::output::{Format, print_json};
 
 /// Why a command stopped: one or more coded reports, some at a place in the manifest.
 #[derive(Debug)]
-pub struct Refusal {
+pub(crate) struct Refusal {
     entries: Vec<Entry>,
 }
 
@@ -36,7 +36,7 @@ struct JsonEntry<'a> {
 impl Refusal {
     /// The exit status: the lowest of the reports' statuses (a manifest wrong as written is
     /// reported as such even when placement also failed).
-    pub fn exit_status(&self) -> ExitStatus {
+    pub(crate) fn exit_status(&self) -> ExitStatus {
         self.entries
             .iter()
             .map(|e| e.report.exit_status())
@@ -45,7 +45,7 @@ impl Refusal {
     }
 
     /// Print every report: on stderr as text, or on stdout as `{"errors": [...]}`.
-    pub fn print(&self, format: Format) {
+    pub(crate) fn print(&self, format: Format) {
         match format {
             Format::Text => {
                 for entry in &self.entries {

@@ -1,6 +1,11 @@
 //! `af inbox`, `af webhook trigger` and the modes' inputs of `af up` as the command line reads
 //! them: every case here is refused before any runtime is reached, so no Docker is needed.
 
+#![allow(
+    clippy::expect_used,
+    reason = "test helpers fail the test by panicking, like #[test] functions"
+)]
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 

@@ -3,6 +3,11 @@
 //! statuses they end with. No Docker needed; this is also the smallest example of plugging
 //! another runtime into the trait.
 
+#![allow(
+    clippy::expect_used,
+    reason = "test helpers fail the test by panicking, like #[test] functions"
+)]
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

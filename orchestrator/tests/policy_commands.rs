@@ -1,5 +1,10 @@
 //! `af validate`, `af net policy` and `af net explain` work with no runtime at all.
 
+#![allow(
+    clippy::expect_used,
+    reason = "test helpers fail the test by panicking, like #[test] functions"
+)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -1,5 +1,10 @@
 //! A decision on the proxy's hot path allocates nothing: counted with a counting allocator.
 
+#![allow(
+    clippy::expect_used,
+    reason = "test helpers fail the test by panicking, like #[test] functions"
+)]
+
 use af_policy::egress::{Catalogue, EgressSpec, Mode, RuleSpec, Target};
 
 fn catalogue_of(n: usize) -> Catalogue {

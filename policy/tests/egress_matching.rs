@@ -1,5 +1,10 @@
 //! Table-driven tests for how the catalogue decides, confusable hosts first.
 
+#![allow(
+    clippy::expect_used,
+    reason = "test helpers fail the test by panicking, like #[test] functions"
+)]
+
 use af_policy::egress::{Catalogue, EgressSpec, Mode, Reason, RuleSpec, Target};
 
 fn rule(host: &str, mode: Mode) -> RuleSpec {

@@ -2,6 +2,11 @@
 //! differs from what the code generates. `AF_BLESS=1 cargo test -p af-policy --test
 //! generated_docs` rewrites both.
 
+#![allow(
+    clippy::expect_used,
+    reason = "test helpers fail the test by panicking, like #[test] functions"
+)]
+
 use std::path::PathBuf;
 
 fn docs(name: &str) -> PathBuf {

@@ -2,6 +2,11 @@
 //! soup, and structures generated from the manifest's own schema with mistakes mixed in.
 //! Whatever is accepted round-trips; whatever is refused comes with sorted, positioned problems.
 
+#![allow(
+    clippy::expect_used,
+    reason = "test helpers fail the test by panicking, like #[test] functions"
+)]
+
 mod common;
 
 use std::path::Path;

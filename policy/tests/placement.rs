@@ -1,5 +1,10 @@
 //! Placement as a table: a runtime in, one placement or one refusal out.
 
+#![allow(
+    clippy::expect_used,
+    reason = "test helpers fail the test by panicking, like #[test] functions"
+)]
+
 use std::collections::BTreeMap;
 
 use af_policy::placement::{Placement, Provider, Runtime, Target, check, place};

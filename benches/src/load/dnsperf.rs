@@ -9,7 +9,7 @@ use super::{LoadResult, tail};
 use crate::error::{BenchError, Result};
 
 /// Writes `count` A queries for random names under public-looking suffixes.
-pub fn write_queries(dir: &Path, count: usize, seed: u64) -> Result<PathBuf> {
+pub(crate) fn write_queries(dir: &Path, count: usize, seed: u64) -> Result<PathBuf> {
     let mut rng = fastrand::Rng::with_seed(seed);
     let suffixes = ["com", "net", "org", "io", "dev"];
     let mut text = String::with_capacity(count * 32);
@@ -26,7 +26,7 @@ pub fn write_queries(dir: &Path, count: usize, seed: u64) -> Result<PathBuf> {
 }
 
 /// Runs dnsperf for `duration` with `clients` sockets over two threads.
-pub fn run(
+pub(crate) fn run(
     server: SocketAddr,
     queries: &Path,
     duration: Duration,
@@ -65,7 +65,7 @@ pub fn run(
 }
 
 /// Reads dnsperf's statistics block.
-pub fn parse(stdout: &str) -> Result<LoadResult> {
+pub(crate) fn parse(stdout: &str) -> Result<LoadResult> {
     let value = |key: &str| -> Result<f64> {
         stdout
             .lines()
@@ -109,7 +109,7 @@ pub fn parse(stdout: &str) -> Result<LoadResult> {
 }
 
 /// Whether a DNS server at `addr` answers one A query within 200 ms.
-pub fn probe(addr: SocketAddr) -> bool {
+pub(crate) fn probe(addr: SocketAddr) -> bool {
     let Ok(sock) = UdpSocket::bind("127.0.0.1:0") else {
         return false;
     };

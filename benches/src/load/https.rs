@@ -19,7 +19,7 @@ use super::LoadResult;
 use crate::error::{BenchError, Result};
 
 /// A TLS client that trusts only the PEM certificate(s) in `ca`.
-pub fn connector(ca: &Path) -> Result<TlsConnector> {
+pub(crate) fn connector(ca: &Path) -> Result<TlsConnector> {
     let pem = std::fs::read(ca).map_err(|e| BenchError::io(format!("read {}", ca.display()), e))?;
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(&pem) {
@@ -39,7 +39,7 @@ pub fn connector(ca: &Path) -> Result<TlsConnector> {
 }
 
 /// Runs `connections` keep-alive HTTPS clients for `duration`.
-pub async fn run(
+pub(crate) async fn run(
     proxy: Option<SocketAddr>,
     upstream: SocketAddr,
     tls: TlsConnector,

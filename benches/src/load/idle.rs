@@ -16,7 +16,7 @@ use crate::error::{BenchError, Result};
 /// did (within 10 s each) and how many did not. At most `parallel` are being
 /// set up at once, so the proxy's upstream pool stays small and the
 /// measurement is about client connections.
-pub async fn open(
+pub(crate) async fn open(
     proxy: SocketAddr,
     url: &str,
     host: &str,
@@ -61,7 +61,7 @@ async fn one(proxy: SocketAddr, request: &[u8]) -> Result<TcpStream> {
 /// Why a keep-alive exchange failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Failure {
+pub(crate) enum Failure {
     /// The far side closed the connection before a whole answer.
     Closed,
     /// An answer other than 200 (its status).
@@ -74,7 +74,7 @@ pub enum Failure {
 
 impl Failure {
     /// As a sentence fragment.
-    pub fn describe(self) -> String {
+    pub(crate) fn describe(self) -> String {
         match self {
             Failure::Closed => "the proxy closed the connection".into(),
             Failure::Status(code) => format!("answered {code}"),
@@ -85,7 +85,10 @@ impl Failure {
 }
 
 /// Sends `request` on `s` and reads its whole 200 answer, leaving the connection open.
-pub async fn exchange(s: &mut TcpStream, request: &[u8]) -> std::result::Result<(), Failure> {
+pub(crate) async fn exchange(
+    s: &mut TcpStream,
+    request: &[u8],
+) -> std::result::Result<(), Failure> {
     s.write_all(request).await.map_err(|_| Failure::Io)?;
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 4096];
@@ -118,7 +121,7 @@ pub async fn exchange(s: &mut TcpStream, request: &[u8]) -> std::result::Result<
 }
 
 /// How many of `conns` the far side has closed (EOF or error within 100 ms).
-pub async fn closed(conns: &[TcpStream]) -> usize {
+pub(crate) async fn closed(conns: &[TcpStream]) -> usize {
     let checks = conns.iter().map(|s| async move {
         let mut byte = [0u8; 1];
         matches!(

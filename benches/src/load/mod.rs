@@ -2,18 +2,18 @@
 //! clients for what they cannot do (CONNECT tunnels, idle connections,
 //! HTTPS through an intercepting proxy).
 
-pub mod dnsperf;
-pub mod https;
-pub mod idle;
-pub mod oneshot;
-pub mod tunnel;
-pub mod wrk;
+pub(crate) mod dnsperf;
+pub(crate) mod https;
+pub(crate) mod idle;
+pub(crate) mod oneshot;
+pub(crate) mod tunnel;
+pub(crate) mod wrk;
 
 use serde::Serialize;
 
 /// What one load run measured, before CPU and memory are added.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct LoadResult {
+pub(crate) struct LoadResult {
     /// Requests, queries or connections completed.
     pub ops: u64,
     /// Measured wall time, seconds.

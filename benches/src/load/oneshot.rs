@@ -20,7 +20,7 @@ use crate::error::{BenchError, Result};
 
 /// Runs `workers` clients against `connect` for `duration`; `request` is
 /// sent verbatim on every new connection.
-pub async fn run(
+pub(crate) async fn run(
     connect: SocketAddr,
     request: Vec<u8>,
     workers: usize,
@@ -73,7 +73,7 @@ pub async fn run(
 }
 
 /// 1 µs to 60 s, 3 significant digits.
-pub fn histogram() -> Result<Histogram<u64>> {
+pub(crate) fn histogram() -> Result<Histogram<u64>> {
     Histogram::new_with_bounds(1, 60_000_000, 3).map_err(|e| BenchError::Protocol(e.to_string()))
 }
 

@@ -12,7 +12,10 @@ use crate::error::{BenchError, Result};
 /// Opens a TCP stream to `target`, through the forward proxy `proxy` with
 /// CONNECT when there is one. Returns the stream and any tunnel bytes that
 /// arrived with the proxy's answer.
-pub async fn open(proxy: Option<SocketAddr>, target: SocketAddr) -> Result<(TcpStream, Vec<u8>)> {
+pub(crate) async fn open(
+    proxy: Option<SocketAddr>,
+    target: SocketAddr,
+) -> Result<(TcpStream, Vec<u8>)> {
     let Some(proxy) = proxy else {
         let s = TcpStream::connect(target)
             .await
@@ -55,12 +58,12 @@ pub async fn open(proxy: Option<SocketAddr>, target: SocketAddr) -> Result<(TcpS
 }
 
 /// Index just past the blank line that ends an HTTP head.
-pub fn find_head_end(buf: &[u8]) -> Option<usize> {
+pub(crate) fn find_head_end(buf: &[u8]) -> Option<usize> {
     buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
 }
 
 /// Reads from the bulk source through `streams` tunnels for `duration`.
-pub async fn bulk(
+pub(crate) async fn bulk(
     proxy: Option<SocketAddr>,
     source: SocketAddr,
     streams: usize,

@@ -17,7 +17,7 @@ const MARKER: &str = "AFBENCH";
 
 /// One wrk run.
 #[derive(Debug, Clone)]
-pub struct WrkRun<'a> {
+pub(crate) struct WrkRun<'a> {
     /// Where wrk connects: the proxy, or the upstream itself.
     pub connect: SocketAddr,
     /// Whether `connect` is a forward proxy (absolute-form target).
@@ -35,7 +35,7 @@ pub struct WrkRun<'a> {
 }
 
 /// The Lua script for a run.
-pub fn script(run: &WrkRun<'_>) -> String {
+pub(crate) fn script(run: &WrkRun<'_>) -> String {
     let target = if run.via_proxy {
         format!("http://{}{}", run.upstream, run.path)
     } else {
@@ -58,7 +58,7 @@ end
 }
 
 /// Runs wrk; the script is written into `dir`.
-pub fn run(run: &WrkRun<'_>, dir: &Path) -> Result<LoadResult> {
+pub(crate) fn run(run: &WrkRun<'_>, dir: &Path) -> Result<LoadResult> {
     let script_path = dir.join("wrk.lua");
     std::fs::write(&script_path, script(run)).map_err(|e| BenchError::io("write wrk script", e))?;
     let out = Command::new("wrk")
@@ -89,7 +89,7 @@ pub fn run(run: &WrkRun<'_>, dir: &Path) -> Result<LoadResult> {
 }
 
 /// Reads the `done` hook's line out of wrk's output.
-pub fn parse(stdout: &str) -> Result<LoadResult> {
+pub(crate) fn parse(stdout: &str) -> Result<LoadResult> {
     let line = stdout
         .lines()
         .find_map(|l| l.strip_prefix(MARKER))

@@ -9,7 +9,7 @@ use crate::error::{BenchError, Result};
 use crate::scenarios::Scenario;
 
 /// Draws the measured rows of `rows` into an SVG at `path`.
-pub fn draw(rows: &[Row], title: &str, path: &Path) -> Result<()> {
+pub(crate) fn draw(rows: &[Row], title: &str, path: &Path) -> Result<()> {
     let err = |e: &dyn std::fmt::Display| BenchError::Chart {
         path: path.to_path_buf(),
         reason: e.to_string(),

@@ -10,7 +10,7 @@ use crate::scenarios::Measurement;
 
 /// Everything one invocation measured.
 #[derive(Debug, Clone, Serialize)]
-pub struct Results {
+pub(crate) struct Results {
     /// When the run finished (RFC 3339, UTC).
     pub date: String,
     /// Which machine: label, cores, memory, kernel.
@@ -30,7 +30,7 @@ pub struct Results {
 }
 
 /// Writes `results` as pretty JSON to `path`.
-pub fn write(results: &Results, path: &Path) -> Result<()> {
+pub(crate) fn write(results: &Results, path: &Path) -> Result<()> {
     let file = std::fs::File::create(path)
         .map_err(|e| BenchError::io(format!("create {}", path.display()), e))?;
     serde_json::to_writer_pretty(std::io::BufWriter::new(file), results).map_err(|source| {

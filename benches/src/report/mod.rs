@@ -1,22 +1,22 @@
 //! Turning the runs into the table: medians across rounds and ratios to af-proxy.
 
-pub mod chart;
-pub mod json;
-pub mod table;
+pub(crate) mod chart;
+pub(crate) mod json;
+pub(crate) mod table;
 
 use serde::Serialize;
 
 use crate::scenarios::{Measurement, Scenario, Unit};
 
 /// The system every ratio is taken against.
-pub const REFERENCE: &str = "af-proxy";
+pub(crate) const REFERENCE: &str = "af-proxy";
 /// The reference in a scenario where af-proxy has no figure (DNS before af-dns is wired in).
-pub const FALLBACK_REFERENCE: &str = "af-dns";
+pub(crate) const FALLBACK_REFERENCE: &str = "af-dns";
 
 /// What a row says about a system in a scenario.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "kebab-case", tag = "status", content = "reason")]
-pub enum Status {
+pub(crate) enum Status {
     /// Measured: the figures are medians of the successful rounds.
     Measured,
     /// The program is not installed here.
@@ -29,7 +29,7 @@ pub enum Status {
 
 /// One line of the table.
 #[derive(Debug, Clone, Serialize)]
-pub struct Row {
+pub(crate) struct Row {
     /// System name.
     pub system: String,
     /// Scenario.
@@ -63,7 +63,7 @@ pub struct Row {
 
 impl Row {
     /// A row with no figures.
-    pub fn empty(system: &str, scenario: Scenario, status: Status) -> Self {
+    pub(crate) fn empty(system: &str, scenario: Scenario, status: Status) -> Self {
         Self {
             system: system.to_string(),
             scenario,
@@ -83,7 +83,7 @@ impl Row {
     }
 
     /// The medians of `runs` (all of one system and scenario).
-    pub fn measured(system: &str, scenario: Scenario, runs: &[&Measurement]) -> Self {
+    pub(crate) fn measured(system: &str, scenario: Scenario, runs: &[&Measurement]) -> Self {
         let med = |f: &dyn Fn(&Measurement) -> Option<f64>| {
             median(runs.iter().filter_map(|m| f(m)).collect())
         };
@@ -104,7 +104,7 @@ impl Row {
 }
 
 /// The median (mean of the middle two for an even count); `None` when empty.
-pub fn median(mut values: Vec<f64>) -> Option<f64> {
+pub(crate) fn median(mut values: Vec<f64>) -> Option<f64> {
     values.retain(|v| v.is_finite());
     if values.is_empty() {
         return None;
@@ -120,7 +120,7 @@ pub fn median(mut values: Vec<f64>) -> Option<f64> {
 
 /// Fills each measured row's ratio to af-proxy's value in the same scenario
 /// (af-dns's where af-proxy has none).
-pub fn fill_ratios(rows: &mut [Row]) {
+pub(crate) fn fill_ratios(rows: &mut [Row]) {
     let value_of = |name: &str, scenario: Scenario| {
         rows.iter()
             .find(|r| r.system == name && r.scenario == scenario)

@@ -18,7 +18,7 @@ const HEADERS: [&str; 10] = [
 ];
 
 /// Renders `rows` as an aligned text table, one block per scenario.
-pub fn render(rows: &[Row]) -> String {
+pub(crate) fn render(rows: &[Row]) -> String {
     let mut cells: Vec<Vec<String>> = Vec::with_capacity(rows.len());
     for row in rows {
         cells.push(cells_of(row));
@@ -115,7 +115,7 @@ fn cells_of(row: &Row) -> Vec<String> {
 }
 
 /// A headline figure: no decimals when large, some when small.
-pub fn figure(v: f64) -> String {
+pub(crate) fn figure(v: f64) -> String {
     if v >= 100.0 {
         format!("{v:.0}")
     } else if v >= 10.0 {

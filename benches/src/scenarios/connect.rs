@@ -6,7 +6,7 @@ use crate::load::{LoadResult, tunnel};
 use crate::systems::Running;
 
 /// One tunnel, downloading for the run's duration.
-pub fn run(running: &Running, ctx: &Ctx<'_>) -> Result<LoadResult> {
+pub(super) fn run(running: &Running, ctx: &Ctx<'_>) -> Result<LoadResult> {
     ctx.rt.block_on(tunnel::bulk(
         proxy_of(running),
         ctx.upstream.bulk,

@@ -6,7 +6,7 @@ use crate::load::{LoadResult, dnsperf};
 use crate::systems::{Endpoint, Running};
 
 /// dnsperf with 16 clients against the system's DNS listener.
-pub fn run(running: &Running, ctx: &Ctx<'_>) -> Result<LoadResult> {
+pub(super) fn run(running: &Running, ctx: &Ctx<'_>) -> Result<LoadResult> {
     let server = match (running.endpoint, running.dns) {
         (Endpoint::Dns(addr), _) | (_, Some(addr)) => addr,
         _ => return Err(BenchError::Protocol("system has no DNS listener".into())),

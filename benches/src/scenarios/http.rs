@@ -9,7 +9,7 @@ use crate::systems::Running;
 use crate::upstream::{LARGE_PATH, SMALL_PATH};
 
 /// Runs wrk with the scenario's path, connection count and keep-alive.
-pub fn run(scenario: Scenario, running: &Running, ctx: &Ctx<'_>) -> Result<LoadResult> {
+pub(super) fn run(scenario: Scenario, running: &Running, ctx: &Ctx<'_>) -> Result<LoadResult> {
     let proxy = proxy_of(running);
     let upstream = ctx.upstream.http;
     if scenario == Scenario::HttpNewConn {

@@ -6,7 +6,7 @@ use crate::load::{LoadResult, https};
 use crate::systems::Running;
 
 /// 32 keep-alive HTTPS clients for the run's duration.
-pub fn run(running: &Running, ctx: &Ctx<'_>) -> Result<LoadResult> {
+pub(super) fn run(running: &Running, ctx: &Ctx<'_>) -> Result<LoadResult> {
     let ca = running
         .ca_cert
         .clone()

@@ -10,7 +10,7 @@ use crate::systems::Running;
 use crate::upstream::SMALL_PATH;
 
 /// Opens the idle connections and returns (load, KiB per connection).
-pub fn run(running: &Running, ctx: &Ctx<'_>) -> Result<(LoadResult, f64)> {
+pub(super) fn run(running: &Running, ctx: &Ctx<'_>) -> Result<(LoadResult, f64)> {
     let (Some(proxy), Some(pid)) = (proxy_of(running), running.pid()) else {
         return Err(BenchError::Protocol(
             "idle memory needs a proxy process".into(),

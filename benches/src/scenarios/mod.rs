@@ -20,7 +20,7 @@ use crate::upstream::Upstream;
 /// One scenario of the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
-pub enum Scenario {
+pub(crate) enum Scenario {
     /// Plain HTTP, keep-alive connections, small bodies.
     HttpKeepAlive,
     /// Plain HTTP, a new connection per request (`Connection: close`).
@@ -39,7 +39,7 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in table order.
-    pub const ALL: [Scenario; 7] = [
+    pub(crate) const ALL: [Scenario; 7] = [
         Scenario::HttpKeepAlive,
         Scenario::HttpNewConn,
         Scenario::Http1m,
@@ -50,7 +50,7 @@ impl Scenario {
     ];
 
     /// Name shown in the table.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Scenario::HttpKeepAlive => "http-keepalive",
             Scenario::HttpNewConn => "http-newconn",
@@ -63,7 +63,7 @@ impl Scenario {
     }
 
     /// Unit of the scenario's headline figure.
-    pub fn unit(self) -> Unit {
+    pub(crate) fn unit(self) -> Unit {
         match self {
             Scenario::ConnectBulk => Unit::MegabytesPerSec,
             Scenario::Dns => Unit::QueriesPerSec,
@@ -75,7 +75,7 @@ impl Scenario {
 
 /// Unit of a headline figure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Unit {
+pub(crate) enum Unit {
     /// Requests per second (higher is better).
     #[serde(rename = "req/s")]
     RequestsPerSec,
@@ -92,7 +92,7 @@ pub enum Unit {
 
 impl Unit {
     /// As printed.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Unit::RequestsPerSec => "req/s",
             Unit::MegabytesPerSec => "MB/s",
@@ -102,14 +102,14 @@ impl Unit {
     }
 
     /// Whether a larger figure is better.
-    pub fn higher_is_better(self) -> bool {
+    pub(crate) fn higher_is_better(self) -> bool {
         self != Unit::KibPerConn
     }
 }
 
 /// How hard and how long to push.
 #[derive(Debug, Clone)]
-pub struct Load {
+pub(crate) struct Load {
     /// Measured duration of each timed run.
     pub duration: Duration,
     /// Idle connections opened in the memory scenario.
@@ -117,7 +117,7 @@ pub struct Load {
 }
 
 /// What a scenario needs besides the system.
-pub struct Ctx<'a> {
+pub(crate) struct Ctx<'a> {
     /// Async runtime for the tokio clients.
     pub rt: &'a tokio::runtime::Runtime,
     /// The shared upstream.
@@ -132,7 +132,7 @@ pub struct Ctx<'a> {
 
 /// One measured run of one system in one scenario.
 #[derive(Debug, Clone, Serialize)]
-pub struct Measurement {
+pub(crate) struct Measurement {
     /// System name.
     pub system: String,
     /// Scenario.
@@ -154,7 +154,7 @@ pub struct Measurement {
 }
 
 /// Starts `system`, runs `scenario` against it, stops it.
-pub fn measure(
+pub(crate) fn measure(
     scenario: Scenario,
     system: &dyn System,
     round: u32,

@@ -18,18 +18,18 @@ const PAGE: usize = 1000;
 
 /// The admin API at `addr`, with the harness's token.
 #[derive(Debug, Clone, Copy)]
-pub struct Admin {
+pub(super) struct Admin {
     addr: SocketAddr,
 }
 
 impl Admin {
     /// The API at `addr`.
-    pub fn new(addr: SocketAddr) -> Self {
+    pub(super) fn new(addr: SocketAddr) -> Self {
         Self { addr }
     }
 
     /// The records after `since`, at most one page (`/v1/decisions`).
-    pub async fn page(&self, since: u64) -> Result<Page> {
+    pub(super) async fn page(&self, since: u64) -> Result<Page> {
         let body = self
             .get(&format!("/v1/decisions?since={since}&limit={PAGE}"))
             .await?;
@@ -37,7 +37,7 @@ impl Admin {
     }
 
     /// Every record after `since`, page by page.
-    pub async fn all(&self, mut since: u64) -> Result<Vec<Record>> {
+    pub(super) async fn all(&self, mut since: u64) -> Result<Vec<Record>> {
         let mut out = Vec::new();
         loop {
             let page = self.page(since).await?;
@@ -50,7 +50,7 @@ impl Admin {
     }
 
     /// One counter of `/metrics` (the sum of its series).
-    pub async fn metric(&self, name: &str) -> Result<f64> {
+    pub(super) async fn metric(&self, name: &str) -> Result<f64> {
         let text = String::from_utf8_lossy(&self.get("/metrics").await?).into_owned();
         Ok(metric_sum(&text, name))
     }

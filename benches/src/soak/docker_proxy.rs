@@ -10,7 +10,7 @@ use tokio::task::JoinSet;
 use crate::error::{BenchError, Result};
 
 /// The daemon's socket: `DOCKER_HOST` when it names a Unix socket, else the default.
-pub fn daemon_socket() -> PathBuf {
+pub(super) fn daemon_socket() -> PathBuf {
     std::env::var("DOCKER_HOST")
         .ok()
         .and_then(|h| h.strip_prefix("unix://").map(PathBuf::from))
@@ -18,7 +18,7 @@ pub fn daemon_socket() -> PathBuf {
 }
 
 /// The proxy: listening at `path` until cut.
-pub struct DockerProxy {
+pub(super) struct DockerProxy {
     path: PathBuf,
     daemon: PathBuf,
     /// The accept loop and every connection it passed on.
@@ -27,7 +27,7 @@ pub struct DockerProxy {
 
 impl DockerProxy {
     /// Listens at `path`, passing connections on to `daemon`.
-    pub fn start(path: &Path, daemon: &Path) -> Result<Self> {
+    pub(super) fn start(path: &Path, daemon: &Path) -> Result<Self> {
         let mut proxy = Self {
             path: path.to_owned(),
             daemon: daemon.to_owned(),
@@ -38,12 +38,12 @@ impl DockerProxy {
     }
 
     /// `DOCKER_HOST` for a client of the proxy.
-    pub fn docker_host(&self) -> String {
+    pub(super) fn docker_host(&self) -> String {
         format!("unix://{}", self.path.display())
     }
 
     /// The daemon goes away: the socket is removed and every open connection dropped.
-    pub fn cut(&mut self) {
+    pub(super) fn cut(&mut self) {
         if let Some(mut tasks) = self.tasks.take() {
             tasks.abort_all();
         }
@@ -51,7 +51,7 @@ impl DockerProxy {
     }
 
     /// The daemon is back at the same socket.
-    pub fn restore(&mut self) -> Result<()> {
+    pub(super) fn restore(&mut self) -> Result<()> {
         self.cut();
         let listener = UnixListener::bind(&self.path)
             .map_err(|e| BenchError::io(format!("bind {}", self.path.display()), e))?;

@@ -7,7 +7,7 @@ use crate::proc;
 
 /// One reading of the sidecar.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Footprint {
+pub(crate) struct Footprint {
     /// Entries of /proc/PID/fd.
     pub open_files: usize,
     /// VmRSS, KiB.
@@ -16,7 +16,7 @@ pub struct Footprint {
 
 impl Footprint {
     /// Reads process `pid` (the process alone: af-proxy has no children).
-    pub fn read(pid: u32) -> Result<Self> {
+    pub(crate) fn read(pid: u32) -> Result<Self> {
         Ok(Self {
             open_files: proc::open_files(pid)?,
             rss_kib: proc::sample(pid)?.rss_kib,
@@ -24,7 +24,7 @@ impl Footprint {
     }
 
     /// The larger of each figure.
-    pub fn max(self, other: Self) -> Self {
+    pub(crate) fn max(self, other: Self) -> Self {
         Self {
             open_files: self.open_files.max(other.open_files),
             rss_kib: self.rss_kib.max(other.rss_kib),
@@ -32,7 +32,7 @@ impl Footprint {
     }
 
     /// Whether `self` is within `tolerance` above `baseline`: (open files, RSS).
-    pub fn within(self, baseline: Self, tolerance: Self) -> (bool, bool) {
+    pub(crate) fn within(self, baseline: Self, tolerance: Self) -> (bool, bool) {
         (
             self.open_files <= baseline.open_files + tolerance.open_files,
             self.rss_kib <= baseline.rss_kib + tolerance.rss_kib,

@@ -21,17 +21,17 @@ use crate::load::tunnel;
 use crate::upstream::SMALL_PATH;
 
 /// Every `TUNNEL_EVERY`th connection is a CONNECT tunnel rather than plain HTTP.
-pub const TUNNEL_EVERY: usize = 4;
+pub(super) const TUNNEL_EVERY: usize = 4;
 /// Connections being set up at once (the sidecar's accept backlog is not the subject).
 const SETUP_PARALLEL: usize = 64;
 /// Longest wait for one answer; past it the connection counts as an error.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections opened, one request each, and closed before the baseline is read.
-pub const WARM_UP: usize = 8;
+pub(super) const WARM_UP: usize = 8;
 
 /// How many connections, for how long.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub(super) struct Plan {
     /// Client connections held at once.
     pub connections: usize,
     /// How long they are held once all are set up.
@@ -48,7 +48,7 @@ pub struct Plan {
 
 /// One reading during the run.
 #[derive(Debug, Clone, Serialize)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// Seconds since the connections began to open.
     pub at_secs: f64,
     /// The sidecar's open files and memory.
@@ -60,7 +60,7 @@ pub struct Sample {
 
 /// What the hold measured.
 #[derive(Debug, Clone, Serialize)]
-pub struct Held {
+pub(crate) struct Held {
     /// Client connections asked for.
     pub connections: usize,
     /// Of which CONNECT tunnels.
@@ -190,7 +190,7 @@ impl Requests {
 
 /// Opens `count` connections with one request each and closes them: buffers, pools and
 /// lazily built state exist before the baseline is read.
-pub async fn warm_up(proxy: SocketAddr, upstream: SocketAddr, count: usize) -> Result<()> {
+pub(super) async fn warm_up(proxy: SocketAddr, upstream: SocketAddr, count: usize) -> Result<()> {
     let requests = Requests::new(proxy, upstream);
     let opens = (0..count).map(|i| {
         let requests = requests.clone();
@@ -204,7 +204,7 @@ pub async fn warm_up(proxy: SocketAddr, upstream: SocketAddr, count: usize) -> R
 
 /// The sidecar under test: its proxy listener, process and admin API.
 #[derive(Debug, Clone, Copy)]
-pub struct Sidecar {
+pub(super) struct Sidecar {
     /// The explicit proxy listener.
     pub proxy: SocketAddr,
     /// Its process.
@@ -215,7 +215,7 @@ pub struct Sidecar {
 
 /// Holds `plan.connections` connections through the sidecar to `upstream` (plain HTTP),
 /// reading it throughout. `baseline` was read after [`warm_up`].
-pub async fn run(
+pub(super) async fn run(
     sidecar: Sidecar,
     upstream: SocketAddr,
     baseline: Footprint,

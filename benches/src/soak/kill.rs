@@ -25,7 +25,7 @@ const POLL: Duration = Duration::from_millis(20);
 
 /// How many kills, under how much load.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub(super) struct Plan {
     /// Kills (each followed by a restart and a check).
     pub rounds: u32,
     /// Load before each kill.
@@ -36,7 +36,7 @@ pub struct Plan {
 
 /// One kill.
 #[derive(Debug, Clone, Serialize)]
-pub struct Round {
+pub(crate) struct Round {
     /// Requests that got their whole answer before the kill.
     pub answered: usize,
     /// Records the admin API returned before the kill (this round).
@@ -57,7 +57,7 @@ pub struct Round {
 
 /// What the kills showed.
 #[derive(Debug, Clone, Serialize)]
-pub struct Killed {
+pub(crate) struct Killed {
     /// Clients sending requests back to back during each load.
     pub workers: usize,
     /// Seconds of load before each kill.
@@ -79,7 +79,7 @@ pub struct Killed {
 }
 
 /// Runs `plan` against the started sidecar `running` (its journal in its own directory).
-pub async fn run(
+pub(super) async fn run(
     running: &mut Running,
     proxy: SocketAddr,
     upstream: SocketAddr,

@@ -34,7 +34,7 @@ const DEMO_FILES: [&str; 2] = ["af.yaml", "Dockerfile"];
 /// What stops `af up`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Fault {
+pub(crate) enum Fault {
     /// Ctrl-C: SIGINT to `af up`.
     CtrlC,
     /// The Docker daemon's socket goes away (the harness's proxy of it is cut).
@@ -60,7 +60,7 @@ impl Fault {
 
 /// Where the programs are.
 #[derive(Debug, Clone)]
-pub struct Setup {
+pub(super) struct Setup {
     /// The `af` command.
     pub af: PathBuf,
     /// The static binaries: `af-proxy`, `af-forward`, `af-demo`.
@@ -71,7 +71,7 @@ pub struct Setup {
 
 /// One `af up` stopped at one step.
 #[derive(Debug, Clone, Serialize)]
-pub struct Stop {
+pub(crate) struct Stop {
     /// The step's index in the uninterrupted run.
     pub step: usize,
     /// The step's line (`starting sidecar`).
@@ -98,7 +98,7 @@ pub struct Stop {
 
 /// Every step of `af up`, stopped by one fault.
 #[derive(Debug, Clone, Serialize)]
-pub struct Stopped {
+pub(crate) struct Stopped {
     /// The fault.
     pub fault: Fault,
     /// The steps of the uninterrupted run, in order.
@@ -254,7 +254,7 @@ fn step_of(line: &Line) -> Option<&str> {
 }
 
 /// Stops `af up` at each of its steps with `fault`, then `af down`s it.
-pub async fn run(setup: &Setup, fault: Fault, nonce: &str) -> Result<Stopped> {
+pub(super) async fn run(setup: &Setup, fault: Fault, nonce: &str) -> Result<Stopped> {
     let docker = Docker::connect_with_unix(
         &daemon_socket().to_string_lossy(),
         120,

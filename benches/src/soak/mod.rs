@@ -29,7 +29,7 @@ use crate::upstream::Upstream;
 /// One part of the soak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
-pub enum Part {
+pub(crate) enum Part {
     /// Client connections held through the sidecar.
     Hold,
     /// SIGKILL under load, restart on the same journal.
@@ -42,7 +42,7 @@ pub enum Part {
 
 /// `af-benches soak` flags.
 #[derive(Debug, clap::Args)]
-pub struct SoakArgs {
+pub(crate) struct SoakArgs {
     /// A short run: 1 000 connections held 20 s, 2 kills; results in quick.* (not committed).
     #[arg(long)]
     pub quick: bool,
@@ -87,7 +87,7 @@ pub struct SoakArgs {
 
 /// Everything one soak measured.
 #[derive(Debug, Clone, Serialize)]
-pub struct Results {
+pub(crate) struct Results {
     /// When it finished (RFC 3339, UTC).
     pub date: String,
     /// Which machine.
@@ -126,7 +126,7 @@ const RSS_TOLERANCE_KIB: u64 = 32 * 1024;
 const AGAIN: Duration = Duration::from_secs(30);
 
 /// Runs the soak and writes its results; fails when a check failed (after writing them).
-pub fn run(args: SoakArgs, root: &Path, binary: PathBuf) -> Result<()> {
+pub(crate) fn run(args: SoakArgs, root: &Path, binary: PathBuf) -> Result<()> {
     let parts = if args.parts.is_empty() {
         vec![Part::Hold, Part::Kill, Part::CtrlC, Part::Daemon]
     } else {

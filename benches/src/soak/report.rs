@@ -13,7 +13,7 @@ use super::lifecycle::Stopped;
 use crate::error::{BenchError, Result};
 
 /// What the hold must show, as sentences of what it did not.
-pub fn hold_failures(h: &Held) -> Vec<String> {
+pub(super) fn hold_failures(h: &Held) -> Vec<String> {
     let mut out = Vec::new();
     if h.unexpected_errors > 0 {
         out.push(format!(
@@ -40,7 +40,7 @@ pub fn hold_failures(h: &Held) -> Vec<String> {
 
 /// What the later holds on the same sidecar must show: no error, and memory that stops
 /// growing (the last peak within the tolerance of the one before: what a hold left is reused).
-pub fn again_failures(first: &Held, again: &[Held]) -> Vec<String> {
+pub(super) fn again_failures(first: &Held, again: &[Held]) -> Vec<String> {
     let mut out = Vec::new();
     let mut previous = first;
     for (i, a) in again.iter().enumerate() {
@@ -68,7 +68,7 @@ pub fn again_failures(first: &Held, again: &[Held]) -> Vec<String> {
 }
 
 /// What the kills must show.
-pub fn kill_failures(k: &Killed) -> Vec<String> {
+pub(super) fn kill_failures(k: &Killed) -> Vec<String> {
     let mut out = Vec::new();
     if k.lost > 0 || k.changed > 0 {
         out.push(format!(
@@ -85,7 +85,7 @@ pub fn kill_failures(k: &Killed) -> Vec<String> {
 }
 
 /// What each stopped `af up` must show.
-pub fn lifecycle_failures(s: &Stopped) -> Vec<String> {
+pub(super) fn lifecycle_failures(s: &Stopped) -> Vec<String> {
     s.runs
         .iter()
         .filter(|r| !r.passed)
@@ -99,7 +99,7 @@ pub fn lifecycle_failures(s: &Stopped) -> Vec<String> {
 }
 
 /// Writes `results` to `dir/{stem}.json`, `.txt` and (with a hold) `.svg`.
-pub fn write(results: &Results, dir: &Path, stem: &str) -> Result<()> {
+pub(super) fn write(results: &Results, dir: &Path, stem: &str) -> Result<()> {
     std::fs::create_dir_all(dir)
         .map_err(|e| BenchError::io(format!("create {}", dir.display()), e))?;
     let json = dir.join(format!("{stem}.json"));
@@ -133,7 +133,7 @@ fn mib(kib: u64) -> String {
 }
 
 /// The figures as text.
-pub fn render(r: &Results) -> String {
+pub(super) fn render(r: &Results) -> String {
     let mut t = String::new();
     let _ = writeln!(
         t,

@@ -14,7 +14,7 @@ use crate::error::{BenchError, Result};
 use crate::scenarios::Scenario;
 
 /// af-dns in a harness subprocess.
-pub struct AfDns;
+pub(super) struct AfDns;
 
 impl System for AfDns {
     fn name(&self) -> &'static str {
@@ -46,7 +46,7 @@ impl System for AfDns {
 
 /// Arguments of the hidden `af-dns` subcommand.
 #[derive(Debug, Clone, clap::Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// UDP and TCP port on 127.0.0.1.
     #[arg(long)]
     pub port: u16,
@@ -56,7 +56,7 @@ pub struct ServeArgs {
 }
 
 /// Serves DNS until killed.
-pub fn serve(args: ServeArgs) -> Result<()> {
+pub(crate) fn serve(args: ServeArgs) -> Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

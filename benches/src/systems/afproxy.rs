@@ -36,7 +36,7 @@ use crate::scenarios::Scenario;
 use crate::upstream::{self, SMALL_PATH};
 
 /// The target triple of the static build (the same artifact the Docker images use).
-pub const TARGET: &str = "x86_64-unknown-linux-gnu";
+pub(super) const TARGET: &str = "x86_64-unknown-linux-gnu";
 
 /// The fixture pack the mock twin answers from, as a rule's `fixtures` names it.
 const MOCK_PACK: &str = "bench-pack.yaml";
@@ -51,13 +51,13 @@ enum Answering {
 }
 
 /// The admin API's bearer token in every configuration the harness writes.
-pub const ADMIN_TOKEN: &str = "af-bench-admin-token-0123";
+pub(crate) const ADMIN_TOKEN: &str = "af-bench-admin-token-0123";
 
 /// A change laid over the harness's configuration before it is written.
 type Tune = Arc<dyn Fn(&mut SidecarConfig) + Send + Sync>;
 
 /// af-proxy, started from `binary`.
-pub struct AfProxy {
+pub(crate) struct AfProxy {
     binary: PathBuf,
     /// Whether to turn on the DNS listener (af-dns inside af-proxy).
     dns: bool,
@@ -68,7 +68,7 @@ pub struct AfProxy {
 
 impl AfProxy {
     /// af-proxy from an already built binary.
-    pub fn new(binary: PathBuf, dns: bool) -> Self {
+    pub(crate) fn new(binary: PathBuf, dns: bool) -> Self {
         Self {
             binary,
             dns,
@@ -79,7 +79,7 @@ impl AfProxy {
 
     /// The same sidecar with `tune` applied to its configuration after the harness's own
     /// settings (`|c| c.limits.max_connections = 30_000`).
-    pub fn with_settings(
+    pub(crate) fn with_settings(
         mut self,
         tune: impl Fn(&mut SidecarConfig) + Send + Sync + 'static,
     ) -> Self {
@@ -89,7 +89,7 @@ impl AfProxy {
 
     /// The same binary answering the intercepted host in mock mode: `af-proxy (mock)`,
     /// measured in the intercepted-HTTPS scenario only.
-    pub fn mocking(&self) -> Self {
+    pub(crate) fn mocking(&self) -> Self {
         Self {
             binary: self.binary.clone(),
             dns: false,
@@ -99,7 +99,7 @@ impl AfProxy {
     }
 
     /// Where the static release build lands for the workspace at `root`.
-    pub fn default_binary(root: &Path) -> PathBuf {
+    pub(crate) fn default_binary(root: &Path) -> PathBuf {
         let target_dir = std::env::var_os("CARGO_TARGET_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| root.join("target"));
@@ -107,7 +107,7 @@ impl AfProxy {
     }
 
     /// Copies `binary` into `dir` and returns the copy's path.
-    pub fn pin(binary: &Path, dir: &Path) -> Result<PathBuf> {
+    pub(crate) fn pin(binary: &Path, dir: &Path) -> Result<PathBuf> {
         let copy = dir.join("af-proxy");
         std::fs::copy(binary, &copy)
             .map_err(|e| BenchError::io(format!("copy {}", binary.display()), e))?;
@@ -115,7 +115,7 @@ impl AfProxy {
     }
 
     /// Builds the static release binary exactly as the Docker images do.
-    pub fn build(root: &Path) -> Result<()> {
+    pub(crate) fn build(root: &Path) -> Result<()> {
         super::cargo_build(
             root,
             &["build", "--release", "--target", TARGET, "-p", "af-proxy"],

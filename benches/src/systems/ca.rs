@@ -7,7 +7,7 @@ use crate::error::{BenchError, Result};
 
 /// A fresh environment CA, as PEM.
 #[derive(Debug, Clone)]
-pub struct EnvironmentCa {
+pub(super) struct EnvironmentCa {
     /// The CA certificate (PEM): what the load generator trusts.
     pub cert_pem: String,
     /// The CA's private key (PKCS#8 PEM): only af-proxy's configuration holds it.
@@ -16,7 +16,7 @@ pub struct EnvironmentCa {
 
 impl EnvironmentCa {
     /// Generates a new CA with a new key.
-    pub fn generate() -> Result<Self> {
+    pub(super) fn generate() -> Result<Self> {
         let tls = |e: rcgen::Error| BenchError::Tls(format!("environment CA: {e}"));
         let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(tls)?;
         let mut params = CertificateParams::default();

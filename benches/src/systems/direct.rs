@@ -5,7 +5,7 @@ use crate::error::Result;
 use crate::scenarios::Scenario;
 
 /// No intermediary.
-pub struct Direct;
+pub(super) struct Direct;
 
 impl System for Direct {
     fn name(&self) -> &'static str {

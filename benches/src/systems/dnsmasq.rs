@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::scenarios::Scenario;
 
 /// dnsmasq as an every-name-to-one-address server.
-pub struct Dnsmasq;
+pub(super) struct Dnsmasq;
 
 impl System for Dnsmasq {
     fn name(&self) -> &'static str {
@@ -54,7 +54,7 @@ impl System for Dnsmasq {
 }
 
 /// The scenarios a DNS server takes part in.
-pub fn dns_support(scenario: Scenario) -> Support {
+pub(super) fn dns_support(scenario: Scenario) -> Support {
     if scenario == Scenario::Dns {
         Support::Yes
     } else {

@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::scenarios::Scenario;
 
 /// mitmdump as an intercepting forward proxy.
-pub struct Mitmproxy;
+pub(super) struct Mitmproxy;
 
 impl System for Mitmproxy {
     fn name(&self) -> &'static str {

@@ -24,15 +24,15 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tempfile::TempDir;
 
-pub use afdns::{ServeArgs as AfDnsArgs, serve as serve_af_dns};
-pub use afproxy::{ADMIN_TOKEN, AfProxy};
+pub(crate) use afdns::{ServeArgs as AfDnsArgs, serve as serve_af_dns};
+pub(crate) use afproxy::{ADMIN_TOKEN, AfProxy};
 
 use crate::error::{BenchError, Result};
 use crate::scenarios::Scenario;
 
 /// Whether a system takes part in a scenario.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Support {
+pub(crate) enum Support {
     /// Measured.
     Yes,
     /// Belongs in the table but cannot be measured yet; the reason is shown.
@@ -43,7 +43,7 @@ pub enum Support {
 
 /// What the harness knows when it starts a system.
 #[derive(Debug, Clone)]
-pub struct Env {
+pub(crate) struct Env {
     /// The address every DNS system answers for every name.
     pub dns_answer: std::net::Ipv4Addr,
     /// The upstream's HTTPS address (the intercepted-HTTPS scenario's target).
@@ -53,7 +53,7 @@ pub struct Env {
 }
 
 /// One benchmarked system.
-pub trait System {
+pub(crate) trait System {
     /// Name shown in the table.
     fn name(&self) -> &'static str;
     /// Whether it takes part in `scenario`.
@@ -65,7 +65,7 @@ pub trait System {
 }
 
 /// Every system the harness knows, `direct` and af-proxy (then its mock twin) first.
-pub fn all(af_proxy: AfProxy) -> Vec<Box<dyn System>> {
+pub(crate) fn all(af_proxy: AfProxy) -> Vec<Box<dyn System>> {
     let mock = af_proxy.mocking();
     vec![
         Box::new(direct::Direct),
@@ -83,7 +83,7 @@ pub fn all(af_proxy: AfProxy) -> Vec<Box<dyn System>> {
 
 /// How a running system is reached.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Endpoint {
+pub(crate) enum Endpoint {
     /// No intermediary: clients talk to the upstream itself.
     Direct,
     /// An HTTP forward proxy (absolute-form and CONNECT) at this address.
@@ -94,7 +94,7 @@ pub enum Endpoint {
 
 /// A started system; stopped when dropped.
 #[derive(Debug)]
-pub struct Running {
+pub(crate) struct Running {
     /// Where to send load.
     pub endpoint: Endpoint,
     /// A DNS listener of a system that is also a proxy (af-proxy with af-dns).
@@ -123,7 +123,7 @@ struct Launch {
 
 impl Running {
     /// A system with no process of its own (`direct`).
-    pub fn direct() -> Self {
+    pub(crate) fn direct() -> Self {
         Self {
             endpoint: Endpoint::Direct,
             dns: None,
@@ -136,13 +136,13 @@ impl Running {
     }
 
     /// The process whose tree is sampled for CPU and memory, if any.
-    pub fn pid(&self) -> Option<u32> {
+    pub(crate) fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }
 
     /// SIGKILL: no chance to flush or close anything. The directory (and a journal in it)
     /// stays, for [`Running::restart`].
-    pub fn kill(&mut self) -> Result<()> {
+    pub(crate) fn kill(&mut self) -> Result<()> {
         let child = self
             .child
             .as_mut()
@@ -154,7 +154,7 @@ impl Running {
 
     /// Starts the same command again in the same directory (after [`Running::kill`]), so a
     /// journal there is read back; returns once it serves again.
-    pub fn restart(&mut self) -> Result<()> {
+    pub(crate) fn restart(&mut self) -> Result<()> {
         let launched = self
             .launched
             .as_ref()
@@ -210,7 +210,7 @@ impl Drop for Running {
 }
 
 /// SIGTERM, a grace period, then SIGKILL.
-pub fn stop(child: &mut Child) {
+pub(crate) fn stop(child: &mut Child) {
     if let Ok(pid) = i32::try_from(child.id()) {
         let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
     }
@@ -227,7 +227,7 @@ pub fn stop(child: &mut Child) {
 
 /// `cargo ARGS` in the workspace at `root`, static (`+crt-static`, as the Docker images are
 /// built) or not; the command is printed first.
-pub fn cargo_build(root: &Path, args: &[&str], static_crt: bool) -> Result<()> {
+pub(crate) fn cargo_build(root: &Path, args: &[&str], static_crt: bool) -> Result<()> {
     let flags = "-C target-feature=+crt-static";
     eprintln!(
         "building: {}cargo {}",
@@ -260,7 +260,7 @@ pub fn cargo_build(root: &Path, args: &[&str], static_crt: bool) -> Result<()> {
 
 /// How to tell that a freshly started system serves.
 #[derive(Debug, Clone, Copy)]
-pub enum Ready {
+pub(crate) enum Ready {
     /// Its TCP port accepts.
     Tcp,
     /// It answers a DNS query on UDP.
@@ -269,7 +269,7 @@ pub enum Ready {
 
 /// A private directory for a system's configuration; world-readable so that
 /// peers which drop privileges (squid, tinyproxy) can still read it.
-pub fn config_dir() -> Result<TempDir> {
+pub(crate) fn config_dir() -> Result<TempDir> {
     let dir = tempfile::Builder::new()
         .prefix("af-bench-")
         .tempdir()
@@ -281,7 +281,7 @@ pub fn config_dir() -> Result<TempDir> {
 }
 
 /// Writes `text` to `dir/name` and returns the path.
-pub fn write_config(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
+pub(crate) fn write_config(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
     let path = dir.join(name);
     std::fs::write(&path, text)
         .map_err(|e| BenchError::io(format!("write {}", path.display()), e))?;
@@ -289,7 +289,7 @@ pub fn write_config(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
 }
 
 /// A free port on 127.0.0.1, free for both TCP and UDP.
-pub fn free_port() -> Result<u16> {
+pub(crate) fn free_port() -> Result<u16> {
     for _ in 0..100 {
         let tcp = TcpListener::bind("127.0.0.1:0").map_err(|e| BenchError::io("pick port", e))?;
         let port = tcp
@@ -304,7 +304,7 @@ pub fn free_port() -> Result<u16> {
 }
 
 /// Whether `program` is on PATH (or is an existing path).
-pub fn find_program(program: &str) -> Option<PathBuf> {
+pub(crate) fn find_program(program: &str) -> Option<PathBuf> {
     let p = Path::new(program);
     if p.components().count() > 1 {
         return p.is_file().then(|| p.to_path_buf());
@@ -318,14 +318,14 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
 }
 
 /// The "not installed" reason for a missing program.
-pub fn missing_program(program: &str) -> Option<String> {
+pub(crate) fn missing_program(program: &str) -> Option<String> {
     find_program(program)
         .is_none()
         .then(|| format!("{program} not installed"))
 }
 
 /// Spawns `cmd` with its output in `dir`, waits until it serves on `port`.
-pub fn launch(
+pub(crate) fn launch(
     name: &'static str,
     cmd: Command,
     dir: TempDir,

@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::scenarios::Scenario;
 
 /// Privoxy as a plain forward proxy.
-pub struct Privoxy;
+pub(super) struct Privoxy;
 
 impl System for Privoxy {
     fn name(&self) -> &'static str {

@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::scenarios::Scenario;
 
 /// Squid as a plain forward proxy.
-pub struct Squid;
+pub(super) struct Squid;
 
 impl System for Squid {
     fn name(&self) -> &'static str {
@@ -62,7 +62,7 @@ impl System for Squid {
 }
 
 /// The scenarios a plain HTTP forward proxy takes part in.
-pub fn http_proxy_support(scenario: Scenario) -> Support {
+pub(super) fn http_proxy_support(scenario: Scenario) -> Support {
     match scenario {
         Scenario::HttpKeepAlive
         | Scenario::HttpNewConn

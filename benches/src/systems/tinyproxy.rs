@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::scenarios::Scenario;
 
 /// Tinyproxy as a plain forward proxy.
-pub struct Tinyproxy;
+pub(super) struct Tinyproxy;
 
 impl System for Tinyproxy {
     fn name(&self) -> &'static str {

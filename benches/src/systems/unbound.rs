@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::scenarios::Scenario;
 
 /// Unbound as an every-name-to-one-address server.
-pub struct Unbound;
+pub(super) struct Unbound;
 
 impl System for Unbound {
     fn name(&self) -> &'static str {

@@ -2,6 +2,10 @@
 //! DNS client (hickory-proto messages over UDP and TCP on loopback).
 
 #![allow(dead_code)] // Each test binary uses a different part of this module.
+#![allow(
+    clippy::expect_used,
+    reason = "test helpers fail the test by panicking, like #[test] functions"
+)]
 
 use std::{
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
@@ -21,26 +25,26 @@ use tokio::{
 };
 
 /// The sidecar's inside addresses in every test.
-pub const SIDECAR_V4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 2);
-pub const SIDECAR_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2);
+pub(crate) const SIDECAR_V4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 2);
+pub(crate) const SIDECAR_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2);
 /// The environment's network in every test.
-pub const INSIDE_SUBNET: &str = "198.51.100.0/24";
+pub(crate) const INSIDE_SUBNET: &str = "198.51.100.0/24";
 
 /// How long a test waits for any single answer.
-pub const WAIT: Duration = Duration::from_secs(5);
+pub(crate) const WAIT: Duration = Duration::from_secs(5);
 
 /// Both transports the server must serve.
 #[derive(Debug, Clone, Copy)]
-pub enum Transport {
+pub(crate) enum Transport {
     Udp,
     Tcp,
 }
 
-pub const TRANSPORTS: [Transport; 2] = [Transport::Udp, Transport::Tcp];
+pub(crate) const TRANSPORTS: [Transport; 2] = [Transport::Udp, Transport::Tcp];
 
 /// A recording observer.
 #[derive(Default)]
-pub struct Recorder(Mutex<Vec<Sighting>>);
+pub(crate) struct Recorder(Mutex<Vec<Sighting>>);
 
 impl QueryObserver for Recorder {
     fn first_seen(&self, sighting: &Sighting) {
@@ -51,12 +55,12 @@ impl QueryObserver for Recorder {
 }
 
 impl Recorder {
-    pub fn sightings(&self) -> Vec<Sighting> {
+    pub(crate) fn sightings(&self) -> Vec<Sighting> {
         self.0.lock().map(|s| s.clone()).unwrap_or_default()
     }
 
     /// Waits until at least `count` sightings arrived (they come from another thread).
-    pub async fn wait_for(&self, count: usize) -> Vec<Sighting> {
+    pub(crate) async fn wait_for(&self, count: usize) -> Vec<Sighting> {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
             let seen = self.sightings();
@@ -69,7 +73,7 @@ impl Recorder {
 }
 
 /// A running af-dns server on loopback, with the test resolver it forwards inside names to.
-pub struct Env {
+pub(crate) struct Env {
     pub addr: SocketAddr,
     pub resolver: TestResolver,
     pub recorder: Arc<Recorder>,
@@ -79,7 +83,7 @@ pub struct Env {
 }
 
 /// The inside table used by most tests: one real service, one name that points outside.
-pub fn table() -> Vec<(&'static str, Vec<IpAddr>)> {
+pub(crate) fn table() -> Vec<(&'static str, Vec<IpAddr>)> {
     vec![
         ("db", vec![ip("198.51.100.20")]),
         (
@@ -94,12 +98,12 @@ pub fn table() -> Vec<(&'static str, Vec<IpAddr>)> {
     ]
 }
 
-pub fn ip(text: &str) -> IpAddr {
+pub(crate) fn ip(text: &str) -> IpAddr {
     text.parse().expect("test address")
 }
 
 /// A configuration for loopback with the test resolver as upstream.
-pub fn config(upstream: SocketAddr) -> DnsConfig {
+pub(crate) fn config(upstream: SocketAddr) -> DnsConfig {
     let mut config = DnsConfig::new(
         SIDECAR_V4,
         vec![INSIDE_SUBNET.parse().expect("subnet")],
@@ -114,7 +118,7 @@ pub fn config(upstream: SocketAddr) -> DnsConfig {
 }
 
 /// Starts the test resolver and a server configured by `adjust`.
-pub async fn start(adjust: impl FnOnce(&mut DnsConfig)) -> Env {
+pub(crate) async fn start(adjust: impl FnOnce(&mut DnsConfig)) -> Env {
     let resolver = TestResolver::start(table()).await.expect("test resolver");
     let mut config = config(resolver.addr);
     adjust(&mut config);
@@ -133,7 +137,7 @@ pub async fn start(adjust: impl FnOnce(&mut DnsConfig)) -> Env {
 }
 
 /// A one-question query message.
-pub fn query(id: u16, name: &str, record_type: RecordType) -> Message {
+pub(crate) fn query(id: u16, name: &str, record_type: RecordType) -> Message {
     let mut message = Message::new(id, MessageType::Query, OpCode::Query);
     message.metadata.recursion_desired = true;
     let mut question = Query::query(Name::from_ascii(name).expect("test name"), record_type);
@@ -143,7 +147,7 @@ pub fn query(id: u16, name: &str, record_type: RecordType) -> Message {
 }
 
 /// Sends `message` and returns the decoded answer.
-pub async fn exchange(addr: SocketAddr, transport: Transport, message: &Message) -> Message {
+pub(crate) async fn exchange(addr: SocketAddr, transport: Transport, message: &Message) -> Message {
     let bytes = message.to_vec().expect("encode query");
     let reply = match transport {
         Transport::Udp => udp_raw(addr, &bytes).await.expect("UDP answer in time"),
@@ -158,7 +162,7 @@ pub async fn exchange(addr: SocketAddr, transport: Transport, message: &Message)
 }
 
 /// Asks one question.
-pub async fn ask(
+pub(crate) async fn ask(
     addr: SocketAddr,
     transport: Transport,
     name: &str,
@@ -168,7 +172,7 @@ pub async fn ask(
 }
 
 /// Sends raw bytes over UDP; `None` when no answer comes within a second.
-pub async fn udp_raw(addr: SocketAddr, bytes: &[u8]) -> Option<Vec<u8>> {
+pub(crate) async fn udp_raw(addr: SocketAddr, bytes: &[u8]) -> Option<Vec<u8>> {
     let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
         .await
         .expect("bind client");
@@ -184,14 +188,14 @@ pub async fn udp_raw(addr: SocketAddr, bytes: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Sends one length-prefixed message over a new TCP connection.
-pub async fn tcp_raw(addr: SocketAddr, bytes: &[u8]) -> Option<Vec<u8>> {
+pub(crate) async fn tcp_raw(addr: SocketAddr, bytes: &[u8]) -> Option<Vec<u8>> {
     let mut stream = TcpStream::connect(addr).await.expect("connect");
     tcp_exchange(&mut stream, bytes).await
 }
 
 /// Sends one length-prefixed message on an open connection and reads one answer; `None` when
 /// the server closes it or no answer comes in time.
-pub async fn tcp_exchange(stream: &mut TcpStream, bytes: &[u8]) -> Option<Vec<u8>> {
+pub(crate) async fn tcp_exchange(stream: &mut TcpStream, bytes: &[u8]) -> Option<Vec<u8>> {
     let len = u16::try_from(bytes.len()).expect("fits TCP framing");
     stream.write_all(&len.to_be_bytes()).await.ok()?;
     stream.write_all(bytes).await.ok()?;
@@ -206,7 +210,7 @@ pub async fn tcp_exchange(stream: &mut TcpStream, bytes: &[u8]) -> Option<Vec<u8
 }
 
 /// Asks for `example.com. A` on an open connection: whether the sidecar's address came back.
-pub async fn tcp_answered(stream: &mut TcpStream) -> bool {
+pub(crate) async fn tcp_answered(stream: &mut TcpStream) -> bool {
     let bytes = query(0x7cb, "example.com.", RecordType::A)
         .to_vec()
         .expect("encode query");
@@ -217,7 +221,7 @@ pub async fn tcp_answered(stream: &mut TcpStream) -> bool {
 }
 
 /// Whether the server closes `stream` without a byte within `within`.
-pub async fn closed_unanswered(stream: &mut TcpStream, within: Duration) -> bool {
+pub(crate) async fn closed_unanswered(stream: &mut TcpStream, within: Duration) -> bool {
     let mut buf = [0u8; 1];
     matches!(
         tokio::time::timeout(within, stream.read(&mut buf)).await,
@@ -226,7 +230,7 @@ pub async fn closed_unanswered(stream: &mut TcpStream, within: Duration) -> bool
 }
 
 /// The addresses in an answer, in order.
-pub fn addresses(answer: &Message) -> Vec<IpAddr> {
+pub(crate) fn addresses(answer: &Message) -> Vec<IpAddr> {
     answer
         .answers
         .iter()
@@ -239,7 +243,7 @@ pub fn addresses(answer: &Message) -> Vec<IpAddr> {
 }
 
 /// Waits until the counters satisfy `done` (sightings are counted after the answer is sent).
-pub async fn settled(
+pub(crate) async fn settled(
     metrics: &Metrics,
     done: impl Fn(&MetricsSnapshot) -> bool,
 ) -> MetricsSnapshot {

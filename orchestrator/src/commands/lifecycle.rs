@@ -22,7 +22,7 @@ use crate::output::Format;
 use crate::refusal::Refusal;
 
 /// Run one lifecycle command.
-pub fn run(global: &Global, command: &Command) -> Result<(), Refusal> {
+pub(super) fn run(global: &Global, command: &Command) -> Result<(), Refusal> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -15,7 +15,7 @@ use crate::cli::{Cli, Command, Global, NetCommand};
 use crate::refusal::Refusal;
 
 /// Run the command the user asked for.
-pub fn run(cli: &Cli) -> Result<(), Refusal> {
+pub(crate) fn run(cli: &Cli) -> Result<(), Refusal> {
     let global = &cli.global;
     match &cli.command {
         Command::Validate => validate::run(global),
@@ -29,7 +29,7 @@ pub fn run(cli: &Cli) -> Result<(), Refusal> {
 }
 
 /// The manifest named by `--file`, or the `af.yaml` found from the working directory up.
-pub fn load_manifest(global: &Global) -> Result<(PathBuf, Manifest), Refusal> {
+pub(crate) fn load_manifest(global: &Global) -> Result<(PathBuf, Manifest), Refusal> {
     match &global.file {
         Some(path) => Ok((path.clone(), Manifest::from_path(path)?)),
         None => {
@@ -45,7 +45,7 @@ pub fn load_manifest(global: &Global) -> Result<(PathBuf, Manifest), Refusal> {
 }
 
 /// The manifest's egress catalogue, compiled.
-pub fn load_catalogue(global: &Global) -> Result<Catalogue, Refusal> {
+pub(crate) fn load_catalogue(global: &Global) -> Result<Catalogue, Refusal> {
     let (_, manifest) = load_manifest(global)?;
     // A manifest that loaded has a catalogue that compiles; keep the refusal honest anyway.
     Catalogue::compile(&manifest.egress).map_err(|problems| {

@@ -31,7 +31,7 @@ struct Policy<'a> {
 }
 
 /// `af net policy`: every rule, most specific first, then the default.
-pub fn policy(global: &Global) -> Result<(), Refusal> {
+pub(super) fn policy(global: &Global) -> Result<(), Refusal> {
     let catalogue = super::load_catalogue(global)?;
     let rows: Vec<_> = catalogue
         .rules_in_order()
@@ -102,7 +102,7 @@ fn print_policy(policy: &Policy<'_>) {
 }
 
 /// `af net explain METHOD URL`: every matching rule and why the winner wins.
-pub fn explain(global: &Global, method: &str, url: &str) -> Result<(), Refusal> {
+pub(super) fn explain(global: &Global, method: &str, url: &str) -> Result<(), Refusal> {
     let catalogue = super::load_catalogue(global)?;
     let explanation = catalogue
         .explain(method, url)

@@ -3,7 +3,8 @@
 use crate::output::print_json;
 use crate::refusal::Refusal;
 
-pub fn run() -> Result<(), Refusal> {
+/// Print the manifest's JSON Schema on stdout.
+pub(super) fn run() -> Result<(), Refusal> {
     print_json(&af_policy::manifest::json_schema());
     Ok(())
 }

@@ -19,7 +19,8 @@ struct Summary<'a> {
     placement: &'a Placement,
 }
 
-pub fn run(global: &Global) -> Result<(), Refusal> {
+/// Load and check the manifest, then print its summary and placement as text or JSON.
+pub(super) fn run(global: &Global) -> Result<(), Refusal> {
     let (path, manifest) = super::load_manifest(global)?;
     let placement = manifest.placement()?;
     let summary = summarize(&path, &manifest, &placement);

@@ -12,7 +12,7 @@ use af_fixtures::test_resolver::TestResolver;
 use tokio::net::TcpListener;
 
 /// The name the probe's DNS routes ask for.
-pub const PROBE_NAME: &str = "probe.test";
+pub(crate) const PROBE_NAME: &str = "probe.test";
 
 /// One TCP host: its address and every peer that connected.
 struct Listener {
@@ -43,7 +43,7 @@ impl Listener {
 }
 
 /// A public address (TCP and DNS), a metadata stand-in, and their IPv6 twins, for one test.
-pub struct Hosts {
+pub(crate) struct Hosts {
     addrs: Vec<(IpAddr, u8)>,
     tcp: Listener,
     metadata: Listener,
@@ -56,7 +56,7 @@ pub struct Hosts {
 impl Hosts {
     /// Put `slot`'s addresses on loopback and start their listeners. Each test has its own
     /// slot, so tests running at once never share (or remove) one another's addresses.
-    pub async fn start(slot: u8) -> Hosts {
+    pub(crate) async fn start(slot: u8) -> Hosts {
         let public = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 20 + slot));
         let metadata = IpAddr::V4(Ipv4Addr::new(169, 254, 44, 20 + slot));
         let public6 = IpAddr::V6(Ipv6Addr::new(
@@ -105,7 +105,7 @@ impl Hosts {
     }
 
     /// The probe's variables: every route aimed at these hosts, and public defaults forbidden.
-    pub fn probe_vars(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn probe_vars(&self) -> Vec<(&'static str, String)> {
         vec![
             ("AF_PROBE_DEFAULTS", "forbid".to_owned()),
             ("AF_PROBE_TCP", self.tcp.addr.to_string()),
@@ -119,7 +119,7 @@ impl Hosts {
     }
 
     /// Each route's description as af names it, with whether this host saw it arrive.
-    pub fn arrivals(&self) -> Vec<(String, bool)> {
+    pub(crate) fn arrivals(&self) -> Vec<(String, bool)> {
         let asked = |r: &TestResolver| r.queries().iter().any(|(n, _)| n == PROBE_NAME);
         vec![
             (

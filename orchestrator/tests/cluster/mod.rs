@@ -2,7 +2,7 @@
 //! test's own hosts for the probe to aim at, a manifest placed on that cluster, the `af` binary run against it, and a guard that removes every
 //! namespace the test made or caused, even when it fails.
 
-pub mod hosts;
+pub(crate) mod hosts;
 
 use std::path::PathBuf;
 use std::process::Output;
@@ -21,7 +21,7 @@ use self::hosts::Hosts;
 /// the first test to ask starts, building it once into `K8S_LOCAL_DIR` (default
 /// `~/.cache/af-k8s-local`; about 11 minutes cold, 40 s warm) as the Docker tests build their
 /// static binaries. A test never passes without a cluster: one that cannot be had fails.
-pub struct Cluster {
+pub(crate) struct Cluster {
     /// The kubeconfig context.
     pub context: String,
     /// The kubeconfig file, when not the one KUBECONFIG (or `~/.kube/config`) names.
@@ -29,7 +29,7 @@ pub struct Cluster {
 }
 
 /// The cluster under test, found or started once per test process.
-pub fn cluster() -> &'static Cluster {
+pub(crate) fn cluster() -> &'static Cluster {
     static CLUSTER: OnceLock<Cluster> = OnceLock::new();
     CLUSTER.get_or_init(|| match std::env::var("AF_KUBE_CONTEXT") {
         Ok(context) if !context.trim().is_empty() => Cluster {
@@ -41,7 +41,7 @@ pub fn cluster() -> &'static Cluster {
 }
 
 /// The context under test.
-pub fn context() -> String {
+pub(crate) fn context() -> String {
     cluster().context.clone()
 }
 
@@ -72,7 +72,7 @@ fn start_local_cluster() -> Cluster {
 }
 
 /// A client for the context under test.
-pub async fn client() -> Client {
+pub(crate) async fn client() -> Client {
     let cluster = cluster();
     let options = KubeConfigOptions {
         context: Some(cluster.context.clone()),
@@ -90,7 +90,7 @@ pub async fn client() -> Client {
 }
 
 /// What `af` did.
-pub struct Ran {
+pub(crate) struct Ran {
     /// Its exit status.
     pub code: i32,
     /// Standard output.
@@ -100,7 +100,7 @@ pub struct Ran {
 }
 
 /// One test's world: its hosts, a manifest on the cluster, an environment id of its own.
-pub struct World {
+pub(crate) struct World {
     /// The test's hosts.
     pub hosts: Hosts,
     /// The environment id.
@@ -112,7 +112,7 @@ pub struct World {
 
 impl World {
     /// Start `slot`'s hosts and write a manifest with one service placed on the cluster.
-    pub async fn new(test: &str, slot: u8) -> World {
+    pub(crate) async fn new(test: &str, slot: u8) -> World {
         let context = context();
         let nonce = short_digest(
             format!(
@@ -143,13 +143,13 @@ impl World {
     }
 
     /// The environment's namespace name.
-    pub fn namespace(&self) -> String {
+    pub(crate) fn namespace(&self) -> String {
         format!("af-{}", self.env)
     }
 
     /// Run `af ARGS --env ENV` in the manifest's directory, with `extra` variables, while the
     /// test's hosts go on answering.
-    pub async fn af(&self, args: &[&str], extra: &[(&str, &str)]) -> Ran {
+    pub(crate) async fn af(&self, args: &[&str], extra: &[(&str, &str)]) -> Ran {
         let probe = af_probe_binary();
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_af"));
         command
@@ -176,7 +176,7 @@ impl World {
     }
 
     /// The environment's namespace, if it exists.
-    pub async fn read_namespace(&self) -> Option<Namespace> {
+    pub(crate) async fn read_namespace(&self) -> Option<Namespace> {
         Api::<Namespace>::all(self.client.clone())
             .get_opt(&self.namespace())
             .await

@@ -12,7 +12,7 @@ use crate::support::{Harness, HostForwarding, field, probe, probe_plan};
 
 /// A service cannot open a raw or packet socket, nor can its migration; a container with the
 /// runtime's default capabilities can.
-pub async fn a_service_cannot_open_a_raw_or_packet_socket(h: &dyn Harness) {
+pub(crate) async fn a_service_cannot_open_a_raw_or_packet_socket(h: &dyn Harness) {
     let env = h.env("raw");
     let mut plan = probe_plan(h, &env, &["probe"]);
     // The migration runs under the same confinement: it exits 4 if a packet socket opens.
@@ -41,7 +41,7 @@ pub async fn a_service_cannot_open_a_raw_or_packet_socket(h: &dyn Harness) {
 /// A service cannot reach a host listener on `[::]` or on `0.0.0.0` by any address of any
 /// bridge, over IPv4 or IPv6 link-local, whether the host forwards IPv6 or not.
 /// `dual` listens on `[::]:dual`, `v4` on `0.0.0.0:v4`; both accept from the host itself.
-pub async fn a_service_cannot_reach_a_host_listener_by_any_bridge_address(
+pub(crate) async fn a_service_cannot_reach_a_host_listener_by_any_bridge_address(
     h: &dyn Harness,
     dual: u16,
     v4: u16,
@@ -113,7 +113,7 @@ pub async fn a_service_cannot_reach_a_host_listener_by_any_bridge_address(
 /// A service cannot have an IPv6 packet routed on by the host, whether the host forwards IPv6
 /// or not: neither through its routes nor in a frame it builds itself. An unconfined container
 /// on the same network gets its frame through exactly when the host forwards.
-pub async fn a_service_cannot_have_an_ipv6_packet_forwarded_by_the_host(h: &dyn Harness) {
+pub(crate) async fn a_service_cannot_have_an_ipv6_packet_forwarded_by_the_host(h: &dyn Harness) {
     let env = h.env("fwd6");
     up(h, &env, &["probe"]).await;
     allowed_is_reached(h, &env, "probe").await;

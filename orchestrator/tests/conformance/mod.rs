@@ -6,7 +6,12 @@
 //! same run (the allowed host is reached, through the same sidecar), because "blocked" and
 //! "never governed" look the same from inside a service.
 
-pub mod escape;
+#![allow(
+    clippy::expect_used,
+    reason = "test helpers fail the test by panicking, like #[test] functions"
+)]
+
+pub(crate) mod escape;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
@@ -30,7 +35,7 @@ use futures_util::StreamExt;
 use crate::support::{Harness, field, probe, probe_plan};
 
 /// Start an environment of probe services, panicking with the coded report if it fails.
-pub async fn up(
+pub(crate) async fn up(
     h: &dyn Harness,
     env: &EnvId,
     services: &[&str],
@@ -43,7 +48,7 @@ pub async fn up(
 }
 
 /// The positive control: the allowed host is reached through the sidecar, from `service`.
-pub async fn allowed_is_reached(h: &dyn Harness, env: &EnvId, service: &str) {
+pub(crate) async fn allowed_is_reached(h: &dyn Harness, env: &EnvId, service: &str) {
     let url = format!("http://{}/control", h.internet().allowed.0);
     let v = probe(h, env, service, &["proxy-get", &url]).await;
     assert_eq!(
@@ -77,7 +82,7 @@ fn decisions_for<'a>(records: &'a [Record], host: &str) -> Vec<&'a DecisionRecor
 }
 
 /// An allowed host is reached through the proxy, and the decision is journaled.
-pub async fn allowed_host_is_reached_through_the_proxy(h: &dyn Harness) {
+pub(crate) async fn allowed_host_is_reached_through_the_proxy(h: &dyn Harness) {
     let env = h.env("allow");
     up(h, &env, &["probe"]).await;
     allowed_is_reached(h, &env, "probe").await;
@@ -90,7 +95,7 @@ pub async fn allowed_host_is_reached_through_the_proxy(h: &dyn Harness) {
 }
 
 /// A host with no rule is refused with 403 and the refusal is journaled.
-pub async fn host_without_rule_is_refused_and_journaled(h: &dyn Harness) {
+pub(crate) async fn host_without_rule_is_refused_and_journaled(h: &dyn Harness) {
     let env = h.env("block");
     up(h, &env, &["probe"]).await;
     allowed_is_reached(h, &env, "probe").await;
@@ -111,7 +116,7 @@ pub async fn host_without_rule_is_refused_and_journaled(h: &dyn Harness) {
 
 /// A client that ignores the proxy variables and resolves the name itself gets the sidecar's
 /// address and is decided by the transparent listener: allowed reaches, unlisted is refused.
-pub async fn client_ignoring_proxy_variables_is_still_decided(h: &dyn Harness) {
+pub(crate) async fn client_ignoring_proxy_variables_is_still_decided(h: &dyn Harness) {
     let env = h.env("direct");
     up(h, &env, &["probe"]).await;
     allowed_is_reached(h, &env, "probe").await;
@@ -151,7 +156,7 @@ pub async fn client_ignoring_proxy_variables_is_still_decided(h: &dyn Harness) {
 }
 
 /// A direct connection to an outside address, bypassing DNS, fails.
-pub async fn direct_connection_to_an_address_fails(h: &dyn Harness) {
+pub(crate) async fn direct_connection_to_an_address_fails(h: &dyn Harness) {
     let env = h.env("addr");
     up(h, &env, &["probe"]).await;
     allowed_is_reached(h, &env, "probe").await;
@@ -167,7 +172,7 @@ pub async fn direct_connection_to_an_address_fails(h: &dyn Harness) {
 }
 
 /// UDP DNS straight to the outside resolver fails (no tunnel around the sidecar's DNS).
-pub async fn udp_dns_to_an_outside_resolver_fails(h: &dyn Harness) {
+pub(crate) async fn udp_dns_to_an_outside_resolver_fails(h: &dyn Harness) {
     let env = h.env("udp");
     up(h, &env, &["probe"]).await;
     // Positive control: the sidecar resolved the allowed name through this same resolver.
@@ -178,7 +183,7 @@ pub async fn udp_dns_to_an_outside_resolver_fails(h: &dyn Harness) {
 }
 
 /// The metadata address is unreachable, directly and through the proxy.
-pub async fn metadata_address_is_unreachable(h: &dyn Harness) {
+pub(crate) async fn metadata_address_is_unreachable(h: &dyn Harness) {
     let env = h.env("meta");
     up(h, &env, &["probe"]).await;
     allowed_is_reached(h, &env, "probe").await;
@@ -213,7 +218,7 @@ pub async fn metadata_address_is_unreachable(h: &dyn Harness) {
 /// The host cannot be reached from a service: not through the internal network's gateway
 /// address, nor the engine's default bridge. `host_port` is a port the test listens on, on
 /// every host address.
-pub async fn host_is_unreachable_through_the_gateway(h: &dyn Harness, host_port: u16) {
+pub(crate) async fn host_is_unreachable_through_the_gateway(h: &dyn Harness, host_port: u16) {
     let env = h.env("gw");
     up(h, &env, &["probe"]).await;
     allowed_is_reached(h, &env, "probe").await;
@@ -230,7 +235,7 @@ pub async fn host_is_unreachable_through_the_gateway(h: &dyn Harness, host_port:
 }
 
 /// Two environments cannot reach each other, by address or by name.
-pub async fn environments_cannot_reach_each_other(h: &dyn Harness) {
+pub(crate) async fn environments_cannot_reach_each_other(h: &dyn Harness) {
     let a = h.env("enva");
     let b = h.env("envb");
     up(h, &a, &["probe"]).await;
@@ -268,7 +273,7 @@ pub async fn environments_cannot_reach_each_other(h: &dyn Harness) {
 
 /// `up` starts the services, reports each with a URL that answers, and a second `up` reuses
 /// everything.
-pub async fn up_reports_services_and_is_idempotent(h: &dyn Harness) {
+pub(crate) async fn up_reports_services_and_is_idempotent(h: &dyn Harness) {
     let env = h.env("idem");
     let first = up(h, &env, &["probe", "second"]).await;
     assert_eq!(first.services.len(), 2);
@@ -340,7 +345,7 @@ pub async fn up_reports_services_and_is_idempotent(h: &dyn Harness) {
 }
 
 /// `down` removes everything the environment had, and a second `down` is fine.
-pub async fn down_removes_everything(h: &dyn Harness) {
+pub(crate) async fn down_removes_everything(h: &dyn Harness) {
     let env = h.env("down");
     let other = h.env("keep");
     up(h, &env, &["probe"]).await;
@@ -410,7 +415,9 @@ impl Progress for CtrlCDuring {
 
 /// `up` asked to stop while a step runs finishes that step, begins no other and ends with
 /// AF-RUN-032; everything it made is found by `down`, which removes all of it.
-pub async fn an_interrupted_up_stops_between_steps_and_down_removes_what_it_made(h: &dyn Harness) {
+pub(crate) async fn an_interrupted_up_stops_between_steps_and_down_removes_what_it_made(
+    h: &dyn Harness,
+) {
     let env = h.env("ctrlc");
     let plan = probe_plan(h, &env, &["probe", "later"]);
     let progress = CtrlCDuring {
@@ -467,7 +474,7 @@ pub async fn an_interrupted_up_stops_between_steps_and_down_removes_what_it_made
 }
 
 /// The journal survives a restart of the sidecar with nothing lost.
-pub async fn journal_survives_a_sidecar_restart(h: &dyn Harness) {
+pub(crate) async fn journal_survives_a_sidecar_restart(h: &dyn Harness) {
     let env = h.env("journal");
     up(h, &env, &["probe"]).await;
     for _ in 0..3 {
@@ -499,7 +506,7 @@ pub async fn journal_survives_a_sidecar_restart(h: &dyn Harness) {
 
 /// Something with the environment's names but without the ownership label is refused by `up`
 /// and `down` (AF-RUN-045), and neither touches anything.
-pub async fn objects_of_somebody_else_are_refused(h: &dyn Harness) {
+pub(crate) async fn objects_of_somebody_else_are_refused(h: &dyn Harness) {
     let env = h.env("owner");
     let planted = h.plant_foreign_object(&env).await;
     let plan = probe_plan(h, &env, &["probe"]);
@@ -532,7 +539,7 @@ pub async fn objects_of_somebody_else_are_refused(h: &dyn Harness) {
 }
 
 /// A failed migration stops its service (AF-RUN-022) and is not retried.
-pub async fn failed_migration_stops_its_service(h: &dyn Harness) {
+pub(crate) async fn failed_migration_stops_its_service(h: &dyn Harness) {
     let env = h.env("migrate");
     let mut plan = probe_plan(h, &env, &["probe"]);
     plan.services[0].migrate = vec!["/af-probe".to_owned(), "fail".to_owned(), "3".to_owned()];
@@ -560,7 +567,7 @@ pub async fn failed_migration_stops_its_service(h: &dyn Harness) {
 }
 
 /// The status of an environment that does not exist is empty, not an error.
-pub async fn status_of_an_unknown_environment_is_empty(h: &dyn Harness) {
+pub(crate) async fn status_of_an_unknown_environment_is_empty(h: &dyn Harness) {
     let env = h.env("none");
     let status = h
         .runtime()
@@ -574,7 +581,7 @@ pub async fn status_of_an_unknown_environment_is_empty(h: &dyn Harness) {
 }
 
 /// `logs` returns what a service wrote.
-pub async fn logs_return_what_a_service_wrote(h: &dyn Harness) {
+pub(crate) async fn logs_return_what_a_service_wrote(h: &dyn Harness) {
     let env = h.env("logs");
     up(h, &env, &["probe"]).await;
     let mut lines = h
@@ -594,7 +601,7 @@ pub async fn logs_return_what_a_service_wrote(h: &dyn Harness) {
 
 /// A service that never listens on its port is reported not ready (AF-RUN-020) with its last
 /// log lines, after its own health timeout.
-pub async fn a_service_that_never_listens_is_not_ready(h: &dyn Harness) {
+pub(crate) async fn a_service_that_never_listens_is_not_ready(h: &dyn Harness) {
     let env = h.env("notready");
     let mut plan = probe_plan(h, &env, &["probe"]);
     // It serves, but on another port than the one it declares.
@@ -617,7 +624,7 @@ pub async fn a_service_that_never_listens_is_not_ready(h: &dyn Harness) {
 }
 
 /// An image that does not build is refused (AF-RUN-010) with the last lines of the build.
-pub async fn an_image_that_does_not_build_is_refused(
+pub(crate) async fn an_image_that_does_not_build_is_refused(
     h: &dyn Harness,
     broken_context: std::path::PathBuf,
 ) {
@@ -647,7 +654,7 @@ pub async fn an_image_that_does_not_build_is_refused(
 /// Every service has the CA files and the variables naming them, the bundle ends with the
 /// environment's own CA after the system roots, and the webhook secrets are the ones derived
 /// from its sidecar's token.
-pub async fn services_get_the_ca_bundle_and_variables(h: &dyn Harness) {
+pub(crate) async fn services_get_the_ca_bundle_and_variables(h: &dyn Harness) {
     let env = h.env("trust");
     up(h, &env, &["probe"]).await;
     allowed_is_reached(h, &env, "probe").await;
@@ -698,7 +705,7 @@ pub async fn services_get_the_ca_bundle_and_variables(h: &dyn Harness) {
 /// sidecar's inbox (a refused lookup, a wait that times out), a request to a host under
 /// capture lands in it, and a SendGrid mail a service sends is what `af inbox wait` returns,
 /// with its one-time code and verification link.
-pub async fn inbox_and_webhook_work_end_to_end(h: &dyn Harness) {
+pub(crate) async fn inbox_and_webhook_work_end_to_end(h: &dyn Harness) {
     let env = h.env("inbox");
     let mut plan = probe_plan(h, &env, &["probe"]);
     plan.egress

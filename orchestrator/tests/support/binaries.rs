@@ -9,7 +9,7 @@ const TARGET: &str = "x86_64-unknown-linux-gnu";
 /// The directory holding the static binaries, built with the project's one static command.
 /// `AF_TEST_BINARIES` names a directory of already built ones instead (a shared target
 /// directory that other worktrees also build into would otherwise be rebuilt on every run).
-pub fn static_binaries() -> PathBuf {
+pub(crate) fn static_binaries() -> PathBuf {
     if let Some(dir) = std::env::var_os("AF_TEST_BINARIES") {
         return PathBuf::from(dir);
     }

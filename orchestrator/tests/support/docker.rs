@@ -31,10 +31,10 @@ use super::binaries::static_binaries;
 use super::{Harness, HostAddr, Internet, Island};
 
 /// The label every object of a test run carries (besides the product's own on environments).
-pub const TEST_LABEL: &str = "dev.antifailure.test";
+pub(crate) const TEST_LABEL: &str = "dev.antifailure.test";
 
 /// One test's world: the runtime, its simulated internet, and the guard that removes both.
-pub struct DockerHarness {
+pub(crate) struct DockerHarness {
     runtime: LocalRuntime,
     docker: Docker,
     internet: Internet,
@@ -47,7 +47,7 @@ pub struct DockerHarness {
 impl DockerHarness {
     /// Build the images, start the simulated internet (and, with `metadata`, the metadata
     /// host) and connect the runtime to it.
-    pub async fn start(test: &str, metadata: bool) -> DockerHarness {
+    pub(crate) async fn start(test: &str, metadata: bool) -> DockerHarness {
         let bins = tokio::task::spawn_blocking(static_binaries)
             .await
             .unwrap_or_else(|e| panic!("{e}"));

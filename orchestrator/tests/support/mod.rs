@@ -4,8 +4,8 @@
 //!
 //! [`docker`] is the harness for the local runtime.
 
-pub mod binaries;
-pub mod docker;
+pub(crate) mod binaries;
+pub(crate) mod docker;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -22,7 +22,7 @@ use serde_json::Value;
 /// The simulated internet: made-up names on documentation-range addresses, and the metadata
 /// address, served by the test's own hosts. Nothing here is a real address.
 #[derive(Debug, Clone)]
-pub struct Internet {
+pub(crate) struct Internet {
     /// A name with an allow rule, and its address.
     pub allowed: (String, IpAddr),
     /// A name with no rule (default block), and its address.
@@ -34,7 +34,7 @@ pub struct Internet {
 }
 
 /// What a runtime's test harness provides.
-pub trait Harness: Send + Sync {
+pub(crate) trait Harness: Send + Sync {
     /// The runtime under test.
     fn runtime(&self) -> &dyn Runtime;
     /// The simulated internet the runtime's sidecars resolve and reach.
@@ -85,7 +85,7 @@ pub trait Harness: Send + Sync {
 /// An address of the host on one of its bridges, as the host dials it and as a service on the
 /// environment's internal network would (a link-local address scoped to the service's `eth0`).
 #[derive(Debug, Clone)]
-pub struct HostAddr {
+pub(crate) struct HostAddr {
     /// The bridge interface it is on.
     pub bridge: String,
     /// `ADDR` as the host dials it (IPv6 link-local scoped to the bridge).
@@ -100,12 +100,12 @@ pub struct HostAddr {
 
 impl HostAddr {
     /// `ADDR:PORT` as the host dials it.
-    pub fn host_target(&self, port: u16) -> String {
+    pub(crate) fn host_target(&self, port: u16) -> String {
         target(&self.from_host, port)
     }
 
     /// `ADDR:PORT` as a service dials it.
-    pub fn service_target(&self, port: u16) -> String {
+    pub(crate) fn service_target(&self, port: u16) -> String {
         target(&self.from_service, port)
     }
 }
@@ -120,7 +120,7 @@ fn target(addr: &str, port: u16) -> String {
 
 /// The IPv6 island: a network of the test's own with IPv6 (a unique-local /64 it picks) and a
 /// host on it that prints every datagram it receives.
-pub struct Island {
+pub(crate) struct Island {
     /// `[ADDR]:PORT` of the receiver.
     pub receiver: String,
     /// The container that receives.
@@ -128,7 +128,7 @@ pub struct Island {
 }
 
 /// Sets the host's IPv6 forwarding for as long as it lives, then puts back what it found.
-pub struct HostForwarding {
+pub(crate) struct HostForwarding {
     before: String,
 }
 
@@ -136,7 +136,7 @@ const FORWARDING: &str = "/proc/sys/net/ipv6/conf/all/forwarding";
 
 impl HostForwarding {
     /// Turn the host's IPv6 forwarding on or off.
-    pub fn set(on: bool) -> HostForwarding {
+    pub(crate) fn set(on: bool) -> HostForwarding {
         let before = std::fs::read_to_string(FORWARDING).unwrap_or_else(|e| panic!("{e}"));
         std::fs::write(FORWARDING, if on { "1" } else { "0" })
             .unwrap_or_else(|e| panic!("set {FORWARDING} (the tests run as root): {e}"));
@@ -144,7 +144,7 @@ impl HostForwarding {
     }
 
     /// Change it while keeping the first value to put back.
-    pub fn turn(&self, on: bool) {
+    pub(crate) fn turn(&self, on: bool) {
         std::fs::write(FORWARDING, if on { "1" } else { "0" })
             .unwrap_or_else(|e| panic!("set {FORWARDING}: {e}"));
         let now = std::fs::read_to_string(FORWARDING).unwrap_or_default();
@@ -160,7 +160,7 @@ impl Drop for HostForwarding {
 
 /// The egress catalogue every conformance environment runs with: the allowed name may go
 /// out, everything else is refused.
-pub fn egress(internet: &Internet) -> EgressSpec {
+pub(crate) fn egress(internet: &Internet) -> EgressSpec {
     let yaml = format!(
         "default: block\nrules:\n  - host: {}\n    mode: allow\n",
         internet.allowed.0
@@ -173,7 +173,7 @@ pub fn egress(internet: &Internet) -> EgressSpec {
 }
 
 /// A probe service: the probe image serving HTTP on 8080.
-pub fn probe_service(h: &dyn Harness, name: &str) -> ServicePlan {
+pub(crate) fn probe_service(h: &dyn Harness, name: &str) -> ServicePlan {
     let mut s = ServicePlan::new(name, Kind::Web, h.probe_context());
     s.port = Some(8080);
     s.health_path = Some("/".to_owned());
@@ -183,14 +183,14 @@ pub fn probe_service(h: &dyn Harness, name: &str) -> ServicePlan {
 }
 
 /// A plan of probe services named `names`.
-pub fn probe_plan(h: &dyn Harness, env: &EnvId, names: &[&str]) -> EnvPlan {
+pub(crate) fn probe_plan(h: &dyn Harness, env: &EnvId, names: &[&str]) -> EnvPlan {
     let services = names.iter().map(|n| probe_service(h, n)).collect();
     EnvPlan::new(env.clone(), "conformance", services, egress(h.internet()))
         .unwrap_or_else(|r| panic!("plan: {r}"))
 }
 
 /// Run the probe in `service` with `args`; its one JSON line.
-pub async fn probe(h: &dyn Harness, env: &EnvId, service: &str, args: &[&str]) -> Value {
+pub(crate) async fn probe(h: &dyn Harness, env: &EnvId, service: &str, args: &[&str]) -> Value {
     let mut argv = vec!["/af-probe".to_owned()];
     argv.extend(args.iter().map(|a| (*a).to_owned()));
     let out = h
@@ -208,6 +208,6 @@ pub async fn probe(h: &dyn Harness, env: &EnvId, service: &str, args: &[&str]) -
 }
 
 /// A field of a probe answer as text.
-pub fn field<'a>(v: &'a Value, k: &str) -> &'a str {
+pub(crate) fn field<'a>(v: &'a Value, k: &str) -> &'a str {
     v[k].as_str().unwrap_or("")
 }

@@ -39,7 +39,7 @@ pub(crate) enum Value<'a> {
 
 impl<'a> Node<'a> {
     /// The key's text when this node is a string scalar.
-    pub fn as_str(&self) -> Option<&str> {
+    pub(super) fn as_str(&self) -> Option<&str> {
         match &self.value {
             Value::Scalar(Scalar::String(s)) => Some(s),
             _ => None,
@@ -47,7 +47,7 @@ impl<'a> Node<'a> {
     }
 
     /// The value under `key` when this node is a mapping.
-    pub fn get(&self, key: &str) -> Option<&Node<'a>> {
+    pub(super) fn get(&self, key: &str) -> Option<&Node<'a>> {
         match &self.value {
             Value::Map(entries) => entries
                 .iter()
@@ -58,7 +58,7 @@ impl<'a> Node<'a> {
     }
 
     /// The node at `path`, or the deepest node on the way there that exists.
-    pub fn locate(&self, path: &FieldPath) -> Location {
+    pub(super) fn locate(&self, path: &FieldPath) -> Location {
         let mut node = self;
         for segment in path.segments() {
             let next = match (segment, &node.value) {
@@ -75,7 +75,7 @@ impl<'a> Node<'a> {
     }
 
     /// The node as JSON, for deserializing into the typed model once its shape is known good.
-    pub fn to_json(&self) -> serde_json::Value {
+    pub(super) fn to_json(&self) -> serde_json::Value {
         use serde_json::Value as J;
         match &self.value {
             Value::Scalar(Scalar::Null) | Value::Alias => J::Null,

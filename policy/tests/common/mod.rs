@@ -6,7 +6,7 @@ use std::path::Path;
 use af_policy::manifest::{Manifest, ManifestError};
 
 /// A manifest using every section and most fields.
-pub const FULL: &str = r#"version: 1
+pub(crate) const FULL: &str = r#"version: 1
 name: shop
 services:
   - name: db
@@ -64,12 +64,12 @@ runtime:
 "#;
 
 /// Read `text` as a manifest named `af.yaml`.
-pub fn load(text: &str) -> Result<Manifest, ManifestError> {
+pub(crate) fn load(text: &str) -> Result<Manifest, ManifestError> {
     Manifest::from_str(text, Path::new("af.yaml"))
 }
 
 /// The problems of a manifest that must be refused, as `(code, line, column)`.
-pub fn refusals(text: &str) -> Vec<(&'static str, usize, usize)> {
+pub(crate) fn refusals(text: &str) -> Vec<(&'static str, usize, usize)> {
     problems(text)
         .iter()
         .map(|p| (p.code(), p.location.line, p.location.column))
@@ -77,7 +77,7 @@ pub fn refusals(text: &str) -> Vec<(&'static str, usize, usize)> {
 }
 
 /// The problems of a manifest that must be refused.
-pub fn problems(text: &str) -> Vec<af_policy::manifest::Problem> {
+pub(crate) fn problems(text: &str) -> Vec<af_policy::manifest::Problem> {
     match load(text) {
         Ok(manifest) => panic!("expected a refusal, read {manifest:#?}"),
         Err(ManifestError::Invalid { problems, .. }) => problems,
@@ -86,7 +86,7 @@ pub fn problems(text: &str) -> Vec<af_policy::manifest::Problem> {
 }
 
 /// The one-line statements of a refused manifest, for asserting on wording.
-pub fn statements(text: &str) -> Vec<String> {
+pub(crate) fn statements(text: &str) -> Vec<String> {
     problems(text)
         .into_iter()
         .map(|p| p.report.statement)

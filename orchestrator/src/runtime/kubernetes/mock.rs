@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 /// How pods end once created.
 #[derive(Clone)]
-pub enum PodEnd {
+pub(super) enum PodEnd {
     /// Every container exits 0; its log is the line the test set for it.
     Ran,
     /// Every container waits on this reason forever.
@@ -23,7 +23,7 @@ pub enum PodEnd {
 }
 
 /// What the fake knows and has been asked.
-pub struct State {
+pub(super) struct State {
     /// Objects by path (`/api/v1/namespaces/af-pr-42`).
     pub objects: BTreeMap<String, Value>,
     /// Every call, `METHOD /path`, in order.
@@ -40,14 +40,14 @@ pub struct State {
 
 /// The fake API server.
 #[derive(Clone)]
-pub struct Fake {
+pub(super) struct Fake {
     /// Its state, shared with the task that answers.
     pub state: Arc<Mutex<State>>,
 }
 
 impl Fake {
     /// A cluster with the `default/kubernetes` Service and nothing else of ours.
-    pub fn new() -> Fake {
+    pub(super) fn new() -> Fake {
         let mut objects = BTreeMap::new();
         objects.insert(
             "/api/v1/namespaces/default/services/kubernetes".to_owned(),
@@ -71,18 +71,18 @@ impl Fake {
     }
 
     /// Run `f` on the state.
-    pub fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+    pub(super) fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         f(&mut state)
     }
 
     /// The calls so far.
-    pub fn calls(&self) -> Vec<String> {
+    pub(super) fn calls(&self) -> Vec<String> {
         self.with(|s| s.calls.clone())
     }
 
     /// A kube client whose every request this fake answers.
-    pub fn client(&self) -> Client {
+    pub(super) fn client(&self) -> Client {
         let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let fake = self.clone();
         tokio::spawn(async move {
