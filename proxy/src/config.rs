@@ -185,11 +185,9 @@ pub fn check(doc: SidecarConfig) -> Result<Settings, Report> {
         ));
     }
     // A sandbox credential is sent upstream for real: a live one must never be configured.
-    if let Some((name, hit)) =
-        doc.modes.credentials.iter().find_map(|(name, value)| {
-            crate::tripwire::scan_body(value.as_bytes()).map(|h| (name, h))
-        })
-    {
+    if let Some((name, hit)) = doc.modes.credentials.iter().find_map(|(name, value)| {
+        crate::decide::tripwire::scan_body(value.as_bytes()).map(|h| (name, h))
+    }) {
         return Err(refuse(format!(
             "modes.credentials.{name} holds {}, and sandbox mode only forwards test credentials.",
             hit.what

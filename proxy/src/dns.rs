@@ -8,8 +8,8 @@ use af_dns::{DnsError, QueryObserver, Sighting, TcpAdmission, TcpPlace};
 use af_policy::egress::Catalogue;
 use af_policy::error::{Report, codes};
 
-use crate::journal::{DnsSighting, Entry, Journal};
 use crate::limits::ConnectionLimit;
+use crate::record::journal::{DnsSighting, Entry, Journal};
 
 /// DNS-over-TCP connections are admitted under the data listeners' cap (a refusal is counted
 /// with theirs) and are closed at once past it.

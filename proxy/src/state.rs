@@ -3,17 +3,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::answer::modes::ModeSettings;
+use crate::arrive::intercept::Interception;
+use crate::decide::loops::Loops;
+use crate::decide::rate::RuleRates;
 use crate::drain::Drain;
-use crate::forward::http::HttpClient;
-use crate::guard::Guard;
-use crate::intercept::Interception;
-use crate::intercept::upstream::HttpsClient;
-use crate::journal::Journal;
+use crate::leave::forward::http::HttpClient;
+use crate::leave::guard::Guard;
+use crate::leave::upstream::HttpsClient;
 use crate::limits::ConnectionLimit;
-use crate::loops::Loops;
 use crate::metrics::Metrics;
-use crate::modes::ModeSettings;
-use crate::rate::RuleRates;
+use crate::record::journal::Journal;
 use af_policy::egress::Catalogue;
 use governor::DefaultDirectRateLimiter;
 

@@ -11,7 +11,7 @@ use af_sidecar_api::admin::{DEFAULT_LIMIT, MAX_LIMIT};
 use bytes::Bytes;
 use serde::Deserialize;
 
-use crate::journal::{Journal, Query};
+use crate::record::journal::{Journal, Query};
 
 /// What `/v1/inbox` was asked for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -25,8 +25,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc};
 
 use crate::drain::Drain;
-use crate::journal::{Journal, Query};
 use crate::metrics::Metrics;
+use crate::record::journal::{Journal, Query};
 
 type AdminBody = UnsyncBoxBody<Bytes, Infallible>;
 

@@ -1,0 +1,118 @@
+//! Answers the sidecar makes itself: refusals with a coded text body and `X-Af-*` headers.
+
+use af_policy::error::ErrorCode;
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use http_body_util::{Either, Full};
+
+use crate::leave::forward::http::ProxyBody;
+
+/// Header naming the sidecar's verdict on answers it makes itself.
+pub const DECISION: &str = "x-af-decision";
+/// Header naming the rule that decided (`rules[N] host` or `default`).
+pub const RULE: &str = "x-af-rule";
+/// Header carrying the product error code.
+pub const CODE: &str = "x-af-code";
+
+/// A refusal, as the client and the journal see it.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    /// HTTP status for HTTP clients.
+    pub status: StatusCode,
+    /// The product error code.
+    pub code: &'static ErrorCode,
+    /// `block` (the catalogue said so) or `refuse` (anything else).
+    pub decision: &'static str,
+    /// The deciding rule's label, when the catalogue was asked.
+    pub rule: Option<String>,
+    /// Journal reason.
+    pub reason: String,
+    /// One sentence.
+    pub statement: String,
+    /// What to do next.
+    pub next: String,
+    /// Seconds until a retry can succeed (`Retry-After`), for a rate limit.
+    pub retry_after_secs: Option<u64>,
+}
+
+impl Refusal {
+    /// A refusal with the code's own `Next:` line.
+    pub fn new(
+        status: StatusCode,
+        code: &'static ErrorCode,
+        reason: impl Into<String>,
+        statement: impl Into<String>,
+    ) -> Self {
+        Self {
+            status,
+            code,
+            decision: "refuse",
+            rule: None,
+            reason: reason.into(),
+            statement: statement.into(),
+            next: code.next.to_owned(),
+            retry_after_secs: None,
+        }
+    }
+
+    /// Replace the `Next:` line.
+    pub fn with_next(mut self, next: impl Into<String>) -> Self {
+        self.next = next.into();
+        self
+    }
+
+    /// The text body: `CODE statement` and `  Next: ...`.
+    pub fn body(&self) -> String {
+        format!(
+            "{} {}\n  Next: {}\n",
+            self.code.code, self.statement, self.next
+        )
+    }
+
+    /// The HTTP response.
+    pub fn response(&self) -> Response<ProxyBody> {
+        let mut resp = Response::new(Either::Left(Full::new(Bytes::from(self.body()))));
+        *resp.status_mut() = self.status;
+        let h = resp.headers_mut();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        h.insert(DECISION, HeaderValue::from_static(self.decision));
+        h.insert(CODE, HeaderValue::from_static(self.code.code));
+        if let Some(rule) = &self.rule
+            && let Ok(v) = HeaderValue::from_str(rule)
+        {
+            h.insert(RULE, v);
+        }
+        if let Some(secs) = self.retry_after_secs {
+            h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if self.status.is_client_error()
+            && !matches!(
+                self.status,
+                StatusCode::FORBIDDEN | StatusCode::TOO_MANY_REQUESTS
+            )
+        {
+            h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        resp
+    }
+
+    /// A complete HTTP/1.1 response written without hyper, closing the connection: at the
+    /// connection limit (the request is never read), and in place of hyper's own empty answer
+    /// to a head it could not read (`listener/gate.rs`).
+    pub fn raw_close_response(&self) -> Vec<u8> {
+        let body = self.body();
+        format!(
+            "HTTP/1.1 {} {}\r\ncontent-type: text/plain; charset=utf-8\r\n{DECISION}: {}\r\n{CODE}: {}\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+            self.status.as_u16(),
+            self.status.canonical_reason().unwrap_or(""),
+            self.decision,
+            self.code.code,
+            body.len()
+        )
+        .into_bytes()
+    }
+}

@@ -1,0 +1,6 @@
+//! Where bytes arrive: the data [`listener`]s (explicit proxy, transparent HTTP and TLS), TLS
+//! [`intercept`]ion under the environment CA, and the [`smtp`] listener.
+
+pub mod intercept;
+pub mod listener;
+pub mod smtp;
