@@ -16,10 +16,10 @@ use tokio::sync::Semaphore;
 use crate::admin::{self, Admin, deliver};
 use crate::answer::modes::ModeSettings;
 use crate::answer::modes::model_client::SynthModel;
-use crate::answer::modes::pack::Packs;
+use crate::answer::modes::packs::Packs;
 use crate::answer::modes::synth::OpenApiDocs;
+use crate::arrive::accept;
 use crate::arrive::intercept::{Authority, Interception};
-use crate::arrive::listener;
 use crate::config::{Limits, Settings, SidecarConfig};
 use crate::decide::loops::Loops;
 use crate::decide::rate::RuleRates;
@@ -264,7 +264,7 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
         catalogue: settings.catalogue,
         journal: journal.clone(),
         metrics: metrics.clone(),
-        client: forward::http::client(guard.clone(), l.pool_max_idle_per_host),
+        client: forward::client::client(guard.clone(), l.pool_max_idle_per_host),
         https_client,
         intercept,
         modes,
@@ -343,7 +343,7 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
     for (listener, via) in listeners {
         state
             .drain
-            .spawn(listener::accept_loop(listener, state.clone(), via));
+            .spawn(accept::accept_loop(listener, state.clone(), via));
     }
     let inside = deliver::Inside {
         names: config.inside.names.clone(),

@@ -8,7 +8,7 @@ use crate::arrive::intercept::Interception;
 use crate::decide::loops::Loops;
 use crate::decide::rate::RuleRates;
 use crate::drain::Drain;
-use crate::leave::forward::http::HttpClient;
+use crate::leave::forward::client::HttpClient;
 use crate::leave::guard::Guard;
 use crate::leave::upstream::HttpsClient;
 use crate::limits::ConnectionLimit;

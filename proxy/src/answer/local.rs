@@ -16,13 +16,14 @@ use http_body_util::{BodyExt, Either, Full, Limited};
 use hyper::body::Body;
 use hyper::body::Incoming;
 
+use crate::answer::body::ProxyBody;
 use crate::answer::modes::capture::{self, Captured};
 use crate::answer::modes::{Answer, Exchange, mock, synth};
+use crate::answer::refusal::live_credential;
 use crate::answer::refusal::{self, Refusal};
-use crate::answer::request::{live_credential, refuse};
+use crate::answer::refuse::refuse;
 use crate::decide::Ticket;
 use crate::decide::tripwire;
-use crate::leave::forward::http::ProxyBody;
 use crate::record::journal::{Entry, MessageRecord};
 use crate::record::message::Message;
 use crate::state::State;

@@ -1,11 +1,13 @@
 //! Answers the sidecar makes itself: refusals with a coded text body and `X-Af-*` headers.
 
-use af_policy::error::ErrorCode;
+use std::error::Error;
+
+use af_policy::error::{ErrorCode, codes};
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
-use http_body_util::{Either, Full};
+use http_body_util::Full;
 
-use crate::leave::forward::http::ProxyBody;
+use crate::decide::tripwire::Hit;
 
 /// Header naming the sidecar's verdict on answers it makes itself.
 pub const DECISION: &str = "x-af-decision";
@@ -70,8 +72,8 @@ impl Refusal {
     }
 
     /// The HTTP response.
-    pub fn response(&self) -> Response<ProxyBody> {
-        let mut resp = Response::new(Either::Left(Full::new(Bytes::from(self.body()))));
+    pub fn response(&self) -> Response<Full<Bytes>> {
+        let mut resp = Response::new(Full::new(Bytes::from(self.body())));
         *resp.status_mut() = self.status;
         let h = resp.headers_mut();
         h.insert(
@@ -115,4 +117,51 @@ impl Refusal {
         )
         .into_bytes()
     }
+}
+
+/// When forwarding failed because the client's own request body could not be read (a
+/// malformed chunk, or the client gone in the middle of it): the client's error, `400`, not
+/// the upstream's. The request was allowed, and had begun to leave.
+pub fn client_body_refusal(error: &(dyn Error + 'static)) -> Option<Refusal> {
+    // hyper reports a failed request body as a user error ("error from user's Body stream")
+    // whose source is the error reading it from the client.
+    let mut cur = Some(error);
+    let body_error = loop {
+        let err = cur?;
+        if let Some(e) = err.downcast_ref::<hyper::Error>()
+            && e.is_user()
+            && let Some(source) = e.source().and_then(|s| s.downcast_ref::<hyper::Error>())
+        {
+            break source;
+        }
+        cur = err.source();
+    };
+    let mut why = body_error.to_string();
+    let mut cause = body_error.source();
+    while let Some(e) = cause {
+        why = format!("{why}: {e}");
+        cause = e.source();
+    }
+    Some(Refusal {
+        decision: "allow",
+        ..Refusal::new(
+            StatusCode::BAD_REQUEST,
+            &codes::NET_BAD_REQUEST,
+            "bad_body",
+            format!(
+                "The request body from the client could not be read ({why}), so the upstream got it cut short"
+            ),
+        )
+        .with_next("Send a well-formed body (valid chunked encoding, or exactly Content-Length bytes).")
+    })
+}
+
+/// The refusal for a live-looking secret (the secret itself is not in it).
+pub fn live_credential(hit: &Hit) -> Refusal {
+    Refusal::new(
+        StatusCode::FORBIDDEN,
+        &codes::NET_LIVE_CREDENTIAL,
+        "live_credential",
+        hit.statement(),
+    )
 }

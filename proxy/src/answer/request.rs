@@ -8,21 +8,22 @@
 //! and every request is forwarded re-framed, so bytes smuggled after a body are read as the
 //! next request and decided on their own.
 
-use std::error::Error;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use af_policy::error::codes;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
-use hyper_util::client::legacy::connect::HttpInfo;
 
+use crate::answer::body::ProxyBody;
 use crate::answer::local;
 use crate::answer::modes::sandbox;
 use crate::answer::refusal::Refusal;
+use crate::answer::refusal::live_credential;
+use crate::answer::refuse::refuse;
 use crate::decide::tripwire;
-use crate::decide::{Ask, HostPort, Serve, Ticket, decide_request, within_rate_limit};
-use crate::leave::forward::http::{ProxyBody, Upstream, forward};
+use crate::decide::{Ask, Serve, Ticket, decide_request, within_rate_limit};
+use crate::leave::forward::http::{Upstream, forward};
 use crate::metrics::Via;
 use crate::state::State;
 
@@ -88,91 +89,6 @@ pub async fn respond(
         // room for its request future while it idles (hyper allocates it once).
         Serve::Locally(mode) => Box::pin(local::answer(state, mode, req, ticket)).await,
     }
-}
-
-/// Close the ticket as refused and answer.
-pub fn refuse(ticket: Ticket, refusal: &Refusal) -> Response<ProxyBody> {
-    let resp = refusal.response();
-    ticket.refused(refusal);
-    resp
-}
-
-/// The refusal of a request that already passed through this sidecar (a forwarding loop).
-pub fn loop_refusal(host: &str, port: u16) -> Refusal {
-    Refusal::new(
-        StatusCode::LOOP_DETECTED,
-        &codes::NET_BAD_REQUEST,
-        "loop",
-        format!(
-            "The request to {} already passed through this sidecar (a forwarding loop)",
-            HostPort(host, port)
-        ),
-    )
-    .with_next("Send requests to the destination, not to the sidecar's own address.")
-}
-
-/// Refuse a request that carries this sidecar's own `Via`, remembering the connection it came
-/// on so that the hop of this sidecar that sent it records it as refused too.
-pub fn refuse_loop(ticket: Ticket, host: &str, port: u16) -> Response<ProxyBody> {
-    ticket.loops().remember(ticket.client());
-    refuse(ticket, &loop_refusal(host, port))
-}
-
-/// Whether `resp`, the upstream's answer to the request `ticket` forwarded, is this sidecar
-/// refusing that request as a loop (see [`crate::decide::loops`]).
-pub fn came_back<B>(ticket: &Ticket, resp: &Response<B>) -> bool {
-    resp.status() == StatusCode::LOOP_DETECTED
-        && resp
-            .extensions()
-            .get::<HttpInfo>()
-            .is_some_and(|info| ticket.loops().take(info.local_addr()))
-}
-
-/// When forwarding failed because the client's own request body could not be read (a
-/// malformed chunk, or the client gone in the middle of it): the client's error, `400`, not
-/// the upstream's. The request was allowed, and had begun to leave.
-pub fn client_body_refusal(error: &(dyn Error + 'static)) -> Option<Refusal> {
-    // hyper reports a failed request body as a user error ("error from user's Body stream")
-    // whose source is the error reading it from the client.
-    let mut cur = Some(error);
-    let body_error = loop {
-        let err = cur?;
-        if let Some(e) = err.downcast_ref::<hyper::Error>()
-            && e.is_user()
-            && let Some(source) = e.source().and_then(|s| s.downcast_ref::<hyper::Error>())
-        {
-            break source;
-        }
-        cur = err.source();
-    };
-    let mut why = body_error.to_string();
-    let mut cause = body_error.source();
-    while let Some(e) = cause {
-        why = format!("{why}: {e}");
-        cause = e.source();
-    }
-    Some(Refusal {
-        decision: "allow",
-        ..Refusal::new(
-            StatusCode::BAD_REQUEST,
-            &codes::NET_BAD_REQUEST,
-            "bad_body",
-            format!(
-                "The request body from the client could not be read ({why}), so the upstream got it cut short"
-            ),
-        )
-        .with_next("Send a well-formed body (valid chunked encoding, or exactly Content-Length bytes).")
-    })
-}
-
-/// The refusal for a live-looking secret (the secret itself is not in it).
-pub fn live_credential(hit: &tripwire::Hit) -> Refusal {
-    Refusal::new(
-        StatusCode::FORBIDDEN,
-        &codes::NET_LIVE_CREDENTIAL,
-        "live_credential",
-        hit.statement(),
-    )
 }
 
 /// Sandbox: the rule's test credential in place of the service's own, or a refusal.

@@ -13,8 +13,8 @@ use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 
+use crate::leave::forward::client::CountingBody;
 use crate::leave::forward::connector::GuardedConnector;
-use crate::leave::forward::http::CountingBody;
 use crate::leave::guard::Guard;
 
 /// The pooled HTTPS client.

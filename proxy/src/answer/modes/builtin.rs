@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::pack::{Pack, PackError};
+use crate::answer::modes::pack::{Pack, PackError};
 
 /// Each built-in pack's file name and YAML text.
 const SOURCES: [(&str, &str); 3] = [

@@ -10,6 +10,7 @@ pub mod mock;
 pub mod model_client;
 pub mod model_question;
 pub mod pack;
+pub mod packs;
 pub mod sandbox;
 pub mod synth;
 
@@ -32,7 +33,7 @@ pub struct ModeSettings {
     /// Test credentials for sandbox mode, by name.
     pub credentials: BTreeMap<String, String>,
     /// The built-in fixture packs and the repository's.
-    pub packs: pack::Packs,
+    pub packs: packs::Packs,
     /// The repository's OpenAPI descriptions.
     pub openapi: synth::OpenApiDocs,
     /// The model endpoint synth asks, with its client and answer cache, when one is configured.

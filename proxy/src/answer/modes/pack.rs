@@ -672,43 +672,6 @@ fn scalar_text(value: &Value) -> Option<Cow<'_, str>> {
     }
 }
 
-/// The built-in packs plus the repository's own, loaded once at start.
-#[derive(Debug, Clone)]
-pub struct Packs {
-    builtin: Vec<Pack>,
-    repo: BTreeMap<String, Pack>,
-}
-
-impl Packs {
-    /// Parse the built-in packs and the repository's packs (keyed by the path a rule's
-    /// `fixtures` names).
-    pub fn load(repo: &BTreeMap<String, Value>) -> Result<Packs, PackError> {
-        let repo = repo
-            .iter()
-            .map(|(path, doc)| Ok((path.clone(), Pack::from_value(path, doc)?)))
-            .collect::<Result<_, PackError>>()?;
-        Ok(Packs {
-            builtin: super::builtin::packs()?,
-            repo,
-        })
-    }
-
-    /// The pack for a rule: the repository pack its `fixtures` names, else the built-in pack
-    /// that answers for `host`.
-    pub fn for_rule(&self, fixtures: Option<&str>, host: &str) -> Option<&Pack> {
-        fixtures.and_then(|path| self.repo.get(path)).or_else(|| {
-            self.builtin
-                .iter()
-                .find(|p| p.hosts.iter().any(|h| h == host))
-        })
-    }
-
-    /// The built-in packs.
-    pub fn builtin(&self) -> &[Pack] {
-        &self.builtin
-    }
-}
-
 /// An owned request that lends an [`Exchange`], for the answering modes' tests.
 #[cfg(test)]
 pub(crate) mod testing {
@@ -974,22 +937,6 @@ mod tests {
             .answer();
         assert_eq!(answer.status, StatusCode::OK);
         assert!(serde_json::from_slice::<Value>(&answer.body).is_ok_and(|v| v.is_object()));
-    }
-
-    #[test]
-    fn repository_pack_named_by_rule_wins_over_builtin_host_pack() {
-        let repo = BTreeMap::from([(
-            "mocks/stripe.yaml".to_owned(),
-            json!({"routes": [{"method": "GET", "path": "/v1/balance", "json": {}}]}),
-        )]);
-        let packs = Packs::load(&repo).expect("packs load");
-        let named = packs.for_rule(Some("mocks/stripe.yaml"), "api.stripe.com");
-        assert_eq!(named.map(Pack::name), Some("mocks/stripe.yaml"));
-        let builtin = packs
-            .for_rule(None, "api.stripe.com")
-            .expect("a built-in pack");
-        assert!(builtin.hosts().iter().any(|h| h == "api.stripe.com"));
-        assert!(packs.for_rule(None, "unknown.example.com").is_none());
     }
 
     #[test]

@@ -16,11 +16,11 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::server::TlsStream;
 
 use super::HandshakeError;
+use crate::answer::body::ProxyBody;
 use crate::answer::refusal::Refusal;
 use crate::answer::request::{Origin, respond};
 use crate::arrive::listener::{Conn, no_single_host, request_authority, serve_http};
 use crate::decide::Ticket;
-use crate::leave::forward::http::ProxyBody;
 use crate::limits::IdleIo;
 use crate::metrics::{Unanswered, Via};
 use crate::state::State;

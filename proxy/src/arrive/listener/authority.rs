@@ -6,13 +6,14 @@ use std::sync::Arc;
 use af_policy::error::codes;
 use http::uri::Authority;
 use http::{Request, StatusCode, header};
+use http_body_util::Either;
 use hyper::body::Incoming;
 
+use crate::answer::body::ProxyBody;
 use crate::answer::refusal::Refusal;
 use crate::answer::request::Origin;
 use crate::decide::tripwire;
 use crate::decide::{Ask, refuse_undecided};
-use crate::leave::forward::http::ProxyBody;
 use crate::state::State;
 
 /// Why a request names no single usable host.
@@ -168,7 +169,7 @@ pub fn bad_request(
     refusal: Refusal,
 ) -> http::Response<ProxyBody> {
     refuse_undecided(state, ask, &refusal);
-    refusal.response()
+    refusal.response().map(Either::Left)
 }
 
 #[cfg(test)]

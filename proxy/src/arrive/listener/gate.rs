@@ -21,7 +21,7 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use hyper::body::{Body, Frame, SizeHint};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 /// Most bytes held back. hyper's own answer is a status line and two headers; anything longer
 /// is not that, and is let through.
@@ -145,7 +145,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Gate<T> {
         if reply.is_empty() {
             let _ = tokio::time::timeout(Duration::from_secs(1), self.inner.shutdown()).await;
         } else {
-            super::answer_and_close(&mut self.inner, &reply).await;
+            answer_and_close(&mut self.inner, &reply).await;
         }
     }
 
@@ -248,6 +248,19 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Gate<T> {
         ready!(self.poll_release(cx))?;
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
+}
+
+/// Write `reply`, close, and read what the client still sends for a moment, so that closing
+/// does not reset the connection before the client has read the answer.
+pub async fn answer_and_close<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, reply: &[u8]) {
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        stream.write_all(reply).await?;
+        stream.shutdown().await?;
+        let mut sink = [0u8; 4096];
+        while stream.read(&mut sink).await? > 0 {}
+        Ok::<_, std::io::Error>(())
+    })
+    .await;
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! own module; all of them decide through [`crate::decide`].
 
 pub mod authority;
-mod gate;
+pub mod gate;
 pub mod proxy;
 pub mod transparent_http;
 pub mod transparent_tls;
@@ -14,23 +14,17 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
-use af_policy::error::codes;
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::answer::refusal::Refusal;
+use crate::answer::body::ProxyBody;
 use crate::answer::request::Origin;
-use crate::decide::{Ask, refuse_undecided};
-use crate::leave::forward::http::ProxyBody;
 use crate::limits::{Activity, Admitted, IdleIo};
-use crate::metrics::Via;
 use crate::state::State;
 use gate::{Gate, Phase, Tracked};
 use unread::Ended;
@@ -44,100 +38,6 @@ pub struct Conn {
     pub admitted: Arc<Admitted>,
     /// Its traffic, for the idle watchdog.
     pub activity: Arc<Activity>,
-}
-
-/// Accept on `listener` until the sidecar is stopping, serving each admitted connection as
-/// `via` on the drain. The listener closes on return, so later connections are refused.
-pub async fn accept_loop(listener: TcpListener, state: Arc<State>, via: Via) {
-    let stopping = state.drain.stopping();
-    tokio::pin!(stopping);
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            () = &mut stopping => return,
-        };
-        let (stream, peer) = match accepted {
-            Ok(x) => x,
-            Err(e) => {
-                // Out of file descriptors and the like: back off instead of spinning.
-                tracing::warn!(error = %e, listener = via.as_str(), "accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
-        let drain = &state.drain;
-        match state.limit.try_admit() {
-            Some(admitted) => {
-                let conn = Conn {
-                    peer,
-                    admitted: Arc::new(admitted),
-                    activity: Activity::new(),
-                };
-                // One task per listener kind, each the size of its own future: a task that
-                // matched on the kind would be as large as the largest (TLS interception,
-                // about 10 KiB) for every idle plain-HTTP connection.
-                match via {
-                    Via::Proxy => drain.spawn(proxy::serve(state.clone(), stream, conn)),
-                    Via::Transparent => {
-                        drain.spawn(transparent_http::serve(state.clone(), stream, conn));
-                    }
-                    Via::Tls => drain.spawn(transparent_tls::serve(state.clone(), stream, conn)),
-                    Via::Smtp => {
-                        drain.spawn(crate::arrive::smtp::serve(state.clone(), stream, conn))
-                    }
-                    // Not a listener: requests inside an opened TLS connection.
-                    Via::Intercept => {}
-                }
-            }
-            None => match state.limit.try_refusing() {
-                Some(slot) => {
-                    let state = state.clone();
-                    drain.spawn(async move {
-                        refuse_at_limit(state, stream, peer, via, true).await;
-                        drop(slot);
-                    });
-                }
-                None => refuse_at_limit(state.clone(), stream, peer, via, false).await,
-            },
-        }
-    }
-}
-
-/// At the connection cap: journal, answer HTTP clients 503 without parsing (when `answer`),
-/// close.
-async fn refuse_at_limit(
-    state: Arc<State>,
-    mut stream: TcpStream,
-    peer: SocketAddr,
-    via: Via,
-    answer: bool,
-) {
-    let refusal = Refusal::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        &codes::NET_CONNECTION_LIMIT,
-        "connection_limit",
-        "The sidecar is at its connection limit and refused this connection",
-    );
-    let ask = Ask {
-        via,
-        client: peer,
-        method: "",
-        host: "",
-        port: 0,
-        path: "",
-        tunnel: via == Via::Tls,
-    };
-    refuse_undecided(&state, &ask, &refusal);
-    let reply = match via {
-        Via::Tls | Via::Intercept => None,
-        // A mail client reads an SMTP reply, not an HTTP one.
-        Via::Smtp => Some(format!("421 4.3.2 {}\r\n", refusal.statement).into_bytes()),
-        Via::Proxy | Via::Transparent => Some(refusal.raw_close_response()),
-    };
-    if let Some(reply) = reply.filter(|_| answer) {
-        answer_and_close(&mut stream, &reply).await;
-    }
 }
 
 /// Serve HTTP/1.1 on an admitted connection with the configured limits; `origin` and `host`
@@ -204,17 +104,4 @@ pub async fn serve_http<IO, F, Fut>(
     let gate = parts.io.into_inner();
     let answer = unread::answer(state, origin, host, &ended, &gate);
     gate.finish(answer).await;
-}
-
-/// Write `reply`, close, and read what the client still sends for a moment, so that closing
-/// does not reset the connection before the client has read the answer.
-async fn answer_and_close<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, reply: &[u8]) {
-    let _ = tokio::time::timeout(Duration::from_secs(1), async {
-        stream.write_all(reply).await?;
-        stream.shutdown().await?;
-        let mut sink = [0u8; 4096];
-        while stream.read(&mut sink).await? > 0 {}
-        Ok::<_, std::io::Error>(())
-    })
-    .await;
 }

@@ -13,12 +13,13 @@ use tokio::net::TcpStream;
 
 use super::authority::authority_port;
 use super::{Conn, bad_request, serve_http};
+use crate::answer::body::ProxyBody;
 use crate::answer::refusal::Refusal;
-use crate::answer::request::{Origin, refuse, respond};
+use crate::answer::refuse::refuse;
+use crate::answer::request::{Origin, respond};
 use crate::arrive::intercept::{Interception, Protocols, session};
 use crate::decide::tripwire;
 use crate::decide::{Ask, Ticket, TunnelVerdict, decide_tunnel};
-use crate::leave::forward::http::ProxyBody;
 use crate::leave::forward::{dial_failed, tunnel};
 use crate::metrics::Via;
 use crate::state::State;
@@ -157,7 +158,7 @@ async fn connect(state: Arc<State>, conn: Conn, mut req: Request<Incoming>) -> R
     }
     let upstream = match state.guard.dial(ticket.host(), port).await {
         Ok(s) => s,
-        Err(e) => return dial_failed(&e, ticket, true).response(),
+        Err(e) => return dial_failed(&e, ticket, true).response().map(Either::Left),
     };
     let on_upgrade = hyper::upgrade::on(&mut req);
     let tuning = state.tuning;

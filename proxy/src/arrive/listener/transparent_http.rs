@@ -10,8 +10,8 @@ use tokio::net::TcpStream;
 
 use super::authority::HostProblem;
 use super::{Conn, no_single_host, request_authority, serve_http};
+use crate::answer::body::ProxyBody;
 use crate::answer::request::{Origin, respond};
-use crate::leave::forward::http::ProxyBody;
 use crate::metrics::Via;
 use crate::state::State;
 

@@ -4,49 +4,28 @@
 //! passed back (the client never follows them). The record is written when the response body
 //! ends, so it carries the bytes that really moved.
 
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::task::{Context, Poll};
-use std::time::Duration;
 
 use af_policy::error::codes;
-use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, Uri};
-use http_body_util::{Either, Full};
-use hyper::body::{Body, Frame, Incoming, SizeHint};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use http_body_util::Either;
+use hyper::body::Incoming;
 
-use super::connector::GuardedConnector;
 use super::{dial_failed, upstream_refusal};
-use crate::answer::request::{came_back, client_body_refusal, loop_refusal, refuse, refuse_loop};
+use crate::answer::body::{JournaledBody, ProxyBody};
+use crate::answer::refusal::client_body_refusal;
+use crate::answer::refuse::{came_back, loop_refusal, refuse, refuse_loop};
 use crate::decide::Ticket;
-use crate::leave::guard::{DialError, Guard};
+use crate::leave::forward::client::{CountingBody, HttpClient};
+use crate::leave::guard::DialError;
 use crate::leave::upstream::HttpsClient;
 
 /// The `Via` the sidecar adds to forwarded requests.
 const VIA: &str = "1.1 af-proxy";
 /// How the sidecar recognises its own `Via`.
 const VIA_TOKEN: &str = "af-proxy";
-
-/// The body of every answer the data listeners give.
-pub type ProxyBody = Either<Full<Bytes>, JournaledBody>;
-
-/// The pooled upstream client.
-pub type HttpClient = Client<GuardedConnector, CountingBody>;
-
-/// Build the pooled client over the guard.
-pub fn client(guard: Arc<Guard>, max_idle_per_host: usize) -> HttpClient {
-    Client::builder(TokioExecutor::new())
-        .timer(TokioTimer::new())
-        .pool_timer(TokioTimer::new())
-        .pool_idle_timeout(Duration::from_secs(90))
-        .pool_max_idle_per_host(max_idle_per_host)
-        .set_host(false)
-        .build(GuardedConnector::new(guard))
-}
 
 const HOP_BY_HOP: [&str; 9] = [
     "connection",
@@ -153,7 +132,7 @@ pub async fn forward(
                 "bad_request",
                 &format!("the upstream URL could not be built: {e}"),
             );
-            let resp = refusal.response();
+            let resp = refusal.response().map(Either::Left);
             ticket.refused(&refusal);
             return resp;
         }
@@ -177,13 +156,7 @@ pub async fn forward(
         .headers
         .append(header::VIA, HeaderValue::from_static(VIA));
     let up = Arc::new(AtomicU64::new(0));
-    let req = Request::from_parts(
-        parts,
-        CountingBody {
-            inner: body,
-            count: up.clone(),
-        },
-    );
+    let req = Request::from_parts(parts, CountingBody::new(body, up.clone()));
     match upstream.request(req).await {
         Ok(resp) if came_back(&ticket, &resp) => refuse(ticket, &loop_refusal(host, port)),
         Ok(resp) => {
@@ -192,27 +165,21 @@ pub async fn forward(
             let status = parts.status.as_u16();
             Response::from_parts(
                 parts,
-                Either::Right(JournaledBody {
-                    inner: body,
-                    ticket: Some(ticket),
-                    status,
-                    up,
-                    down: 0,
-                }),
+                Either::Right(JournaledBody::new(body, ticket, status, up)),
             )
         }
         Err(e) => {
             if let Some(dial) = find_dial_error(&e) {
-                return dial_failed(dial, ticket, true).response();
+                return dial_failed(dial, ticket, true).response().map(Either::Left);
             }
             if let Some(refusal) = client_body_refusal(&e) {
-                let resp = refusal.response();
+                let resp = refusal.response().map(Either::Left);
                 ticket.client_failed(&refusal, up.load(Relaxed));
                 return resp;
             }
             let error = format!("the upstream {host}:{port} failed: {}", error_chain(&e));
             let refusal = upstream_refusal("upstream", &error);
-            let resp = refusal.response();
+            let resp = refusal.response().map(Either::Left);
             let sent = up.load(Relaxed);
             ticket.upstream_failed(Some(502), &codes::NET_UPSTREAM, "upstream", error, sent, 0);
             resp
@@ -257,118 +224,6 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         cur = err.source();
     }
     out
-}
-
-/// The client's request body, counted as it goes upstream.
-pub struct CountingBody {
-    inner: Incoming,
-    count: Arc<AtomicU64>,
-}
-
-impl Body for CountingBody {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let res = Pin::new(&mut self.inner).poll_frame(cx);
-        if let Poll::Ready(Some(Ok(frame))) = &res
-            && let Some(data) = frame.data_ref()
-        {
-            self.count.fetch_add(data.len() as u64, Relaxed);
-        }
-        res
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-/// The upstream's response body; closes the ticket (writes the record) when it ends.
-pub struct JournaledBody {
-    inner: Incoming,
-    ticket: Option<Ticket>,
-    status: u16,
-    up: Arc<AtomicU64>,
-    down: u64,
-}
-
-impl JournaledBody {
-    fn close(&mut self, error: Option<(&'static str, String)>) {
-        if let Some(ticket) = self.ticket.take() {
-            let up = self.up.load(Relaxed);
-            match error {
-                None => ticket.forwarded(Some(self.status), up, self.down),
-                Some((reason, error)) => ticket.upstream_failed(
-                    Some(self.status),
-                    &codes::NET_UPSTREAM,
-                    reason,
-                    error,
-                    up,
-                    self.down,
-                ),
-            }
-        }
-    }
-}
-
-impl Body for JournaledBody {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let res = Pin::new(&mut self.inner).poll_frame(cx);
-        match &res {
-            Poll::Ready(Some(Ok(frame))) => {
-                if let Some(data) = frame.data_ref() {
-                    self.down += data.len() as u64;
-                }
-                if self.inner.is_end_stream() {
-                    self.close(None);
-                }
-            }
-            Poll::Ready(None) => self.close(None),
-            Poll::Ready(Some(Err(e))) => {
-                let msg = format!("the upstream response body failed: {e}");
-                self.close(Some(("upstream", msg)));
-            }
-            Poll::Pending => {}
-        }
-        res
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-impl Drop for JournaledBody {
-    fn drop(&mut self) {
-        if self.inner.is_end_stream() {
-            return self.close(None);
-        }
-        if let Some(ticket) = self.ticket.take_if(|t| t.is_cut()) {
-            return ticket.cut(Some(self.status), self.up.load(Relaxed), self.down);
-        }
-        self.close(Some((
-            "client_gone",
-            "the client went away before the response ended".to_owned(),
-        )));
-    }
 }
 
 #[cfg(test)]

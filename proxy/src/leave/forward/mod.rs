@@ -1,5 +1,6 @@
 //! Forwarding an allowed request: pooled HTTP through the guard, or a byte tunnel.
 
+pub mod client;
 pub mod connector;
 pub mod http;
 pub mod tunnel;
