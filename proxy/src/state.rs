@@ -18,7 +18,7 @@ use af_policy::egress::Catalogue;
 use governor::DefaultDirectRateLimiter;
 
 /// The sidecar's shared state.
-pub struct State {
+pub(crate) struct State {
     /// The compiled egress catalogue.
     pub catalogue: Arc<Catalogue>,
     /// The journal handle.
@@ -51,7 +51,7 @@ pub struct State {
 
 /// Timeouts and sizes, already converted from the configuration.
 #[derive(Debug, Clone, Copy)]
-pub struct Tuning {
+pub(crate) struct Tuning {
     /// Time to receive a request head.
     pub header_read_timeout: Duration,
     /// Close a connection or tunnel idle this long.

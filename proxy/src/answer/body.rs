@@ -14,10 +14,10 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use crate::decide::Ticket;
 
 /// The body of every answer the data listeners give.
-pub type ProxyBody = Either<Full<Bytes>, JournaledBody>;
+pub(crate) type ProxyBody = Either<Full<Bytes>, JournaledBody>;
 
 /// The upstream's response body; closes the ticket (writes the record) when it ends.
-pub struct JournaledBody {
+pub(crate) struct JournaledBody {
     inner: Incoming,
     ticket: Option<Ticket>,
     status: u16,
@@ -28,7 +28,7 @@ pub struct JournaledBody {
 impl JournaledBody {
     /// The upstream's `inner` body for the request `ticket` forwarded, answered with `status`
     /// after `up` bytes went up.
-    pub fn new(inner: Incoming, ticket: Ticket, status: u16, up: Arc<AtomicU64>) -> Self {
+    pub(crate) fn new(inner: Incoming, ticket: Ticket, status: u16, up: Arc<AtomicU64>) -> Self {
         Self {
             inner,
             ticket: Some(ticket),

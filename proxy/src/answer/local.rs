@@ -29,7 +29,7 @@ use crate::record::message::Message;
 use crate::state::State;
 
 /// Answer `req` in `mode` and close the ticket.
-pub async fn answer(
+pub(crate) async fn answer(
     state: &Arc<State>,
     mode: Mode,
     req: Request<Incoming>,

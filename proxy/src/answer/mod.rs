@@ -1,9 +1,9 @@
 //! Where a request is answered: the [`request`] path (decide, then refuse, forward or answer
 //! here), the sidecar's own [`refusal`]s, [`local`] answers and the answering [`modes`].
 
-pub mod body;
-pub mod local;
-pub mod modes;
-pub mod refusal;
-pub mod refuse;
-pub mod request;
+pub(crate) mod body;
+pub(crate) mod local;
+pub(crate) mod modes;
+pub(crate) mod refusal;
+pub(crate) mod refuse;
+pub(crate) mod request;

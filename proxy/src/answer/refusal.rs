@@ -10,15 +10,15 @@ use http_body_util::Full;
 use crate::decide::tripwire::Hit;
 
 /// Header naming the sidecar's verdict on answers it makes itself.
-pub const DECISION: &str = "x-af-decision";
+pub(crate) const DECISION: &str = "x-af-decision";
 /// Header naming the rule that decided (`rules[N] host` or `default`).
-pub const RULE: &str = "x-af-rule";
+pub(crate) const RULE: &str = "x-af-rule";
 /// Header carrying the product error code.
-pub const CODE: &str = "x-af-code";
+pub(crate) const CODE: &str = "x-af-code";
 
 /// A refusal, as the client and the journal see it.
 #[derive(Debug, Clone)]
-pub struct Refusal {
+pub(crate) struct Refusal {
     /// HTTP status for HTTP clients.
     pub status: StatusCode,
     /// The product error code.
@@ -39,7 +39,7 @@ pub struct Refusal {
 
 impl Refusal {
     /// A refusal with the code's own `Next:` line.
-    pub fn new(
+    pub(crate) fn new(
         status: StatusCode,
         code: &'static ErrorCode,
         reason: impl Into<String>,
@@ -58,13 +58,13 @@ impl Refusal {
     }
 
     /// Replace the `Next:` line.
-    pub fn with_next(mut self, next: impl Into<String>) -> Self {
+    pub(crate) fn with_next(mut self, next: impl Into<String>) -> Self {
         self.next = next.into();
         self
     }
 
     /// The text body: `CODE statement` and `  Next: ...`.
-    pub fn body(&self) -> String {
+    pub(crate) fn body(&self) -> String {
         format!(
             "{} {}\n  Next: {}\n",
             self.code.code, self.statement, self.next
@@ -72,7 +72,7 @@ impl Refusal {
     }
 
     /// The HTTP response.
-    pub fn response(&self) -> Response<Full<Bytes>> {
+    pub(crate) fn response(&self) -> Response<Full<Bytes>> {
         let mut resp = Response::new(Full::new(Bytes::from(self.body())));
         *resp.status_mut() = self.status;
         let h = resp.headers_mut();
@@ -105,7 +105,7 @@ impl Refusal {
     /// A complete HTTP/1.1 response written without hyper, closing the connection: at the
     /// connection limit (the request is never read), and in place of hyper's own empty answer
     /// to a head it could not read (`listener/gate.rs`).
-    pub fn raw_close_response(&self) -> Vec<u8> {
+    pub(crate) fn raw_close_response(&self) -> Vec<u8> {
         let body = self.body();
         format!(
             "HTTP/1.1 {} {}\r\ncontent-type: text/plain; charset=utf-8\r\n{DECISION}: {}\r\n{CODE}: {}\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
@@ -122,7 +122,7 @@ impl Refusal {
 /// When forwarding failed because the client's own request body could not be read (a
 /// malformed chunk, or the client gone in the middle of it): the client's error, `400`, not
 /// the upstream's. The request was allowed, and had begun to leave.
-pub fn client_body_refusal(error: &(dyn Error + 'static)) -> Option<Refusal> {
+pub(crate) fn client_body_refusal(error: &(dyn Error + 'static)) -> Option<Refusal> {
     // hyper reports a failed request body as a user error ("error from user's Body stream")
     // whose source is the error reading it from the client.
     let mut cur = Some(error);
@@ -157,7 +157,7 @@ pub fn client_body_refusal(error: &(dyn Error + 'static)) -> Option<Refusal> {
 }
 
 /// The refusal for a live-looking secret (the secret itself is not in it).
-pub fn live_credential(hit: &Hit) -> Refusal {
+pub(crate) fn live_credential(hit: &Hit) -> Refusal {
     Refusal::new(
         StatusCode::FORBIDDEN,
         &codes::NET_LIVE_CREDENTIAL,

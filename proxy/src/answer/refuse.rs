@@ -11,14 +11,14 @@ use crate::answer::refusal::Refusal;
 use crate::decide::{HostPort, Ticket};
 
 /// Close the ticket as refused and answer.
-pub fn refuse(ticket: Ticket, refusal: &Refusal) -> Response<ProxyBody> {
+pub(crate) fn refuse(ticket: Ticket, refusal: &Refusal) -> Response<ProxyBody> {
     let resp = refusal.response().map(Either::Left);
     ticket.refused(refusal);
     resp
 }
 
 /// The refusal of a request that already passed through this sidecar (a forwarding loop).
-pub fn loop_refusal(host: &str, port: u16) -> Refusal {
+pub(crate) fn loop_refusal(host: &str, port: u16) -> Refusal {
     Refusal::new(
         StatusCode::LOOP_DETECTED,
         &codes::NET_BAD_REQUEST,
@@ -33,14 +33,14 @@ pub fn loop_refusal(host: &str, port: u16) -> Refusal {
 
 /// Refuse a request that carries this sidecar's own `Via`, remembering the connection it came
 /// on so that the hop of this sidecar that sent it records it as refused too.
-pub fn refuse_loop(ticket: Ticket, host: &str, port: u16) -> Response<ProxyBody> {
+pub(crate) fn refuse_loop(ticket: Ticket, host: &str, port: u16) -> Response<ProxyBody> {
     ticket.loops().remember(ticket.client());
     refuse(ticket, &loop_refusal(host, port))
 }
 
 /// Whether `resp`, the upstream's answer to the request `ticket` forwarded, is this sidecar
 /// refusing that request as a loop (see [`crate::decide::loops`]).
-pub fn came_back<B>(ticket: &Ticket, resp: &Response<B>) -> bool {
+pub(crate) fn came_back<B>(ticket: &Ticket, resp: &Response<B>) -> bool {
     resp.status() == StatusCode::LOOP_DETECTED
         && resp
             .extensions()

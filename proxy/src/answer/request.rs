@@ -29,7 +29,7 @@ use crate::state::State;
 
 /// Where a request came from.
 #[derive(Debug, Clone, Copy)]
-pub struct Origin {
+pub(crate) struct Origin {
     /// The listener (or `Intercept`).
     pub via: Via,
     /// The client.
@@ -40,7 +40,7 @@ pub struct Origin {
 
 /// Decide and serve one request for `host`, asking the upstream for `authority` (the `Host` it
 /// gets).
-pub async fn respond(
+pub(crate) async fn respond(
     state: &Arc<State>,
     origin: Origin,
     req: Request<Incoming>,

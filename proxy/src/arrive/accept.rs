@@ -19,7 +19,7 @@ use crate::state::State;
 
 /// Accept on `listener` until the sidecar is stopping, serving each admitted connection as
 /// `via` on the drain. The listener closes on return, so later connections are refused.
-pub async fn accept_loop(listener: TcpListener, state: Arc<State>, via: Via) {
+pub(crate) async fn accept_loop(listener: TcpListener, state: Arc<State>, via: Via) {
     let stopping = state.drain.stopping();
     tokio::pin!(stopping);
     loop {

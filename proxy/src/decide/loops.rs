@@ -19,11 +19,11 @@ const KEPT: usize = 64;
 
 /// The client addresses of the loops refused lately.
 #[derive(Debug, Default)]
-pub struct Loops(Mutex<VecDeque<SocketAddr>>);
+pub(crate) struct Loops(Mutex<VecDeque<SocketAddr>>);
 
 impl Loops {
     /// A loop was refused on a connection from `client`.
-    pub fn remember(&self, client: SocketAddr) {
+    pub(crate) fn remember(&self, client: SocketAddr) {
         if let Ok(mut recent) = self.0.lock() {
             if recent.len() == KEPT {
                 recent.pop_front();
@@ -33,7 +33,7 @@ impl Loops {
     }
 
     /// Whether a loop was refused on a connection from `local` (forgotten once asked).
-    pub fn take(&self, local: SocketAddr) -> bool {
+    pub(crate) fn take(&self, local: SocketAddr) -> bool {
         let Ok(mut recent) = self.0.lock() else {
             return false;
         };

@@ -6,9 +6,9 @@
 //! writes the record. A tunnel whose host needs TLS opened is refused with AF-NET-012 when the
 //! sidecar has no environment CA: it is never allowed instead.
 
-pub mod loops;
-pub mod rate;
-pub mod tripwire;
+pub(crate) mod loops;
+pub(crate) mod rate;
+pub(crate) mod tripwire;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -26,7 +26,7 @@ use af_policy::egress::{Decision, Mode, Reason, RuleId, Target};
 
 /// What a listener saw.
 #[derive(Debug, Clone, Copy)]
-pub struct Ask<'a> {
+pub(crate) struct Ask<'a> {
     /// Which listener.
     pub via: Via,
     /// The client.
@@ -45,7 +45,7 @@ pub struct Ask<'a> {
 
 impl Ask<'_> {
     /// The scheme the client used: `https` inside an intercepted connection.
-    pub fn scheme(&self) -> &'static str {
+    pub(crate) fn scheme(&self) -> &'static str {
         if self.via == Via::Intercept {
             "https"
         } else {
@@ -56,7 +56,7 @@ impl Ask<'_> {
 
 /// The host as the catalogue compares it (lower-case, no trailing dot, IDN in punycode, no
 /// IPv6 brackets); a host the catalogue cannot read is kept lower-cased for the record.
-pub fn normalize_host(host: &str) -> String {
+pub(crate) fn normalize_host(host: &str) -> String {
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     match af_policy::egress::normalize_host(bare) {
         Ok(h) => h.into_owned(),
@@ -66,7 +66,7 @@ pub fn normalize_host(host: &str) -> String {
 
 /// `host:port` as a reader writes it: an IPv6 host in brackets (`[::1]:443`).
 #[derive(Debug, Clone, Copy)]
-pub struct HostPort<'a>(pub &'a str, pub u16);
+pub(crate) struct HostPort<'a>(pub &'a str, pub u16);
 
 impl std::fmt::Display for HostPort<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -81,7 +81,7 @@ impl std::fmt::Display for HostPort<'_> {
 
 /// The URL a request was for: `scheme://host[:port]path`, the port shown unless it is the
 /// scheme's default, the path redacted. A tunnel is `https://host[:port]/`.
-pub fn request_url(ask: &Ask<'_>, host: &str) -> String {
+pub(crate) fn request_url(ask: &Ask<'_>, host: &str) -> String {
     let (scheme, default_port, path) = if ask.tunnel {
         ("https", 443, "/".into())
     } else {
@@ -100,7 +100,7 @@ pub fn request_url(ask: &Ask<'_>, host: &str) -> String {
 }
 
 /// The `af net explain` command line for a request.
-pub fn explain_command(ask: &Ask<'_>, host: &str) -> String {
+pub(crate) fn explain_command(ask: &Ask<'_>, host: &str) -> String {
     let method = if ask.method.is_empty() || ask.tunnel {
         "GET"
     } else {
@@ -110,7 +110,7 @@ pub fn explain_command(ask: &Ask<'_>, host: &str) -> String {
 }
 
 /// What to do with a connection decided on its host (a CONNECT authority or a TLS SNI).
-pub enum TunnelVerdict {
+pub(crate) enum TunnelVerdict {
     /// Refuse it with this answer.
     Refuse(Refusal),
     /// Dial and copy bytes untouched.
@@ -121,7 +121,7 @@ pub enum TunnelVerdict {
 
 /// How to serve an HTTP request the catalogue did not block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Serve {
+pub(crate) enum Serve {
     /// Forward it (allow).
     Forward,
     /// Forward it with the rule's test credential (sandbox).
@@ -131,7 +131,7 @@ pub enum Serve {
 }
 
 /// Decide a connection on its host: the ticket to close, and what to do.
-pub fn decide_tunnel(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, TunnelVerdict) {
+pub(crate) fn decide_tunnel(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, TunnelVerdict) {
     let host = normalize_host(ask.host);
     let decision = state.catalogue.decide_host(&host, ask.port);
     let label = state.catalogue.rule_label(decision.rule).to_owned();
@@ -161,7 +161,10 @@ pub fn decide_tunnel(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, TunnelVerdic
 
 /// Decide an HTTP request on its host, port, method and path: the ticket to close, and how to
 /// serve it or the refusal.
-pub fn decide_request(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, Result<Serve, Refusal>) {
+pub(crate) fn decide_request(
+    state: &Arc<State>,
+    ask: &Ask<'_>,
+) -> (Ticket, Result<Serve, Refusal>) {
     let host = normalize_host(ask.host);
     let decision = state.catalogue.decide(&Target {
         method: ask.method,
@@ -182,7 +185,7 @@ pub fn decide_request(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, Result<Serv
 /// Take a place under the ticket's rule's `rate_limit` for a request (or tunnel) about to be
 /// forwarded, or the refusal when the limit is reached. Called last, once nothing else can
 /// refuse it, so a request that never leaves takes no place.
-pub fn within_rate_limit(state: &State, ticket: &Ticket) -> Result<(), Box<Refusal>> {
+pub(crate) fn within_rate_limit(state: &State, ticket: &Ticket) -> Result<(), Box<Refusal>> {
     let Err(wait) = state.rates.admit(ticket.rule) else {
         return Ok(());
     };
@@ -266,7 +269,7 @@ fn blocked(ask: &Ask<'_>, host: &str, label: &str, reason: Reason) -> Refusal {
 /// Journal a request refused before the catalogue was asked (bad request, no SNI, limits),
 /// within `journal.undecided_per_second`: these can be made up at will, and past the budget
 /// they are only counted, so that a flood of them cannot push decisions out of the journal.
-pub fn refuse_undecided(state: &Arc<State>, ask: &Ask<'_>, refusal: &Refusal) {
+pub(crate) fn refuse_undecided(state: &Arc<State>, ask: &Ask<'_>, refusal: &Refusal) {
     state.metrics.unclassified_refusal();
     if state.undecided_budget.check().is_err() {
         state.metrics.undecided_over_budget();
@@ -277,7 +280,7 @@ pub fn refuse_undecided(state: &Arc<State>, ask: &Ask<'_>, refusal: &Refusal) {
 }
 
 /// A decided request not yet journaled. Close it with exactly one of its methods.
-pub struct Ticket {
+pub(crate) struct Ticket {
     state: Arc<State>,
     via: Via,
     mode: Option<Mode>,
@@ -341,28 +344,28 @@ impl Ticket {
     }
 
     /// The host decided on.
-    pub fn host(&self) -> &str {
+    pub(crate) fn host(&self) -> &str {
         &self.record.host
     }
 
     /// The client's address.
-    pub fn client(&self) -> SocketAddr {
+    pub(crate) fn client(&self) -> SocketAddr {
         self.record.client
     }
 
     /// The rule that decided, if one did (not the default).
-    pub fn rule(&self) -> Option<RuleId> {
+    pub(crate) fn rule(&self) -> Option<RuleId> {
         self.rule
     }
 
     /// The label of the rule that decided (`rules[N] host` or `default`).
-    pub fn rule_label(&self) -> Option<&str> {
+    pub(crate) fn rule_label(&self) -> Option<&str> {
         self.record.rule.as_deref()
     }
 
     /// A record for a request the sidecar itself sends on this one's behalf (synth asking its
     /// model): this request's listener, client, mode and rule; the caller fills in the rest.
-    pub fn on_behalf(&self) -> DecisionRecord {
+    pub(crate) fn on_behalf(&self) -> DecisionRecord {
         let r = &self.record;
         DecisionRecord {
             via: r.via.clone(),
@@ -375,18 +378,18 @@ impl Ticket {
 
     /// The connection was opened for interception: each request inside it is decided and
     /// journaled on its own, so the connection itself leaves no record.
-    pub fn superseded(mut self) {
+    pub(crate) fn superseded(mut self) {
         self.open = false;
     }
 
     /// The sidecar answered the request itself (mock, capture, synth): nothing left the
     /// environment. `up` is the request body read, `down` the answer's body.
-    pub fn answered(mut self, status: u16, up: u64, down: u64) {
+    pub(crate) fn answered(mut self, status: u16, up: u64, down: u64) {
         self.finish(false, Some(status), up, down, Outcome::Answered);
     }
 
     /// The request was refused (nothing left the environment).
-    pub fn refused(self, refusal: &Refusal) {
+    pub(crate) fn refused(self, refusal: &Refusal) {
         let status = match self.via {
             Via::Tls | Via::Smtp => None,
             _ => Some(refusal.status.as_u16()),
@@ -396,7 +399,7 @@ impl Ticket {
 
     /// The connection was refused inside TLS, after it was accepted: the status journaled is
     /// the last one the client saw (200 for a CONNECT, none on the transparent listener).
-    pub fn refused_in_tls(self, refusal: &Refusal) {
+    pub(crate) fn refused_in_tls(self, refusal: &Refusal) {
         let status = (self.record.method == "CONNECT").then_some(200);
         self.refused_with(status, refusal);
     }
@@ -410,7 +413,7 @@ impl Ticket {
 
     /// The request had begun to leave when the client broke it (a malformed body): the
     /// client's error, coded as `refusal`; `up` is what was sent.
-    pub fn client_failed(mut self, refusal: &Refusal, up: u64) {
+    pub(crate) fn client_failed(mut self, refusal: &Refusal, up: u64) {
         self.record.reason.clone_from(&refusal.reason);
         self.record.code = Some(refusal.code.code.to_owned());
         self.record.error = Some(tripwire::redact(&refusal.statement).into_owned());
@@ -425,13 +428,13 @@ impl Ticket {
 
     /// Whether the sidecar is stopping and its drain deadline has passed: what is still open
     /// is being closed.
-    pub fn is_cut(&self) -> bool {
+    pub(crate) fn is_cut(&self) -> bool {
         self.state.drain.is_cut()
     }
 
     /// Still open when the drain deadline passed, and closed by the sidecar: `status` is what
     /// the client was answered, `up`/`down` what moved.
-    pub fn cut(mut self, status: Option<u16>, up: u64, down: u64) {
+    pub(crate) fn cut(mut self, status: Option<u16>, up: u64, down: u64) {
         self.close_cut(status, up, down);
     }
 
@@ -449,17 +452,17 @@ impl Ticket {
     }
 
     /// The loops this sidecar refused lately.
-    pub fn loops(&self) -> &crate::decide::loops::Loops {
+    pub(crate) fn loops(&self) -> &crate::decide::loops::Loops {
         &self.state.loops
     }
 
     /// The request was forwarded and completed (any upstream status).
-    pub fn forwarded(mut self, status: Option<u16>, up: u64, down: u64) {
+    pub(crate) fn forwarded(mut self, status: Option<u16>, up: u64, down: u64) {
         self.finish(true, status, up, down, Outcome::Forwarded);
     }
 
     /// The request was allowed but the upstream failed; `up`/`down` count what moved.
-    pub fn upstream_failed(
+    pub(crate) fn upstream_failed(
         mut self,
         status: Option<u16>,
         code: &'static ErrorCode,

@@ -11,14 +11,14 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
 /// The limiters of a catalogue's rules, by rule index.
-pub struct RuleRates {
+pub(crate) struct RuleRates {
     limiters: Vec<Option<DefaultDirectRateLimiter>>,
     clock: DefaultClock,
 }
 
 impl RuleRates {
     /// A limiter for every rule of `catalogue` with a `rate_limit`.
-    pub fn new(catalogue: &Catalogue) -> Self {
+    pub(crate) fn new(catalogue: &Catalogue) -> Self {
         let limiters = (0..catalogue.len())
             .map(|i| {
                 let id = RuleId(u32::try_from(i).unwrap_or(u32::MAX));
@@ -36,7 +36,7 @@ impl RuleRates {
 
     /// Take one request's place under `rule`'s limit: `Err` with how long until the next
     /// place frees when the limit is reached. A rule without a limit always admits.
-    pub fn admit(&self, rule: Option<RuleId>) -> Result<(), Duration> {
+    pub(crate) fn admit(&self, rule: Option<RuleId>) -> Result<(), Duration> {
         let Some(limiter) = rule.and_then(|id| self.limiters.get(id.index())?.as_ref()) else {
             return Ok(());
         };
@@ -48,7 +48,7 @@ impl RuleRates {
 
 /// `per_second` a second with ten times as many at once, the shape of the journal's budgets
 /// (as af-dns budgets its sightings).
-pub fn per_second_with_burst(per_second: NonZeroU32) -> DefaultDirectRateLimiter {
+pub(crate) fn per_second_with_burst(per_second: NonZeroU32) -> DefaultDirectRateLimiter {
     let burst = per_second.saturating_mul(NonZeroU32::new(10).unwrap_or(NonZeroU32::MIN));
     RateLimiter::direct(Quota::per_second(per_second).allow_burst(burst))
 }

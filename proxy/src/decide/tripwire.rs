@@ -44,7 +44,7 @@ static PREFIXES: LazyLock<AhoCorasick> = LazyLock::new(|| {
 
 /// A live-looking secret found in a request: what kind, and where (never the value).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hit {
+pub(crate) struct Hit {
     /// What was found, e.g. "a live Stripe secret key (sk_live_…)".
     pub what: &'static str,
     /// Where: "the URL", "the Authorization header", "the body".
@@ -53,7 +53,7 @@ pub struct Hit {
 
 impl Hit {
     /// One sentence for the refusal.
-    pub fn statement(&self) -> String {
+    pub(crate) fn statement(&self) -> String {
         format!(
             "The request carried {} in {}, so it was refused and the value was not recorded",
             self.what, self.place
@@ -80,7 +80,7 @@ fn find(bytes: &[u8]) -> Option<(usize, usize, &'static str)> {
 
 /// Check a request head: the path and query, every header value, and the decoded user and
 /// password of a Basic credential.
-pub fn scan_head(path: &str, headers: &HeaderMap) -> Option<Hit> {
+pub(crate) fn scan_head(path: &str, headers: &HeaderMap) -> Option<Hit> {
     if let Some((_, _, what)) = find(path.as_bytes()) {
         return Some(Hit {
             what,
@@ -106,7 +106,7 @@ pub fn scan_head(path: &str, headers: &HeaderMap) -> Option<Hit> {
 }
 
 /// Check a buffered body.
-pub fn scan_body(body: &[u8]) -> Option<Hit> {
+pub(crate) fn scan_body(body: &[u8]) -> Option<Hit> {
     find(body).map(|(_, _, what)| Hit {
         what,
         place: "the body".into(),
@@ -114,7 +114,7 @@ pub fn scan_body(body: &[u8]) -> Option<Hit> {
 }
 
 /// The path with every live secret's tail replaced, for the journal.
-pub fn redact(path: &str) -> Cow<'_, str> {
+pub(crate) fn redact(path: &str) -> Cow<'_, str> {
     let Some(first) = find(path.as_bytes()) else {
         return Cow::Borrowed(path);
     };
@@ -161,7 +161,7 @@ const CREDENTIAL_PARAMETERS: [&str; 17] = [
 ];
 
 /// Whether a query's `name=value` pair (or bare `name`) carries a credential.
-pub fn is_credential_parameter(pair: &str) -> bool {
+pub(crate) fn is_credential_parameter(pair: &str) -> bool {
     let raw = pair.split_once('=').map_or(pair, |(name, _)| name);
     let name = percent_encoding::percent_decode_str(raw).decode_utf8_lossy();
     CREDENTIAL_PARAMETERS
@@ -170,7 +170,7 @@ pub fn is_credential_parameter(pair: &str) -> bool {
 }
 
 /// The pairs of `query` that carry no credential, as sent and in order (empty pairs skipped).
-pub fn non_credential_pairs(query: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn non_credential_pairs(query: &str) -> impl Iterator<Item = &str> {
     query
         .split('&')
         .filter(|pair| !pair.is_empty() && !is_credential_parameter(pair))
@@ -178,7 +178,7 @@ pub fn non_credential_pairs(query: &str) -> impl Iterator<Item = &str> {
 
 /// A request path (with query) as records and refusals show it: [`redact`], and the value of
 /// every credential query parameter replaced.
-pub fn redact_path(path: &str) -> Cow<'_, str> {
+pub(crate) fn redact_path(path: &str) -> Cow<'_, str> {
     let live = redact(path);
     let Some((head, query)) = live.split_once('?') else {
         return live;

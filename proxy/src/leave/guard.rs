@@ -31,7 +31,7 @@ use af_policy::egress::Catalogue;
 
 /// Why an address is never dialled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// 127.0.0.0/8, ::1.
     Loopback,
     /// 0.0.0.0, ::, and 0.0.0.0/8 ("this network").
@@ -61,7 +61,7 @@ pub enum Refusal {
 
 impl Refusal {
     /// Short name for the journal and metrics.
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             Refusal::Loopback => "loopback",
             Refusal::Unspecified => "unspecified",
@@ -89,7 +89,7 @@ impl Refusal {
 }
 
 /// Classify one address on its own: `Ok(())` for an address on the public internet.
-pub fn classify(ip: IpAddr) -> Result<(), Refusal> {
+pub(crate) fn classify(ip: IpAddr) -> Result<(), Refusal> {
     match ip {
         IpAddr::V4(v4) => classify_v4(v4),
         IpAddr::V6(v6) => classify_v6(v6),
@@ -175,7 +175,7 @@ fn v4_from(hi: u16, lo: u16) -> Ipv4Addr {
 
 /// A mapped address (`::ffff:a.b.c.d`) is the IPv4 address itself; it is checked and dialled
 /// as such.
-pub fn unmap(ip: IpAddr) -> IpAddr {
+pub(crate) fn unmap(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         IpAddr::V4(_) => ip,
@@ -183,7 +183,7 @@ pub fn unmap(ip: IpAddr) -> IpAddr {
 }
 
 /// What may let a refused address through.
-pub struct Overrides<'a> {
+pub(crate) struct Overrides<'a> {
     /// The request named this IP literal and a forwarding rule names exactly it.
     pub named_literal: bool,
     /// The catalogue allows IPv6.
@@ -202,7 +202,7 @@ pub struct Overrides<'a> {
 /// inside subnets and the trusted networks open only loopback, private, CGNAT and unique-local
 /// addresses: never the metadata endpoint, and never an IPv6 form embedding IPv4. Nothing
 /// opens the sidecar's own addresses.
-pub fn admit(ip: IpAddr, o: &Overrides<'_>) -> Result<IpAddr, Refusal> {
+pub(crate) fn admit(ip: IpAddr, o: &Overrides<'_>) -> Result<IpAddr, Refusal> {
     match admit_by_class(ip, o) {
         Ok(ip) if o.own.contains(&ip) => Err(Refusal::Sidecar),
         verdict => verdict,
@@ -230,7 +230,7 @@ fn admit_by_class(ip: IpAddr, o: &Overrides<'_>) -> Result<IpAddr, Refusal> {
 
 /// Why the guard did not produce a connection.
 #[derive(Debug, thiserror::Error)]
-pub enum DialError {
+pub(crate) enum DialError {
     /// Every address of the destination was refused.
     #[error("{host} resolved only to addresses the sidecar never dials ({addr}: {})", refusal.as_str())]
     Refused {
@@ -278,7 +278,7 @@ fn attempt_timeout(remaining: Duration, left: usize, connect_timeout: Duration) 
 }
 
 /// The guard: resolver, classifier and the overrides, shared by every dial.
-pub struct Guard {
+pub(crate) struct Guard {
     catalogue: Arc<Catalogue>,
     resolver: TokioResolver,
     inside: Vec<IpNet>,
@@ -292,7 +292,7 @@ pub struct Guard {
 }
 
 /// How the guard is built.
-pub struct GuardSettings {
+pub(crate) struct GuardSettings {
     /// The one resolver every name is resolved against.
     pub resolver: SocketAddr,
     /// The environment's own subnets.
@@ -313,7 +313,7 @@ pub struct GuardSettings {
 
 impl Guard {
     /// Build the guard; the resolver is configured with exactly one name server.
-    pub fn new(
+    pub(crate) fn new(
         catalogue: Arc<Catalogue>,
         settings: GuardSettings,
         metrics: Arc<Metrics>,
@@ -335,7 +335,7 @@ impl Guard {
 
     /// Check one address. `literal` is true when the request itself named this IP literal,
     /// the only case in which a rule naming the exact address overrides a refusal.
-    pub fn check(&self, ip: IpAddr, port: u16, literal: bool) -> Result<IpAddr, Refusal> {
+    pub(crate) fn check(&self, ip: IpAddr, port: u16, literal: bool) -> Result<IpAddr, Refusal> {
         let ip = unmap(ip);
         admit(
             ip,
@@ -351,7 +351,11 @@ impl Guard {
 
     /// Resolve `host` (a name or an IP literal) and return the addresses that passed, in the
     /// resolver's order. Fails with the first refusal when none passed.
-    pub async fn resolve(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, DialError> {
+    pub(crate) async fn resolve(
+        &self,
+        host: &str,
+        port: u16,
+    ) -> Result<Vec<SocketAddr>, DialError> {
         let bare = host.trim_start_matches('[').trim_end_matches(']');
         if let Ok(ip) = bare.parse::<IpAddr>() {
             return match self.check(ip, port, true) {
@@ -407,7 +411,7 @@ impl Guard {
 
     /// Resolve, check and connect to the first address that passed and answers, all within
     /// the dial deadline; the connection holds a place under the upstream cap until it closes.
-    pub async fn dial(&self, host: &str, port: u16) -> Result<UpstreamConn, DialError> {
+    pub(crate) async fn dial(&self, host: &str, port: u16) -> Result<UpstreamConn, DialError> {
         let deadline = Instant::now() + self.dial_timeout;
         let past_deadline = |tried, addresses| DialError::Deadline {
             host: host.to_owned(),
@@ -454,7 +458,7 @@ impl Guard {
 
 /// A resolver asking only `server` (UDP, then TCP), never the hosts file, for both address
 /// families.
-pub fn resolver_for(server: SocketAddr, timeout: Duration) -> Result<TokioResolver, String> {
+pub(crate) fn resolver_for(server: SocketAddr, timeout: Duration) -> Result<TokioResolver, String> {
     let mut ns = NameServerConfig::new(
         server.ip(),
         true,

@@ -18,16 +18,16 @@ use crate::leave::forward::connector::GuardedConnector;
 use crate::leave::guard::Guard;
 
 /// The pooled HTTPS client.
-pub type HttpsClient = Client<HttpsConnector<GuardedConnector>, CountingBody>;
+pub(crate) type HttpsClient = Client<HttpsConnector<GuardedConnector>, CountingBody>;
 
 /// Why the upstream trust store could not be built.
 #[derive(Debug, thiserror::Error)]
 #[error("tls.extra_upstream_roots_pem is unusable: {0}")]
-pub struct RootsError(String);
+pub(crate) struct RootsError(String);
 
 /// The TLS client settings for every connection the sidecar opens to a real upstream: the
 /// built-in web roots (the image has no system store) plus `extra_roots_pem`.
-pub fn upstream_tls(
+pub(crate) fn upstream_tls(
     provider: Arc<CryptoProvider>,
     extra_roots_pem: Option<&str>,
 ) -> Result<ClientConfig, RootsError> {
@@ -48,7 +48,11 @@ pub fn upstream_tls(
 }
 
 /// Build the HTTPS client over the guard.
-pub fn client(guard: Arc<Guard>, tls: ClientConfig, max_idle_per_host: usize) -> HttpsClient {
+pub(crate) fn client(
+    guard: Arc<Guard>,
+    tls: ClientConfig,
+    max_idle_per_host: usize,
+) -> HttpsClient {
     let connector = HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_only()

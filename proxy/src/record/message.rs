@@ -10,7 +10,8 @@ use std::ops::Range;
 use linkify::{LinkFinder, LinkKind};
 use mail_parser::decoders::html::html_to_text;
 
-pub use af_sidecar_api::journal::{Message, MessageKind};
+pub use af_sidecar_api::journal::Message;
+pub(crate) use af_sidecar_api::journal::MessageKind;
 
 /// What a message says: its subject and bodies.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -41,7 +42,7 @@ fn bounded(mut body: String, max: usize) -> String {
 }
 
 /// A message with its links and one-time code derived from its content.
-pub fn new(
+pub(crate) fn new(
     provider: &str,
     kind: MessageKind,
     from: Option<String>,

@@ -148,7 +148,7 @@ impl<'a> Mail<'a> {
 
 /// An address as the inbox shows it: `Name <address>` (the name quoted when it holds a
 /// separator), or the bare address.
-pub fn mailbox(name: Option<&str>, address: &str) -> String {
+pub(crate) fn mailbox(name: Option<&str>, address: &str) -> String {
     match name.map(str::trim).filter(|n| !n.is_empty()) {
         Some(name) if name.contains([',', ';', '<', '>', '@', '"']) => {
             format!("\"{}\" <{address}>", name.replace('"', "\\\""))

@@ -8,10 +8,10 @@ use super::pack::{self, Pack, Skeleton};
 use super::{Answer, Exchange};
 
 /// Header saying whether a fixture answered (`hit`) or not (`miss`).
-pub const HEADER: &str = "x-af-mock";
+pub(crate) const HEADER: &str = "x-af-mock";
 
 /// Answer `ex` from `pack`: the most specific route's answer, or a 404 with a skeleton route.
-pub fn answer(pack: Option<&Pack>, ex: &Exchange<'_>) -> Answer {
+pub(crate) fn answer(pack: Option<&Pack>, ex: &Exchange<'_>) -> Answer {
     match pack.and_then(|p| p.find(ex)) {
         Some(hit) => marked(hit.answer(), HEADER, "hit"),
         None => marked(

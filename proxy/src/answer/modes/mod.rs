@@ -5,14 +5,14 @@
 //! question and checks the reply; `local::model` sends it). None of them does I/O.
 
 mod builtin;
-pub mod capture;
-pub mod mock;
-pub mod model_client;
-pub mod model_question;
-pub mod pack;
-pub mod packs;
-pub mod sandbox;
-pub mod synth;
+pub(crate) mod capture;
+pub(crate) mod mock;
+pub(crate) mod model_client;
+pub(crate) mod model_question;
+pub(crate) mod pack;
+pub(crate) mod packs;
+pub(crate) mod sandbox;
+pub(crate) mod synth;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,7 +23,7 @@ use tokio::sync::Semaphore;
 
 /// What the answering modes work from, compiled from the configuration at start.
 #[derive(Debug, Clone)]
-pub struct ModeSettings {
+pub(crate) struct ModeSettings {
     /// Largest request body mock and synth read.
     pub mock_body_bytes: usize,
     /// Largest request body capture reads.

@@ -32,7 +32,7 @@ use crate::record::journal::{DecisionRecord, Entry, Journal};
 const REPLY_BYTES: usize = 1024 * 1024;
 
 /// The model endpoint synth asks, with its client and its answers so far.
-pub struct SynthModel {
+pub(crate) struct SynthModel {
     endpoint: Uri,
     authorization: HeaderValue,
     model: String,
@@ -45,7 +45,7 @@ pub struct SynthModel {
 /// Where a model call is journaled: a call leaves the environment, so it gets a decision
 /// record of its own, made on behalf of the synth request (`on_behalf`: its listener, client,
 /// mode and rule).
-pub struct CallJournal {
+pub(crate) struct CallJournal {
     /// The journal.
     pub journal: Journal,
     /// The synth request's side of the record.
@@ -119,7 +119,7 @@ enum CallError {
 impl SynthModel {
     /// The client for a checked `config`, dialling through `guard`; `https://` endpoints are
     /// verified as every upstream is (`tls`).
-    pub fn new(
+    pub(crate) fn new(
         config: &ModelConfig,
         guard: Arc<Guard>,
         tls: ClientConfig,
@@ -152,7 +152,7 @@ impl SynthModel {
 
     /// The answer to `ex`: the model's, when it gives (or gave) a usable one, else `offline`.
     /// A call made (not when the cache answers) is journaled through `to`.
-    pub async fn answer(
+    pub(crate) async fn answer(
         &self,
         doc: Option<&OpenApi>,
         ex: &Exchange<'_>,

@@ -15,9 +15,9 @@ use super::{Answer, Exchange, mock};
 use crate::decide::tripwire;
 
 /// The `X-Af-Synth` value of an answer the model made.
-pub const MARK: &str = "model";
+pub(crate) const MARK: &str = "model";
 /// Most request-body bytes put in the prompt.
-pub const PROMPT_BODY_BYTES: usize = 16 * 1024;
+pub(crate) const PROMPT_BODY_BYTES: usize = 16 * 1024;
 
 const SYSTEM_PROMPT: &str = "You stand in for an HTTP API in a test environment. You are given \
 one request. Answer only with the JSON body the API would return for it: no prose, no Markdown, \
@@ -29,7 +29,7 @@ const SCHEMA_REF: &str = "#/components/schemas/";
 
 /// Why a model's reply was not used.
 #[derive(Debug, thiserror::Error)]
-pub enum Unusable {
+pub(crate) enum Unusable {
     /// The reply is not a chat completion.
     #[error("the reply is not a chat completion: {0}")]
     Reply(serde_json::Error),
@@ -54,7 +54,7 @@ pub enum Unusable {
 
 /// A synth answer the model is asked to replace.
 #[derive(Debug)]
-pub struct Question<'o> {
+pub(crate) struct Question<'o> {
     /// The chat-completions request body.
     pub request: Value,
     offline: &'o Answer,
@@ -66,7 +66,7 @@ pub struct Question<'o> {
 impl<'o> Question<'o> {
     /// The question for `ex`, whose request digest is `digest` ([`synth::request_digest`]), or
     /// `None` when a model may not replace `offline`: a miss, or an answer without a JSON body.
-    pub fn new(
+    pub(crate) fn new(
         model: &str,
         digest: &[u8; 32],
         doc: Option<&OpenApi>,
@@ -105,7 +105,7 @@ impl<'o> Question<'o> {
 
     /// The answer made from the model's reply (a chat completion): the offline answer's status
     /// and headers with the model's JSON as the body, marked [`MARK`].
-    pub fn answer(&self, reply: &[u8]) -> Result<Answer, Unusable> {
+    pub(crate) fn answer(&self, reply: &[u8]) -> Result<Answer, Unusable> {
         let completion: Completion = serde_json::from_slice(reply).map_err(Unusable::Reply)?;
         let content = completion
             .choices

@@ -128,11 +128,11 @@ fn default_status() -> u16 {
 /// A route of the pack format, serialised in the order people read it.
 #[derive(Debug, Serialize)]
 #[serde(transparent)]
-pub struct Skeleton(RouteDoc);
+pub(crate) struct Skeleton(RouteDoc);
 
 /// A route that answers `ex`'s method and path with a placeholder JSON body: what a miss
 /// offers to paste into the pack.
-pub fn skeleton(ex: &Exchange<'_>) -> Skeleton {
+pub(crate) fn skeleton(ex: &Exchange<'_>) -> Skeleton {
     Skeleton(RouteDoc {
         method: ex.method.as_str().to_owned(),
         path: ex.path.to_owned(),
@@ -690,7 +690,7 @@ pub(crate) mod testing {
     }
 
     impl Request {
-        pub fn new(method: &str, host: &str, path_and_query: &str) -> Self {
+        pub(crate) fn new(method: &str, host: &str, path_and_query: &str) -> Self {
             let (path, query) = match path_and_query.split_once('?') {
                 Some((p, q)) => (p, Some(q.to_owned())),
                 None => (path_and_query, None),
@@ -705,12 +705,12 @@ pub(crate) mod testing {
             }
         }
 
-        pub fn json(mut self, body: &serde_json::Value) -> Self {
+        pub(crate) fn json(mut self, body: &serde_json::Value) -> Self {
             self.body = body.to_string().into_bytes();
             self.content_type("application/json")
         }
 
-        pub fn form(mut self, body: &str) -> Self {
+        pub(crate) fn form(mut self, body: &str) -> Self {
             self.body = body.as_bytes().to_vec();
             self.content_type("application/x-www-form-urlencoded")
         }
@@ -721,7 +721,7 @@ pub(crate) mod testing {
             self
         }
 
-        pub fn exchange(&self) -> Exchange<'_> {
+        pub(crate) fn exchange(&self) -> Exchange<'_> {
             Exchange {
                 method: &self.method,
                 host: &self.host,

@@ -9,7 +9,7 @@ use crate::answer::modes::pack::{Pack, PackError};
 
 /// The built-in packs plus the repository's own, loaded once at start.
 #[derive(Debug, Clone)]
-pub struct Packs {
+pub(crate) struct Packs {
     builtin: Vec<Pack>,
     repo: BTreeMap<String, Pack>,
 }
@@ -17,7 +17,7 @@ pub struct Packs {
 impl Packs {
     /// Parse the built-in packs and the repository's packs (keyed by the path a rule's
     /// `fixtures` names).
-    pub fn load(repo: &BTreeMap<String, Value>) -> Result<Packs, PackError> {
+    pub(crate) fn load(repo: &BTreeMap<String, Value>) -> Result<Packs, PackError> {
         let repo = repo
             .iter()
             .map(|(path, doc)| Ok((path.clone(), Pack::from_value(path, doc)?)))
@@ -30,17 +30,12 @@ impl Packs {
 
     /// The pack for a rule: the repository pack its `fixtures` names, else the built-in pack
     /// that answers for `host`.
-    pub fn for_rule(&self, fixtures: Option<&str>, host: &str) -> Option<&Pack> {
+    pub(crate) fn for_rule(&self, fixtures: Option<&str>, host: &str) -> Option<&Pack> {
         fixtures.and_then(|path| self.repo.get(path)).or_else(|| {
             self.builtin
                 .iter()
                 .find(|p| p.hosts().iter().any(|h| h == host))
         })
-    }
-
-    /// The built-in packs.
-    pub fn builtin(&self) -> &[Pack] {
-        &self.builtin
     }
 }
 

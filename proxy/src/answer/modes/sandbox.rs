@@ -12,7 +12,7 @@ use crate::decide::tripwire;
 
 /// How a provider expects its credential.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Convention {
+pub(crate) enum Convention {
     /// `Authorization: Bearer <credential>` (Stripe, SendGrid, Resend, GitHub, OpenAI, most).
     Bearer,
     /// A provider header holding the credential alone (Postmark's server token).
@@ -24,7 +24,7 @@ pub enum Convention {
 
 /// The convention of the provider serving `host` (Bearer unless the provider is known to
 /// differ).
-pub fn convention(host: &str) -> Convention {
+pub(crate) fn convention(host: &str) -> Convention {
     let under = |domain: &str| host == domain || host.ends_with(&format!(".{domain}"));
     if under("postmarkapp.com") {
         Convention::Header("x-postmark-server-token")
@@ -39,7 +39,7 @@ pub fn convention(host: &str) -> Convention {
 
 /// Why a credential could not be put in place.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum SwapError {
+pub(crate) enum SwapError {
     /// A Basic provider's credential is not `user:password`.
     #[error(
         "the credential for {0} must be written as user:password (for Twilio, AccountSid:AuthToken)"
@@ -64,7 +64,7 @@ const CREDENTIAL_HEADERS: [&str; 8] = [
 ];
 
 /// Remove every credential the service sent and put `credential` in `host`'s convention.
-pub fn swap(headers: &mut HeaderMap, host: &str, credential: &str) -> Result<(), SwapError> {
+pub(crate) fn swap(headers: &mut HeaderMap, host: &str, credential: &str) -> Result<(), SwapError> {
     let convention = convention(host);
     let (name, value) = match convention {
         Convention::Bearer => (AUTHORIZATION, format!("Bearer {credential}")),
@@ -91,7 +91,7 @@ pub fn swap(headers: &mut HeaderMap, host: &str, credential: &str) -> Result<(),
 
 /// `uri` without the query parameters that carry credentials; every other parameter is kept
 /// byte for byte, in order.
-pub fn without_query_credentials(uri: &Uri) -> Uri {
+pub(crate) fn without_query_credentials(uri: &Uri) -> Uri {
     let Some(query) = uri.query() else {
         return uri.clone();
     };

@@ -66,13 +66,13 @@ pub enum SynthError {
 
 /// The repository's OpenAPI descriptions, by the path a rule's `openapi` names.
 #[derive(Debug, Clone, Default)]
-pub struct OpenApiDocs {
+pub(crate) struct OpenApiDocs {
     docs: BTreeMap<String, OpenApi>,
 }
 
 impl OpenApiDocs {
     /// Index every description (YAML is already converted to JSON values by the caller).
-    pub fn load(docs: &BTreeMap<String, Value>) -> Result<OpenApiDocs, SynthError> {
+    pub(crate) fn load(docs: &BTreeMap<String, Value>) -> Result<OpenApiDocs, SynthError> {
         let docs = docs
             .iter()
             .map(|(path, doc)| Ok((path.clone(), OpenApi::from_value(path, doc)?)))
@@ -81,7 +81,7 @@ impl OpenApiDocs {
     }
 
     /// The description a rule names.
-    pub fn get(&self, name: &str) -> Option<&OpenApi> {
+    pub(crate) fn get(&self, name: &str) -> Option<&OpenApi> {
         self.docs.get(name)
     }
 }
@@ -309,7 +309,7 @@ fn follow_refs<'d>(doc: &'d Value, mut value: &'d Value) -> &'d Value {
 
 /// The digest that seeds a request's answer: SHA-256 over method, host, path, query and body,
 /// each preceded by its length. The same request always has the same digest.
-pub fn request_digest(ex: &Exchange<'_>) -> [u8; 32] {
+pub(crate) fn request_digest(ex: &Exchange<'_>) -> [u8; 32] {
     let mut digest = Sha256::new();
     let parts: [&[u8]; 5] = [
         ex.method.as_str().as_bytes(),

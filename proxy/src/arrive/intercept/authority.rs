@@ -28,7 +28,7 @@ const CLOCK_SKEW: Duration = Duration::hours(1);
 
 /// Why the authority could not be loaded or a leaf minted.
 #[derive(Debug, thiserror::Error)]
-pub enum AuthorityError {
+pub(crate) enum AuthorityError {
     /// The configured CA certificate or key is unusable.
     #[error("the environment CA in tls.ca_cert_pem / tls.ca_key_pem is unusable: {0}")]
     Ca(String),
@@ -38,7 +38,7 @@ pub enum AuthorityError {
 }
 
 /// The environment CA and the leaves it has minted.
-pub struct Authority {
+pub(crate) struct Authority {
     issuer: Issuer<'static, KeyPair>,
     ca_der: CertificateDer<'static>,
     ca_not_after: OffsetDateTime,
@@ -50,7 +50,7 @@ pub struct Authority {
 
 impl Authority {
     /// Load the CA from PEM and make the leaf key; `cache` leaves are kept at most.
-    pub fn load(
+    pub(crate) fn load(
         ca_cert_pem: &str,
         ca_key_pem: &str,
         cache: usize,
@@ -92,13 +92,8 @@ impl Authority {
         })
     }
 
-    /// The CA certificate (DER), sent after each leaf.
-    pub fn ca_der(&self) -> &CertificateDer<'static> {
-        &self.ca_der
-    }
-
     /// The leaf for `name` (a DNS name or an IP literal): from the cache, or minted now.
-    pub fn leaf(&self, name: &str) -> Result<Arc<CertifiedKey>, AuthorityError> {
+    pub(crate) fn leaf(&self, name: &str) -> Result<Arc<CertifiedKey>, AuthorityError> {
         let name = name.trim_end_matches('.').to_ascii_lowercase();
         if let Some(hit) = self.lock().get(name.as_str()) {
             return Ok(hit.clone());

@@ -6,8 +6,8 @@
 //! The handshake offers HTTP/2 and HTTP/1.1; a client that refuses the certificate (it pins,
 //! or does not trust the environment CA) is journaled with the advice to set the host to allow.
 
-pub mod authority;
-pub mod session;
+pub(crate) mod authority;
+pub(crate) mod session;
 
 use std::sync::Arc;
 
@@ -19,14 +19,14 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::{LazyConfigAcceptor, StartHandshake};
 
-pub use authority::{Authority, AuthorityError};
+pub(crate) use authority::{Authority, AuthorityError};
 
 /// The ALPN protocols offered to intercepted HTTP clients, preferred first.
 const HTTP_ALPN: [&[u8]; 2] = [b"h2", b"http/1.1"];
 
 /// What a handshake is for: HTTP (ALPN h2 and http/1.1) or a bare stream (SMTP STARTTLS).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protocols {
+pub(crate) enum Protocols {
     /// HTTP/2 or HTTP/1.1.
     Http,
     /// No application protocol negotiation.
@@ -35,7 +35,7 @@ pub enum Protocols {
 
 /// How an interception handshake failed.
 #[derive(Debug, thiserror::Error)]
-pub enum HandshakeError {
+pub(crate) enum HandshakeError {
     /// The client refused the certificate (an alert, or a close mid-handshake).
     #[error("the client refused the environment's certificate for {name} ({why})")]
     ClientRejected { name: String, why: String },
@@ -45,7 +45,7 @@ pub enum HandshakeError {
 }
 
 /// The environment CA and the server configurations built on it.
-pub struct Interception {
+pub(crate) struct Interception {
     authority: Arc<Authority>,
     provider: Arc<CryptoProvider>,
     http: Arc<ServerConfig>,
@@ -54,7 +54,7 @@ pub struct Interception {
 
 impl Interception {
     /// Build from a loaded authority.
-    pub fn new(
+    pub(crate) fn new(
         authority: Authority,
         provider: Arc<CryptoProvider>,
     ) -> Result<Self, AuthorityError> {
@@ -69,14 +69,9 @@ impl Interception {
         })
     }
 
-    /// The authority (for its CA certificate and the leaf cache).
-    pub fn authority(&self) -> &Authority {
-        &self.authority
-    }
-
     /// Read the ClientHello from `io` and complete the handshake. The leaf is minted for the
     /// hello's server name, or for `fallback` when it names none (a CONNECT to an address).
-    pub async fn accept<IO>(
+    pub(crate) async fn accept<IO>(
         &self,
         io: IO,
         fallback: &str,
@@ -92,7 +87,7 @@ impl Interception {
     }
 
     /// Complete a handshake whose ClientHello was already read.
-    pub async fn finish<IO>(
+    pub(crate) async fn finish<IO>(
         &self,
         start: StartHandshake<IO>,
         fallback: &str,

@@ -52,7 +52,7 @@ fn handshake_failed(ticket: Ticket, error: &HandshakeError) {
 
 /// Complete the handshake (within the ClientHello timeout), then serve the connection; a
 /// failed handshake is journaled against the connection's ticket.
-pub async fn open<IO>(
+pub(crate) async fn open<IO>(
     state: Arc<State>,
     conn: Conn,
     ticket: Ticket,

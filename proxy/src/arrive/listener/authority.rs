@@ -18,7 +18,7 @@ use crate::state::State;
 
 /// Why a request names no single usable host.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HostProblem {
+pub(crate) enum HostProblem {
     /// It names none or several (how, as a phrase: "has more than one Host header").
     NotOne(&'static str),
     /// Its port is not a number from 1 to 65535.
@@ -28,7 +28,7 @@ pub enum HostProblem {
 /// A port that is not plain digits from 1 to 65535 (`:65536`, `:+8080`, `:0x50`, `:0`), as
 /// written, and the host it came with.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BadPort {
+pub(crate) struct BadPort {
     /// The host, IPv6 brackets included.
     pub host: String,
     /// The port as written.
@@ -37,12 +37,12 @@ pub struct BadPort {
 
 impl BadPort {
     /// `host:port` as written.
-    pub fn authority(&self) -> String {
+    pub(crate) fn authority(&self) -> String {
         format!("{}:{}", self.host, self.port)
     }
 
     /// The 400 for `what` (the request as written), which names this port in its `place`.
-    pub fn refusal(&self, what: &str, place: &str) -> Refusal {
+    pub(crate) fn refusal(&self, what: &str, place: &str) -> Refusal {
         Refusal::new(
             StatusCode::BAD_REQUEST,
             &codes::NET_BAD_PORT,
@@ -58,7 +58,7 @@ impl BadPort {
 /// The port `authority` names: `None` when it names none (the scheme's default applies).
 /// `http`'s own reading is not used: it takes `:+8080` for 8080 and `:65536` for no port at
 /// all, so such a request would be decided, and forwarded, on another port than it named.
-pub fn authority_port(authority: &Authority) -> Result<Option<u16>, BadPort> {
+pub(crate) fn authority_port(authority: &Authority) -> Result<Option<u16>, BadPort> {
     let full = authority.as_str();
     let host_port = full.rsplit_once('@').map_or(full, |(_, h)| h);
     // `host()` is the start of `host_port`, IPv6 brackets included.
@@ -84,7 +84,7 @@ pub fn authority_port(authority: &Authority) -> Result<Option<u16>, BadPort> {
 /// disagree, are refused: an upstream might serve the one that was not decided. So is a port
 /// that is not one, although these listeners decide on their own port: the upstream gets the
 /// `Host` as written.
-pub fn request_authority(req: &Request<Incoming>) -> Result<Option<Authority>, HostProblem> {
+pub(crate) fn request_authority(req: &Request<Incoming>) -> Result<Option<Authority>, HostProblem> {
     let not_one = HostProblem::NotOne;
     let mut hosts = req.headers().get_all(header::HOST).iter();
     let header_host = hosts
@@ -121,7 +121,7 @@ pub fn request_authority(req: &Request<Incoming>) -> Result<Option<Authority>, H
 }
 
 /// A request that names no single usable host: journal it and answer 400.
-pub fn no_single_host(
+pub(crate) fn no_single_host(
     state: &Arc<State>,
     origin: Origin,
     host: &str,
@@ -163,7 +163,7 @@ pub fn no_single_host(
 }
 
 /// A request the sidecar cannot use: journal it and answer 400.
-pub fn bad_request(
+pub(crate) fn bad_request(
     state: &Arc<State>,
     ask: &Ask<'_>,
     refusal: Refusal,

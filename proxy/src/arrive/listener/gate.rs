@@ -34,11 +34,11 @@ const OFF: u8 = 3;
 
 /// Where the connection's current request stands, shared by the gate and the service.
 #[derive(Debug, Default)]
-pub struct Phase(AtomicU8);
+pub(crate) struct Phase(AtomicU8);
 
 impl Phase {
     /// A request was handed to the service: let its answer through.
-    pub fn serving(&self) {
+    pub(crate) fn serving(&self) {
         let _ = self
             .0
             .fetch_update(Relaxed, Relaxed, |p| (p != OFF).then_some(SERVING));
@@ -60,7 +60,7 @@ impl Phase {
 }
 
 /// A response body that tells the [`Phase`] when hyper is done with it.
-pub struct Tracked<B> {
+pub(crate) struct Tracked<B> {
     inner: B,
     phase: Arc<Phase>,
 }
@@ -68,7 +68,7 @@ pub struct Tracked<B> {
 impl<B> Tracked<B> {
     /// Wrap the body of a response to a request; `tunnel` when the connection becomes a
     /// tunnel after it (a CONNECT answered 2xx).
-    pub fn new(inner: B, phase: Arc<Phase>, tunnel: bool) -> Self {
+    pub(crate) fn new(inner: B, phase: Arc<Phase>, tunnel: bool) -> Self {
         if tunnel {
             phase.off();
         }
@@ -103,7 +103,7 @@ impl<B> Drop for Tracked<B> {
 }
 
 /// The IO hyper serves a client connection through.
-pub struct Gate<T> {
+pub(crate) struct Gate<T> {
     inner: T,
     phase: Arc<Phase>,
     /// What hyper wrote between requests, not yet sent.
@@ -114,7 +114,7 @@ pub struct Gate<T> {
 
 impl<T> Gate<T> {
     /// Gate `inner`; the service reports through `phase`.
-    pub fn new(inner: T, phase: Arc<Phase>) -> Self {
+    pub(crate) fn new(inner: T, phase: Arc<Phase>) -> Self {
         Self {
             inner,
             phase,
@@ -124,12 +124,12 @@ impl<T> Gate<T> {
     }
 
     /// Whether no request is being answered: a whole answer may be written now.
-    pub fn between_requests(&self) -> bool {
+    pub(crate) fn between_requests(&self) -> bool {
         self.phase.get() == BETWEEN
     }
 
     /// Whether the client had sent part of a request since the last answer.
-    pub fn head_started(&self) -> bool {
+    pub(crate) fn head_started(&self) -> bool {
         self.read_between > 0
     }
 }
@@ -137,7 +137,7 @@ impl<T> Gate<T> {
 impl<T: AsyncRead + AsyncWrite + Unpin> Gate<T> {
     /// End the connection: send `answer` in place of whatever was held back when there is
     /// one and no request is being answered; otherwise what was held back. Then close.
-    pub async fn finish(mut self, answer: Option<Vec<u8>>) {
+    pub(crate) async fn finish(mut self, answer: Option<Vec<u8>>) {
         let reply = match answer {
             Some(answer) if self.between_requests() => answer,
             _ => std::mem::take(&mut self.held),
@@ -252,7 +252,10 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Gate<T> {
 
 /// Write `reply`, close, and read what the client still sends for a moment, so that closing
 /// does not reset the connection before the client has read the answer.
-pub async fn answer_and_close<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, reply: &[u8]) {
+pub(crate) async fn answer_and_close<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    reply: &[u8],
+) {
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
         stream.write_all(reply).await?;
         stream.shutdown().await?;

@@ -1,14 +1,14 @@
 //! The data listeners. Each accepts, admits the connection under the cap, and hands it to its
 //! own module; all of them decide through [`crate::decide`].
 
-pub mod authority;
-pub mod gate;
-pub mod proxy;
-pub mod transparent_http;
-pub mod transparent_tls;
+pub(crate) mod authority;
+pub(crate) mod gate;
+pub(crate) mod proxy;
+pub(crate) mod transparent_http;
+pub(crate) mod transparent_tls;
 mod unread;
 
-pub use authority::{bad_request, no_single_host, request_authority};
+pub(crate) use authority::{bad_request, no_single_host, request_authority};
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -31,7 +31,7 @@ use unread::Ended;
 
 /// One admitted client connection.
 #[derive(Clone)]
-pub struct Conn {
+pub(crate) struct Conn {
     /// The client's address.
     pub peer: SocketAddr,
     /// Its place under the connection cap, held until the last tunnel on it ends.
@@ -42,7 +42,7 @@ pub struct Conn {
 
 /// Serve HTTP/1.1 on an admitted connection with the configured limits; `origin` and `host`
 /// (empty when not known) are what a record of a request that could not be read says.
-pub async fn serve_http<IO, F, Fut>(
+pub(crate) async fn serve_http<IO, F, Fut>(
     state: &Arc<State>,
     io: IO,
     conn: &Conn,

@@ -16,7 +16,7 @@ use crate::metrics::Via;
 use crate::state::State;
 
 /// Serve one client connection.
-pub async fn serve(state: Arc<State>, stream: TcpStream, conn: Conn) {
+pub(crate) async fn serve(state: Arc<State>, stream: TcpStream, conn: Conn) {
     let s = state.clone();
     let c = conn.clone();
     let origin = Origin {

@@ -26,11 +26,13 @@ const MAX_HELLO: usize = 64 * 1024;
 
 /// What the ClientHello said.
 pub enum Hello {
-    /// A ClientHello; the server name if it carried one, every byte read so far (to replay
-    /// when tunnelling), and the accepted hello (to continue the handshake when intercepting).
+    /// A ClientHello.
     Parsed {
+        /// The server name, if it carried one.
         sni: Option<String>,
+        /// Every byte read so far (to replay when tunnelling).
         bytes: Vec<u8>,
+        /// The accepted hello (to continue the handshake when intercepting).
         accepted: Box<Accepted>,
     },
     /// Not TLS, or a malformed hello.
@@ -109,7 +111,7 @@ fn ip_literal_sni(hello: &[u8]) -> Option<IpAddr> {
 }
 
 /// Serve one client connection.
-pub async fn serve(state: Arc<State>, mut stream: TcpStream, conn: Conn) {
+pub(crate) async fn serve(state: Arc<State>, mut stream: TcpStream, conn: Conn) {
     let port = state.tuning.tls_port;
     let mut ask = Ask {
         via: Via::Tls,

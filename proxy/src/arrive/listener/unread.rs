@@ -20,7 +20,7 @@ use crate::metrics::Unanswered;
 use crate::state::State;
 
 /// How hyper's serving of a connection ended.
-pub enum Ended {
+pub(super) enum Ended {
     /// hyper returned.
     Served(Result<(), hyper::Error>),
     /// Nothing moved either way for `limits.idle_timeout_ms`.
@@ -29,7 +29,7 @@ pub enum Ended {
 
 /// Journal or count how the connection ended, and the answer to give in place of hyper's own
 /// when there is one. `host` is what the connection is known to be for (empty if nothing).
-pub fn answer<T>(
+pub(super) fn answer<T>(
     state: &Arc<State>,
     origin: Origin,
     host: &str,

@@ -5,8 +5,8 @@
 //! [`session`] is the protocol, [`mail`] turns a received mail into a [`Message`]; this module
 //! only moves bytes, upgrades to TLS and journals.
 
-pub mod mail;
-pub mod session;
+pub(crate) mod mail;
+pub(crate) mod session;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,7 +24,7 @@ use session::{Session, Settings, Then};
 
 /// The name the sidecar gives itself in SMTP replies, and the certificate's name for a
 /// STARTTLS client that sends no server name.
-pub const SERVER_NAME: &str = "smtp.af.internal";
+pub(crate) const SERVER_NAME: &str = "smtp.af.internal";
 
 /// The record's host when the client named no server (no TLS, or TLS without SNI).
 const UNNAMED_HOST: &str = "smtp";
@@ -33,7 +33,7 @@ const UNNAMED_HOST: &str = "smtp";
 const READ_BUFFER_BYTES: usize = 16 * 1024;
 
 /// Serve one SMTP client connection until it quits, goes idle or fails.
-pub async fn serve(state: Arc<State>, mut stream: TcpStream, conn: Conn) {
+pub(crate) async fn serve(state: Arc<State>, mut stream: TcpStream, conn: Conn) {
     let mut session = Session::new(Settings {
         max_message_bytes: state.tuning.smtp_max_message_bytes,
         starttls: state.intercept.is_some(),

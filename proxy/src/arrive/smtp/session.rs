@@ -21,7 +21,7 @@ use super::mail::{self, Envelope};
 use crate::record::message::Message;
 
 /// Longest command line accepted, CRLF included (RFC 5321 text lines; commands are shorter).
-pub const MAX_LINE_BYTES: usize = 1000;
+pub(crate) const MAX_LINE_BYTES: usize = 1000;
 
 /// Most recipients of one mail (RFC 5321 asks servers to take at least 100).
 pub const MAX_RECIPIENTS: usize = 100;

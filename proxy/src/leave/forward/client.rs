@@ -16,10 +16,10 @@ use crate::leave::forward::connector::GuardedConnector;
 use crate::leave::guard::Guard;
 
 /// The pooled upstream client.
-pub type HttpClient = Client<GuardedConnector, CountingBody>;
+pub(crate) type HttpClient = Client<GuardedConnector, CountingBody>;
 
 /// Build the pooled client over the guard.
-pub fn client(guard: Arc<Guard>, max_idle_per_host: usize) -> HttpClient {
+pub(crate) fn client(guard: Arc<Guard>, max_idle_per_host: usize) -> HttpClient {
     Client::builder(TokioExecutor::new())
         .timer(TokioTimer::new())
         .pool_timer(TokioTimer::new())
@@ -30,14 +30,14 @@ pub fn client(guard: Arc<Guard>, max_idle_per_host: usize) -> HttpClient {
 }
 
 /// The client's request body, counted as it goes upstream.
-pub struct CountingBody {
+pub(crate) struct CountingBody {
     inner: Incoming,
     count: Arc<AtomicU64>,
 }
 
 impl CountingBody {
     /// Count `inner`'s bytes into `count`.
-    pub fn new(inner: Incoming, count: Arc<AtomicU64>) -> Self {
+    pub(crate) fn new(inner: Incoming, count: Arc<AtomicU64>) -> Self {
         Self { inner, count }
     }
 }

@@ -13,13 +13,13 @@ use crate::limits::UpstreamConn;
 
 /// A connector that resolves, checks and dials through the [`Guard`].
 #[derive(Clone)]
-pub struct GuardedConnector {
+pub(crate) struct GuardedConnector {
     guard: Arc<Guard>,
 }
 
 impl GuardedConnector {
     /// A connector over `guard`.
-    pub fn new(guard: Arc<Guard>) -> Self {
+    pub(crate) fn new(guard: Arc<Guard>) -> Self {
         Self { guard }
     }
 }

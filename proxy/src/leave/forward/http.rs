@@ -40,7 +40,7 @@ const HOP_BY_HOP: [&str; 9] = [
 ];
 
 /// Remove hop-by-hop headers, those named in `Connection`, and every `Proxy-*` header.
-pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     let mut named: Vec<HeaderName> = Vec::new();
     for value in headers.get_all(header::CONNECTION) {
         if let Ok(v) = value.to_str() {
@@ -70,7 +70,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
 
 /// Which pooled client a request leaves through.
 #[derive(Clone, Copy)]
-pub enum Upstream<'a> {
+pub(crate) enum Upstream<'a> {
     /// Plain HTTP (the proxy's absolute-form requests, transparent HTTP).
     Http(&'a HttpClient),
     /// HTTPS with the upstream's certificate verified (requests inside an intercepted
@@ -99,7 +99,7 @@ impl Upstream<'_> {
 
 /// Forward `req` to `scheme://host:port` + its path with `authority` as its only `Host` header:
 /// the upstream is always asked for the host that was decided.
-pub async fn forward(
+pub(crate) async fn forward(
     upstream: Upstream<'_>,
     req: Request<Incoming>,
     host: &str,

@@ -1,9 +1,9 @@
 //! Forwarding an allowed request: pooled HTTP through the guard, or a byte tunnel.
 
-pub mod client;
-pub mod connector;
-pub mod http;
-pub mod tunnel;
+pub(crate) mod client;
+pub(crate) mod connector;
+pub(crate) mod http;
+pub(crate) mod tunnel;
 
 use ::http::StatusCode;
 use af_policy::error::{ErrorCode, codes};
@@ -18,7 +18,7 @@ use crate::leave::guard::DialError;
 /// The sidecar's own refusals (the guard, AF-NET-011; the upstream cap, AF-NET-018) are
 /// journaled as refused: nothing was dialled. A failed resolution or connection (AF-NET-013)
 /// and the dial deadline (AF-NET-019) are upstream failures of an allowed request.
-pub fn dial_failed(e: &DialError, ticket: Ticket, answered: bool) -> Refusal {
+pub(crate) fn dial_failed(e: &DialError, ticket: Ticket, answered: bool) -> Refusal {
     let refused =
         |status, code, reason: String| (Refusal::new(status, code, reason, format!("{e}.")), true);
     let failed =
@@ -56,7 +56,7 @@ pub fn dial_failed(e: &DialError, ticket: Ticket, answered: bool) -> Refusal {
 }
 
 /// The answer for a failed upstream (502 AF-NET-013).
-pub fn upstream_refusal(reason: &str, error: &str) -> Refusal {
+pub(crate) fn upstream_refusal(reason: &str, error: &str) -> Refusal {
     allowed_failure(StatusCode::BAD_GATEWAY, &codes::NET_UPSTREAM, reason, error)
 }
 

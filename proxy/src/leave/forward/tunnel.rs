@@ -12,7 +12,7 @@ use crate::drain::Drain;
 use crate::limits::{Activity, IdleIo};
 
 /// How a tunnel ended: bytes sent upstream, bytes received, and why.
-pub struct TunnelEnd {
+pub(crate) struct TunnelEnd {
     /// Client to upstream.
     pub up: u64,
     /// Upstream to client.
@@ -22,7 +22,7 @@ pub struct TunnelEnd {
 }
 
 /// Why a tunnel ended.
-pub enum Closed {
+pub(crate) enum Closed {
     /// A side closed.
     Done,
     /// An error, or the idle watchdog.
@@ -34,7 +34,7 @@ pub enum Closed {
 impl TunnelEnd {
     /// Close the tunnel's ticket with how it ended; `status` is what the client was answered
     /// (200 for a CONNECT, none on the transparent TLS listener).
-    pub fn close(self, ticket: Ticket, status: Option<u16>) {
+    pub(crate) fn close(self, ticket: Ticket, status: Option<u16>) {
         let TunnelEnd { up, down, closed } = self;
         match closed {
             Closed::Done => ticket.forwarded(status, up, down),
@@ -48,7 +48,7 @@ impl TunnelEnd {
 
 /// Copy both ways until either side closes, an error, `idle` with no traffic, or the cut of
 /// `drain`. `replay` is written upstream first (the ClientHello already read from the client).
-pub async fn run<C, U>(
+pub(crate) async fn run<C, U>(
     client: &mut C,
     upstream: U,
     replay: &[u8],

@@ -7,9 +7,9 @@
 //! fsyncs once per batch; only then does the admin API see them, so a record the API returned
 //! survives `kill -9`. When the segments exceed the bound the oldest is removed and counted.
 
-pub mod reader;
-pub mod record;
-pub mod segment;
+pub(crate) mod reader;
+pub(crate) mod record;
+pub(crate) mod segment;
 mod tail;
 mod writer;
 
@@ -23,8 +23,8 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, watch};
 
 use crate::metrics::Metrics;
-pub use reader::Query;
-pub use record::{DecisionRecord, DnsSighting, Entry, MessageRecord};
+pub(crate) use reader::Query;
+pub(crate) use record::{DecisionRecord, DnsSighting, Entry, MessageRecord};
 use tail::Tail;
 use writer::{Pending, Writer};
 

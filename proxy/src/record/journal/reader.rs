@@ -53,7 +53,11 @@ impl Query {
 }
 
 /// Read matching records with `since < seq <= committed` from the segment files.
-pub fn read_disk(dir: &Path, query: &Query, committed: u64) -> std::io::Result<Vec<(u64, Bytes)>> {
+pub(crate) fn read_disk(
+    dir: &Path,
+    query: &Query,
+    committed: u64,
+) -> std::io::Result<Vec<(u64, Bytes)>> {
     let segments = segment::list(dir)?;
     let start = segments
         .iter()

@@ -6,12 +6,14 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-pub use af_sidecar_api::journal::{DecisionRecord, DnsSighting, Entry, MessageRecord, refused};
+pub(crate) use af_sidecar_api::journal::{
+    DecisionRecord, DnsSighting, Entry, MessageRecord, refused,
+};
 
 /// One journal line as the writer serializes it: exactly an
 /// [`af_sidecar_api::journal::Record`], borrowing the environment id and the entry.
 #[derive(Debug, Clone, Serialize)]
-pub struct Line<'a> {
+pub(crate) struct Line<'a> {
     /// Position in the journal, from 1, never reused.
     pub seq: u64,
     /// When the event happened, RFC 3339 UTC with milliseconds.
@@ -25,7 +27,7 @@ pub struct Line<'a> {
 
 /// The fields the admin API filters on, read back from a stored line.
 #[derive(Debug, Deserialize)]
-pub struct StoredView {
+pub(crate) struct StoredView {
     /// Sequence number.
     pub seq: u64,
     /// Host, if the kind has one.
@@ -43,7 +45,7 @@ pub struct StoredView {
 }
 
 /// Format a time as RFC 3339 UTC with milliseconds (`2026-11-29T14:51:33.123Z`).
-pub fn rfc3339(t: SystemTime) -> String {
+pub(crate) fn rfc3339(t: SystemTime) -> String {
     humantime::format_rfc3339_millis(t).to_string()
 }
 

@@ -11,7 +11,7 @@ pub(crate) const EXT: &str = "ndjson";
 
 /// A segment on disk.
 #[derive(Debug, Clone)]
-pub struct SegmentInfo {
+pub(crate) struct SegmentInfo {
     /// The first sequence number written to it.
     pub first_seq: u64,
     /// Its file.
@@ -19,7 +19,7 @@ pub struct SegmentInfo {
 }
 
 /// List the segments in `dir`, oldest first. Files that are not segments are ignored.
-pub fn list(dir: &Path) -> io::Result<Vec<SegmentInfo>> {
+pub(crate) fn list(dir: &Path) -> io::Result<Vec<SegmentInfo>> {
     let mut out = Vec::new();
     for entry in fs::read_dir(dir)? {
         let path = entry?.path();
@@ -44,7 +44,7 @@ fn segment_path(dir: &Path, first_seq: u64) -> PathBuf {
 }
 
 /// The writer's view of the segment directory.
-pub struct Segments {
+pub(crate) struct Segments {
     dir: PathBuf,
     segment_bytes: u64,
     max_segments: usize,
@@ -54,7 +54,7 @@ pub struct Segments {
 }
 
 /// What recovery found.
-pub struct Recovered {
+pub(crate) struct Recovered {
     /// The segments, ready for appending.
     pub segments: Segments,
     /// The next sequence number to assign.
@@ -63,7 +63,11 @@ pub struct Recovered {
 
 impl Segments {
     /// Open `dir` (creating it), cut a torn last line, and find the next sequence number.
-    pub fn recover(dir: &Path, segment_bytes: u64, max_segments: usize) -> io::Result<Recovered> {
+    pub(crate) fn recover(
+        dir: &Path,
+        segment_bytes: u64,
+        max_segments: usize,
+    ) -> io::Result<Recovered> {
         fs::create_dir_all(dir)?;
         let mut segments: VecDeque<SegmentInfo> = list(dir)?.into();
         let mut next_seq = 1;
@@ -112,7 +116,7 @@ impl Segments {
 
     /// Whether appending `len` more bytes (after `pending` buffered ones) should start a new
     /// segment first.
-    pub fn full_for(&self, pending: usize, len: usize) -> bool {
+    pub(crate) fn full_for(&self, pending: usize, len: usize) -> bool {
         let used = self.current_len + pending as u64;
         used > 0 && used + len as u64 > self.segment_bytes
     }
@@ -120,7 +124,7 @@ impl Segments {
     /// Append and fsync. Group commit: one call per batch. A batch that fails (a short write,
     /// a full disk, a failed fsync) is cut off again, so no torn fragment stays in front of the
     /// next batch's records.
-    pub fn write_sync(&mut self, bytes: &[u8]) -> io::Result<()> {
+    pub(crate) fn write_sync(&mut self, bytes: &[u8]) -> io::Result<()> {
         if bytes.is_empty() {
             return Ok(());
         }
@@ -139,7 +143,7 @@ impl Segments {
 
     /// Start a new segment whose first record is `first_seq`; evict the oldest segments beyond
     /// the bound. Returns the number of records evicted per removed segment.
-    pub fn rotate(&mut self, first_seq: u64) -> io::Result<Vec<u64>> {
+    pub(crate) fn rotate(&mut self, first_seq: u64) -> io::Result<Vec<u64>> {
         let path = segment_path(&self.dir, first_seq);
         self.current = OpenOptions::new().create(true).append(true).open(&path)?;
         self.current_len = self.current.metadata()?.len();

@@ -22,14 +22,14 @@ pub struct Cached {
 }
 
 /// A bounded window of the newest records.
-pub struct Tail {
+pub(super) struct Tail {
     cap: usize,
     records: Mutex<VecDeque<Cached>>,
 }
 
 impl Tail {
     /// An empty window holding at most `cap` records.
-    pub fn new(cap: usize) -> Self {
+    pub(super) fn new(cap: usize) -> Self {
         Self {
             cap,
             records: Mutex::new(VecDeque::with_capacity(cap.min(4096))),
@@ -37,7 +37,7 @@ impl Tail {
     }
 
     /// Append committed records, evicting the oldest.
-    pub fn extend(&self, new: impl Iterator<Item = Cached>) {
+    pub(super) fn extend(&self, new: impl Iterator<Item = Cached>) {
         let mut records = self.records.lock().unwrap_or_else(|p| p.into_inner());
         for c in new {
             if records.len() == self.cap {
@@ -49,7 +49,7 @@ impl Tail {
 
     /// Records after `since` that `keep` accepts, at most `limit`; `None` when the window does
     /// not reach back to `since` (the caller reads the disk instead).
-    pub fn after(
+    pub(super) fn after(
         &self,
         since: u64,
         limit: usize,

@@ -13,7 +13,7 @@ use super::tail::{Cached, Tail};
 use crate::metrics::Metrics;
 
 /// A record handed to the writer, not yet numbered.
-pub struct Pending {
+pub(super) struct Pending {
     /// When the event happened.
     pub at: SystemTime,
     /// The record.
@@ -21,7 +21,7 @@ pub struct Pending {
 }
 
 /// Everything the writer thread owns.
-pub struct Writer {
+pub(super) struct Writer {
     pub(super) rx: mpsc::Receiver<Pending>,
     pub(super) segments: Segments,
     pub(super) next_seq: u64,
@@ -34,7 +34,7 @@ pub struct Writer {
 
 impl Writer {
     /// Run until every sender is gone and the queue is drained.
-    pub fn run(mut self) {
+    pub(super) fn run(mut self) {
         let mut batch = Vec::with_capacity(self.batch_max);
         let mut buf = Vec::with_capacity(64 * 1024);
         let mut cached = Vec::with_capacity(self.batch_max);

@@ -30,7 +30,7 @@ use std::time::SystemTime;
 use http::Method;
 use serde::de::DeserializeOwned;
 
-pub use self::error::CaptureError;
+pub(crate) use self::error::CaptureError;
 pub use self::provider::Provider;
 use super::{Answer, Exchange};
 use crate::record::message::Message;
