@@ -1,8 +1,8 @@
 //! The modes beyond allow and block. Mock (fixture packs), capture (provider-shaped answers,
 //! recorded as inbox messages) and synth (generated answers) answer locally: each takes a
 //! buffered [`Exchange`] and makes an [`Answer`]. Sandbox forwards with a test credential
-//! swapped in ([`sandbox`]). Synth may ask a model to replace its answer ([`model`] makes the
-//! question and checks the reply; `local::model` sends it). None of them does I/O.
+//! swapped in ([`sandbox`]). Synth may ask a model to replace its answer ([`model_question`] makes the
+//! question and checks the reply; [`model_client`] sends it). Only `model_client` does I/O.
 
 mod builtin;
 pub(crate) mod capture;

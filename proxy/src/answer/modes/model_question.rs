@@ -2,7 +2,7 @@
 //! and the check of its reply. The offline answer is always made first; the model may only
 //! replace its JSON body, and only with JSON that is valid against the operation's response
 //! schema (or, without a usable schema, keeps the offline answer's shape). Sending the question
-//! is the caller's job (`local::model`).
+//! is the caller's job ([`model_client`](super::model_client)).
 
 use bytes::Bytes;
 use http::StatusCode;
