@@ -12,6 +12,7 @@ pub(crate) mod model_question;
 pub(crate) mod pack;
 pub(crate) mod packs;
 pub(crate) mod sandbox;
+pub(crate) mod schema_value;
 pub(crate) mod synth;
 
 use std::collections::BTreeMap;

@@ -20,7 +20,8 @@ use lru::LruCache;
 use rustls::ClientConfig;
 
 use crate::answer::modes::model_question::{Question, Unusable};
-use crate::answer::modes::synth::{self, OpenApi};
+use crate::answer::modes::schema_value;
+use crate::answer::modes::synth::OpenApi;
 use crate::answer::modes::{Answer, Exchange};
 use crate::config::ModelConfig;
 use crate::decide::tripwire;
@@ -159,7 +160,7 @@ impl SynthModel {
         offline: Answer,
         to: CallJournal,
     ) -> Answer {
-        let digest = synth::request_digest(ex);
+        let digest = schema_value::request_digest(ex);
         if let Some(kept) = self.cache().get(&digest) {
             return kept.clone();
         }

@@ -64,7 +64,7 @@ pub(crate) struct Question<'o> {
 }
 
 impl<'o> Question<'o> {
-    /// The question for `ex`, whose request digest is `digest` ([`synth::request_digest`]), or
+    /// The question for `ex`, whose request digest is `digest` ([`request_digest`](super::schema_value::request_digest)), or
     /// `None` when a model may not replace `offline`: a miss, or an answer without a JSON body.
     pub(crate) fn new(
         model: &str,
@@ -333,7 +333,7 @@ mod tests {
 
         fn question(&self) -> Option<Question<'_>> {
             let ex = self.request.exchange();
-            let digest = synth::request_digest(&ex);
+            let digest = crate::answer::modes::schema_value::request_digest(&ex);
             Question::new("m-1", &digest, self.docs.get(SHOP), &ex, &self.offline)
         }
     }
@@ -506,8 +506,14 @@ mod tests {
         let request = Request::new("GET", "h", "/n");
         let ex = request.exchange();
         let offline = synth::answer(Some(&doc), None, &ex);
-        let q = Question::new("m", &synth::request_digest(&ex), Some(&doc), &ex, &offline)
-            .expect("asked");
+        let q = Question::new(
+            "m",
+            &crate::answer::modes::schema_value::request_digest(&ex),
+            Some(&doc),
+            &ex,
+            &offline,
+        )
+        .expect("asked");
         let below_minimum = completion(&json!({"v": -3}).to_string());
         assert!(
             q.answer(&below_minimum).is_ok(),
