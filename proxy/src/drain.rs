@@ -23,7 +23,7 @@ pub(crate) struct Drain {
     tasks: TaskTracker,
 }
 
-/// How a [`Drain::run`] ended.
+/// How a `Drain::run` ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Drained {
     /// Tasks still open at the deadline, and cut.

@@ -2,7 +2,7 @@
 //!
 //! `GET /healthz` (no token), and with `Authorization: Bearer <token>`: `GET /readyz`,
 //! `GET /v1/decisions`, `GET /v1/decisions/follow` (NDJSON stream), `GET /metrics`,
-//! `GET /v1/inbox`, `GET /v1/inbox/{seq}` ([`inbox`]) and `POST /v1/deliver` ([`deliver`]).
+//! `GET /v1/inbox`, `GET /v1/inbox/{seq}` ([`inbox`]) and `POST /v1/deliver` ([`deliver`](mod@deliver)).
 
 pub(crate) mod deliver;
 pub(crate) mod inbox;

@@ -2,7 +2,7 @@
 //! the environment CA, then decides every request inside it on its own `Host`.
 //!
 //! A CONNECT tunnel or a transparent TLS connection whose host needs TLS opened (its mode
-//! answers locally, or its rule limits paths or methods) is handed to [`session::serve`].
+//! answers locally, or its rule limits paths or methods) is handed to [`session::open`].
 //! The handshake offers HTTP/2 and HTTP/1.1; a client that refuses the certificate (it pins,
 //! or does not trust the environment CA) is journaled with the advice to set the host to allow.
 

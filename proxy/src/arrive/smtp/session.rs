@@ -42,7 +42,7 @@ pub struct Settings {
     pub starttls: bool,
 }
 
-/// What the listener does after writing [`Output::replies`].
+/// What the listener does after writing `Output::replies`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Then {
     /// Read more input.
