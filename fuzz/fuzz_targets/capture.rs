@@ -8,8 +8,8 @@
 use std::time::{Duration, SystemTime};
 
 use af_fuzz::check_message;
-use af_proxy::modes::Exchange;
-use af_proxy::modes::capture::{Captured, Provider, capture};
+use af_proxy::fuzzing::Exchange;
+use af_proxy::fuzzing::{Captured, Provider, capture};
 use http::{HeaderMap, HeaderValue, Method, header};
 use libfuzzer_sys::fuzz_target;
 

@@ -4,8 +4,8 @@
 #![no_main]
 
 use af_fuzz::check_message;
-use af_proxy::mime::{AddressField, Mail, address_list};
-use af_proxy::smtp::mail::{Envelope, message};
+use af_proxy::fuzzing::{AddressField, Mail, address_list};
+use af_proxy::fuzzing::smtp::{Envelope, message};
 use libfuzzer_sys::fuzz_target;
 
 const NOTE: &str = "af-fuzz-note";

@@ -4,8 +4,8 @@
 #![no_main]
 
 use af_fuzz::{check_synth_answer, concrete_path, document};
-use af_proxy::modes::Exchange;
-use af_proxy::modes::synth::{self, OpenApi};
+use af_proxy::fuzzing::Exchange;
+use af_proxy::fuzzing::{OpenApi, synth};
 use http::{HeaderMap, Method};
 use libfuzzer_sys::fuzz_target;
 

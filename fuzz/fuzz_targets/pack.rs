@@ -5,9 +5,9 @@
 #![no_main]
 
 use af_fuzz::{check_synth_answer, concrete_path, document};
-use af_proxy::modes::Exchange;
-use af_proxy::modes::pack::{Pack, PathTemplate};
-use af_proxy::modes::synth;
+use af_proxy::fuzzing::Exchange;
+use af_proxy::fuzzing::{Pack, PathTemplate};
+use af_proxy::fuzzing::synth;
 use http::HeaderMap;
 use libfuzzer_sys::fuzz_target;
 

@@ -5,8 +5,8 @@
 #![no_main]
 
 use af_fuzz::check_message;
-use af_proxy::message::Message;
-use af_proxy::smtp::session::{MAX_RECIPIENTS, Session, Settings, Then};
+use af_proxy::fuzzing::Message;
+use af_proxy::fuzzing::smtp::{MAX_RECIPIENTS, Session, Settings, Then};
 use libfuzzer_sys::fuzz_target;
 use smtp_proto::response::parser::ResponseReceiver;
 

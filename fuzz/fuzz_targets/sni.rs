@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use af_fuzz::runtime;
-use af_proxy::listener::transparent_tls::{Hello, read_client_hello};
+use af_proxy::fuzzing::{Hello, read_client_hello};
 use libfuzzer_sys::fuzz_target;
 use rustls_pki_types::DnsName;
 use tokio::io::{AsyncRead, ReadBuf};

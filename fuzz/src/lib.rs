@@ -3,7 +3,7 @@
 
 use std::sync::LazyLock;
 
-use af_proxy::message::{MAX_BODY_BYTES, Message};
+use af_proxy::fuzzing::{MAX_BODY_BYTES, Message};
 
 /// One current-thread runtime per fuzzing process (the targets run single-threaded).
 pub fn runtime() -> &'static tokio::runtime::Runtime {
@@ -65,9 +65,9 @@ pub fn document(bytes: &[u8]) -> Option<serde_json::Value> {
 }
 
 /// Panics unless `answer` is one synth can send: marked with what made it, its JSON body JSON.
-pub fn check_synth_answer(answer: &af_proxy::modes::Answer) {
+pub fn check_synth_answer(answer: &af_proxy::fuzzing::Answer) {
     assert!(
-        answer.headers.contains_key(af_proxy::modes::synth::HEADER),
+        answer.headers.contains_key(af_proxy::fuzzing::synth::HEADER),
         "a synth answer says what made it"
     );
     let json = answer

@@ -12,7 +12,8 @@ use af_sidecar_api::config::{Admin, ApiKey, DnsListener, Inside, VERSION, Versio
 use http::{HeaderValue, Uri};
 use ipnet::IpNet;
 
-pub use af_sidecar_api::config::{Limits, ModelConfig, SidecarConfig};
+pub use af_sidecar_api::config::SidecarConfig;
+pub(crate) use af_sidecar_api::config::{Limits, ModelConfig};
 
 /// The checked configuration the sidecar runs with.
 pub struct Settings {
@@ -185,11 +186,9 @@ pub fn check(doc: SidecarConfig) -> Result<Settings, Report> {
         ));
     }
     // A sandbox credential is sent upstream for real: a live one must never be configured.
-    if let Some((name, hit)) =
-        doc.modes.credentials.iter().find_map(|(name, value)| {
-            crate::tripwire::scan_body(value.as_bytes()).map(|h| (name, h))
-        })
-    {
+    if let Some((name, hit)) = doc.modes.credentials.iter().find_map(|(name, value)| {
+        crate::decide::tripwire::scan_body(value.as_bytes()).map(|h| (name, h))
+    }) {
         return Err(refuse(format!(
             "modes.credentials.{name} holds {}, and sandbox mode only forwards test credentials.",
             hit.what
@@ -251,7 +250,7 @@ fn check_trusted(net: &IpNet) -> Result<(), Report> {
 
 /// The chat-completions URL of `model`, checked: `http` or `https`, a host, no credentials or
 /// query.
-pub fn model_endpoint(model: &ModelConfig) -> Result<Uri, Report> {
+pub(crate) fn model_endpoint(model: &ModelConfig) -> Result<Uri, Report> {
     let base = model.base_url.trim_end_matches('/');
     // The URL is not echoed: a mistaken one may hold credentials.
     let bad = |why: &str| {
@@ -279,7 +278,7 @@ pub fn model_endpoint(model: &ModelConfig) -> Result<Uri, Report> {
 
 /// `Bearer <key>` as a header value marked sensitive, or `None` if the key is empty or not
 /// a valid header value.
-pub fn model_authorization(key: &ApiKey) -> Option<HeaderValue> {
+pub(crate) fn model_authorization(key: &ApiKey) -> Option<HeaderValue> {
     if key.expose().is_empty() {
         return None;
     }

@@ -8,8 +8,8 @@ use af_dns::{DnsError, QueryObserver, Sighting, TcpAdmission, TcpPlace};
 use af_policy::egress::Catalogue;
 use af_policy::error::{Report, codes};
 
-use crate::journal::{DnsSighting, Entry, Journal};
 use crate::limits::ConnectionLimit;
+use crate::record::journal::{DnsSighting, Entry, Journal};
 
 /// DNS-over-TCP connections are admitted under the data listeners' cap (a refusal is counted
 /// with theirs) and are closed at once past it.
@@ -25,7 +25,7 @@ impl TcpAdmission for ConnectionLimit {
 const SIGHTING_PORT: u16 = 443;
 
 /// Journals first sightings. Runs on af-dns's observer thread; `Journal::record` never waits.
-pub struct JournalSightings {
+pub(crate) struct JournalSightings {
     /// Where sightings go.
     pub journal: Journal,
     /// Decides the mode each sighted host would get.
@@ -48,7 +48,7 @@ impl QueryObserver for JournalSightings {
 }
 
 /// af-dns's error as the product's coded refusal.
-pub fn refusal(error: DnsError) -> Report {
+pub(crate) fn refusal(error: DnsError) -> Report {
     match error {
         DnsError::Config { problem, next } => Report::new(
             &codes::NET_DNS_CONFIG,

@@ -17,13 +17,13 @@ use tokio_util::task::TaskTracker;
 
 /// One part of the sidecar's tasks and when they stop. Cheap to clone.
 #[derive(Clone, Debug, Default)]
-pub struct Drain {
+pub(crate) struct Drain {
     stopping: CancellationToken,
     cut: CancellationToken,
     tasks: TaskTracker,
 }
 
-/// How a [`Drain::run`] ended.
+/// How a `Drain::run` ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Drained {
     /// Tasks still open at the deadline, and cut.
@@ -32,7 +32,7 @@ pub struct Drained {
 
 impl Drain {
     /// Run `task` until it ends or the drain is cut; tracked, so [`Drain::run`] waits for it.
-    pub fn spawn<F>(&self, task: F)
+    pub(crate) fn spawn<F>(&self, task: F)
     where
         F: Future<Output = ()> + Send + 'static,
     {
@@ -44,23 +44,23 @@ impl Drain {
 
     /// Completes once the sidecar is stopping: listeners stop accepting, HTTP connections stop
     /// keeping alive.
-    pub fn stopping(&self) -> impl Future<Output = ()> + Send + 'static {
+    pub(crate) fn stopping(&self) -> impl Future<Output = ()> + Send + 'static {
         self.stopping.clone().cancelled_owned()
     }
 
     /// Completes once the deadline has passed: whatever is still open ends now.
-    pub fn cut(&self) -> impl Future<Output = ()> + Send + 'static {
+    pub(crate) fn cut(&self) -> impl Future<Output = ()> + Send + 'static {
         self.cut.clone().cancelled_owned()
     }
 
     /// Whether the deadline has passed.
-    pub fn is_cut(&self) -> bool {
+    pub(crate) fn is_cut(&self) -> bool {
         self.cut.is_cancelled()
     }
 
     /// Stop accepting, wait up to `deadline` for every task, cut the ones still open, and
     /// return once all have ended.
-    pub async fn run(&self, deadline: Duration) -> Drained {
+    pub(crate) async fn run(&self, deadline: Duration) -> Drained {
         self.stopping.cancel();
         self.tasks.close();
         let cut = match tokio::time::timeout(deadline, self.tasks.wait()).await {
@@ -73,7 +73,7 @@ impl Drain {
     }
 
     /// Stop and cut at once, without waiting (a sidecar dropped rather than drained).
-    pub fn abandon(&self) {
+    pub(crate) fn abandon(&self) {
         self.stopping.cancel();
         self.cut.cancel();
     }

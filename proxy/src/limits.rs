@@ -18,7 +18,7 @@ use crate::metrics::Metrics;
 
 /// The cap on client connections open at once across the data listeners.
 #[derive(Clone)]
-pub struct ConnectionLimit {
+pub(crate) struct ConnectionLimit {
     permits: Arc<Semaphore>,
     /// Connections being answered "at the limit" at once; beyond this they are just closed,
     /// so a flood cannot pile up refusal tasks.
@@ -30,7 +30,7 @@ pub struct ConnectionLimit {
 const MAX_REFUSING: usize = 256;
 
 /// One admitted connection; dropping it frees its place.
-pub struct Admitted {
+pub(crate) struct Admitted {
     _permit: OwnedSemaphorePermit,
     metrics: Arc<Metrics>,
 }
@@ -43,7 +43,7 @@ impl Drop for Admitted {
 
 impl ConnectionLimit {
     /// A cap of `max` connections.
-    pub fn new(max: usize, metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn new(max: usize, metrics: Arc<Metrics>) -> Self {
         Self {
             permits: Arc::new(Semaphore::new(max)),
             refusing: Arc::new(Semaphore::new(MAX_REFUSING)),
@@ -52,12 +52,12 @@ impl ConnectionLimit {
     }
 
     /// A place to answer one refused connection, or `None` when too many are being answered.
-    pub fn try_refusing(&self) -> Option<OwnedSemaphorePermit> {
+    pub(crate) fn try_refusing(&self) -> Option<OwnedSemaphorePermit> {
         self.refusing.clone().try_acquire_owned().ok()
     }
 
     /// Admit a connection, or `None` at the cap (counted as a refusal).
-    pub fn try_admit(&self) -> Option<Admitted> {
+    pub(crate) fn try_admit(&self) -> Option<Admitted> {
         match self.permits.clone().try_acquire_owned() {
             Ok(permit) => {
                 self.metrics.connection_opened();
@@ -78,14 +78,14 @@ impl ConnectionLimit {
 /// until the connection closes, idle pooled connections included, so no client (an HTTP/2
 /// client with many streams, many tunnels) can make the sidecar hold more.
 #[derive(Clone)]
-pub struct UpstreamLimit {
+pub(crate) struct UpstreamLimit {
     permits: Arc<Semaphore>,
     max: usize,
     metrics: Arc<Metrics>,
 }
 
 /// One upstream connection's place; dropping it frees the place.
-pub struct UpstreamPlace {
+pub(crate) struct UpstreamPlace {
     _permit: OwnedSemaphorePermit,
     metrics: Arc<Metrics>,
 }
@@ -98,7 +98,7 @@ impl Drop for UpstreamPlace {
 
 impl UpstreamLimit {
     /// A cap of `max` upstream connections.
-    pub fn new(max: usize, metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn new(max: usize, metrics: Arc<Metrics>) -> Self {
         Self {
             permits: Arc::new(Semaphore::new(max)),
             max,
@@ -107,12 +107,12 @@ impl UpstreamLimit {
     }
 
     /// The cap.
-    pub fn max(&self) -> usize {
+    pub(crate) fn max(&self) -> usize {
         self.max
     }
 
     /// A place for one more upstream connection, or `None` at the cap (counted as a refusal).
-    pub fn try_take(&self) -> Option<UpstreamPlace> {
+    pub(crate) fn try_take(&self) -> Option<UpstreamPlace> {
         match self.permits.clone().try_acquire_owned() {
             Ok(permit) => {
                 self.metrics.upstream_opened();
@@ -130,14 +130,14 @@ impl UpstreamLimit {
 }
 
 /// An upstream connection holding its place under the [`UpstreamLimit`] until it is dropped.
-pub struct UpstreamConn {
+pub(crate) struct UpstreamConn {
     stream: TcpStream,
     _place: UpstreamPlace,
 }
 
 impl UpstreamConn {
     /// `stream`, holding `place`.
-    pub fn new(stream: TcpStream, place: UpstreamPlace) -> Self {
+    pub(crate) fn new(stream: TcpStream, place: UpstreamPlace) -> Self {
         Self {
             stream,
             _place: place,
@@ -200,7 +200,7 @@ const FD_RESERVE: u64 = 1024;
 /// a proxy holds), and warn when the connection caps can still outgrow it: one descriptor per
 /// client connection (DNS over TCP included) and one per upstream connection. Returns the
 /// limit now in force, or `None` when the platform does not say.
-pub fn raise_open_files_limit(max_connections: usize, max_upstream: usize) -> Option<u64> {
+pub(crate) fn raise_open_files_limit(max_connections: usize, max_upstream: usize) -> Option<u64> {
     let limit = match rlimit::increase_nofile_limit(u64::MAX) {
         Ok(limit) => limit,
         Err(e) => {
@@ -230,11 +230,11 @@ fn now_ms() -> u64 {
 
 /// When a connection last moved a byte.
 #[derive(Debug)]
-pub struct Activity(AtomicU64);
+pub(crate) struct Activity(AtomicU64);
 
 impl Activity {
     /// Activity as of now.
-    pub fn new() -> Arc<Self> {
+    pub(crate) fn new() -> Arc<Self> {
         Arc::new(Self(AtomicU64::new(now_ms())))
     }
 
@@ -243,7 +243,7 @@ impl Activity {
     }
 
     /// Resolves once nothing has moved for `timeout`.
-    pub async fn idle_for(&self, timeout: Duration) {
+    pub(crate) async fn idle_for(&self, timeout: Duration) {
         let limit = timeout.as_millis() as u64;
         loop {
             let idle = now_ms().saturating_sub(self.0.load(Relaxed));
@@ -256,7 +256,7 @@ impl Activity {
 }
 
 /// An IO wrapper that records activity for the idle watchdog and counts bytes.
-pub struct IdleIo<T> {
+pub(crate) struct IdleIo<T> {
     inner: T,
     activity: Arc<Activity>,
     read: u64,
@@ -265,7 +265,7 @@ pub struct IdleIo<T> {
 
 impl<T> IdleIo<T> {
     /// Wrap `inner`, recording into `activity`.
-    pub fn new(inner: T, activity: Arc<Activity>) -> Self {
+    pub(crate) fn new(inner: T, activity: Arc<Activity>) -> Self {
         Self {
             inner,
             activity,
@@ -275,12 +275,12 @@ impl<T> IdleIo<T> {
     }
 
     /// Bytes read through this wrapper.
-    pub fn read(&self) -> u64 {
+    pub(crate) fn read(&self) -> u64 {
         self.read
     }
 
     /// Bytes written through this wrapper.
-    pub fn written(&self) -> u64 {
+    pub(crate) fn written(&self) -> u64 {
         self.written
     }
 }

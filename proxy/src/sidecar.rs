@@ -14,22 +14,23 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::admin::{self, Admin, deliver};
+use crate::answer::modes::ModeSettings;
+use crate::answer::modes::model_client::SynthModel;
+use crate::answer::modes::packs::Packs;
+use crate::answer::modes::synth::OpenApiDocs;
+use crate::arrive::accept;
+use crate::arrive::intercept::{Authority, Interception};
 use crate::config::{Limits, Settings, SidecarConfig};
+use crate::decide::loops::Loops;
+use crate::decide::rate::RuleRates;
 use crate::dns::{self, JournalSightings};
 use crate::drain::{Drain, Drained};
-use crate::forward;
-use crate::guard::{Guard, GuardSettings, resolver_for};
-use crate::intercept::{Authority, Interception, upstream};
-use crate::journal::{Journal, JournalSettings};
+use crate::leave::forward;
+use crate::leave::guard::{Guard, GuardSettings, resolver_for};
+use crate::leave::upstream;
 use crate::limits::{ConnectionLimit, UpstreamLimit};
-use crate::listener;
-use crate::local::model::SynthModel;
-use crate::loops::Loops;
 use crate::metrics::{Metrics, Via};
-use crate::modes::ModeSettings;
-use crate::modes::pack::Packs;
-use crate::modes::synth::OpenApiDocs;
-use crate::rate::RuleRates;
+use crate::record::journal::{Journal, JournalSettings};
 use crate::state::{State, Tuning};
 
 /// How long the journal gets to commit what was handed over, once the data path has drained.
@@ -257,11 +258,13 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
     let state = Arc::new(State {
         rates: RuleRates::new(&settings.catalogue),
         loops: Loops::default(),
-        undecided_budget: crate::rate::per_second_with_burst(config.journal.undecided_per_second),
+        undecided_budget: crate::decide::rate::per_second_with_burst(
+            config.journal.undecided_per_second,
+        ),
         catalogue: settings.catalogue,
         journal: journal.clone(),
         metrics: metrics.clone(),
-        client: forward::http::client(guard.clone(), l.pool_max_idle_per_host),
+        client: forward::client::client(guard.clone(), l.pool_max_idle_per_host),
         https_client,
         intercept,
         modes,
@@ -340,7 +343,7 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
     for (listener, via) in listeners {
         state
             .drain
-            .spawn(listener::accept_loop(listener, state.clone(), via));
+            .spawn(accept::accept_loop(listener, state.clone(), via));
     }
     let inside = deliver::Inside {
         names: config.inside.names.clone(),

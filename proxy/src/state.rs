@@ -3,22 +3,22 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::answer::modes::ModeSettings;
+use crate::arrive::intercept::Interception;
+use crate::decide::loops::Loops;
+use crate::decide::rate::RuleRates;
 use crate::drain::Drain;
-use crate::forward::http::HttpClient;
-use crate::guard::Guard;
-use crate::intercept::Interception;
-use crate::intercept::upstream::HttpsClient;
-use crate::journal::Journal;
+use crate::leave::forward::client::HttpClient;
+use crate::leave::guard::Guard;
+use crate::leave::upstream::HttpsClient;
 use crate::limits::ConnectionLimit;
-use crate::loops::Loops;
 use crate::metrics::Metrics;
-use crate::modes::ModeSettings;
-use crate::rate::RuleRates;
+use crate::record::journal::Journal;
 use af_policy::egress::Catalogue;
 use governor::DefaultDirectRateLimiter;
 
 /// The sidecar's shared state.
-pub struct State {
+pub(crate) struct State {
     /// The compiled egress catalogue.
     pub catalogue: Arc<Catalogue>,
     /// The journal handle.
@@ -51,7 +51,7 @@ pub struct State {
 
 /// Timeouts and sizes, already converted from the configuration.
 #[derive(Debug, Clone, Copy)]
-pub struct Tuning {
+pub(crate) struct Tuning {
     /// Time to receive a request head.
     pub header_read_timeout: Duration,
     /// Close a connection or tunnel idle this long.

@@ -2,7 +2,7 @@
 //! resolver) and as an IP literal, is refused with AF-NET-011 before any connect, while an
 //! allowed, dialable host through the same sidecar still works (so "refused" cannot mean
 //! "never governed").
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

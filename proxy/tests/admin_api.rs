@@ -1,5 +1,5 @@
 //! The admin API: token on every route but health, filters, coded errors, follow, metrics.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
@@ -287,7 +287,7 @@ async fn admin_connections_are_bounded_and_the_bound_frees_as_they_close() {
     // Positive control: the route answers on a fresh connection.
     assert_eq!(healthz_raw(addr).await, "HTTP/1.1 200 OK");
     let mut idle = Vec::new();
-    for _ in 0..af_proxy::admin::MAX_CONNECTIONS {
+    for _ in 0..af_proxy::MAX_CONNECTIONS {
         idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
     }
     assert_eq!(healthz_raw(addr).await, "", "one past the bound is closed");

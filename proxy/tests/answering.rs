@@ -2,7 +2,7 @@
 //! packs, synth from an OpenAPI description, capture into the inbox (which survives a
 //! restart), and their refusals.
 
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

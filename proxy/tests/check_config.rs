@@ -1,6 +1,6 @@
 //! `af-proxy --check-config FILE`: the configuration is read and checked, nothing is bound or
 //! written, and the answer is exit 0 or the coded report.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

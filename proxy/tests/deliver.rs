@@ -1,7 +1,7 @@
 //! `POST /v1/deliver`: the admin API delivers one request to a service inside the
 //! environment (what `af webhook trigger` uses), and to nothing else.
 
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

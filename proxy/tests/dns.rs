@@ -1,6 +1,8 @@
 //! The sidecar's DNS listener: outside names answer with the sidecar, inside names are
 //! forwarded, and each first sighting is journaled with the mode the catalogue gives it.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

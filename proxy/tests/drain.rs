@@ -1,7 +1,7 @@
 //! Stopping the real `af-proxy` binary: on SIGTERM (or SIGINT) it stops accepting on every
 //! listener, lets open requests finish, closes tunnels at `limits.drain_timeout_ms` with their
 //! records written, flushes the journal and exits 0.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

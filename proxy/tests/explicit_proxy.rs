@@ -1,5 +1,5 @@
 //! The explicit proxy listener: absolute-form requests and CONNECT, decided and journaled.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -1,7 +1,7 @@
 //! Input mistakes: ports that are not ports, bodies the client broke, too many header fields,
 //! IPv6 hosts and ports in what the sidecar says. Each is refused as the client's, coded and
 //! journaled, next to a request that goes through.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -2,7 +2,7 @@
 //! listener, HTTP/1.1 and HTTP/2, each request decided on its own host; sandbox credentials;
 //! the live-credential tripwire; smuggling shapes; clients that refuse the certificate.
 
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

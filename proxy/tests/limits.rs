@@ -1,7 +1,7 @@
 //! Limits: the connection cap refuses clearly and journals (DNS over TCP counted under it);
 //! header size and time are bounded; upstream connections are capped in total; a dial ends at
 //! its deadline however many addresses a name has.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

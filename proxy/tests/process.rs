@@ -1,6 +1,6 @@
 //! The real `af-proxy` binary: a `kill -9` and restart loses no record the admin API returned,
 //! and an invalid configuration is refused with AF-NET-001 before anything is bound.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -2,7 +2,7 @@
 //! the environment CA, plain mail, a refused oversize mail, pipelining and the idle timeout,
 //! each read back from the admin API as a `message` record.
 
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

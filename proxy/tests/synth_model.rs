@@ -3,7 +3,7 @@
 //! reply in time, an endpoint the guard refuses) leaves the offline answer; without a model
 //! nothing is called.
 
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

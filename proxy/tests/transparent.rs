@@ -1,6 +1,6 @@
 //! The transparent listeners: HTTP decided on `Host` and the listener's port, every request
 //! on a keep-alive connection on its own; TLS decided on the SNI of a real rustls client.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

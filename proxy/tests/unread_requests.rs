@@ -1,7 +1,7 @@
 //! Requests the sidecar could not read: a head hyper refuses, one too large, one not sent in
 //! time. Each gets the coded answer every refusal gets and a record, within the budget for
 //! refusals made before deciding; a connection that says nothing is closed and counted.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

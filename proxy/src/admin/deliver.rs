@@ -22,7 +22,7 @@ const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Where deliveries may go.
-pub struct Inside {
+pub(crate) struct Inside {
     /// The environment's service names.
     pub names: Vec<String>,
     /// The environment's subnets; a name must resolve into one of them.
@@ -37,7 +37,7 @@ fn refuse(statement: String) -> Report {
 
 impl Inside {
     /// Deliver `d`, or say why not.
-    pub async fn deliver(&self, d: Delivery) -> Result<Delivered, Report> {
+    pub(crate) async fn deliver(&self, d: Delivery) -> Result<Delivered, Report> {
         if !self
             .names
             .iter()

@@ -11,11 +11,11 @@ use af_sidecar_api::admin::{DEFAULT_LIMIT, MAX_LIMIT};
 use bytes::Bytes;
 use serde::Deserialize;
 
-use crate::journal::{Journal, Query};
+use crate::record::journal::{Journal, Query};
 
 /// What `/v1/inbox` was asked for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct InboxQuery {
+pub(crate) struct InboxQuery {
     /// Only messages after this sequence number.
     pub since: u64,
     /// At most this many (the newest).
@@ -42,7 +42,7 @@ struct StoredFields {
 
 impl InboxQuery {
     /// Parse the query string; unknown or bad parameters are refused.
-    pub fn parse(query: &str) -> Result<Self, Report> {
+    pub(crate) fn parse(query: &str) -> Result<Self, Report> {
         let mut q = InboxQuery {
             limit: DEFAULT_LIMIT,
             ..InboxQuery::default()
@@ -104,7 +104,10 @@ fn bad(statement: &str) -> Report {
 }
 
 /// The newest matching messages after `q.since`, oldest first.
-pub async fn messages(journal: &Journal, q: &InboxQuery) -> std::io::Result<Vec<(u64, Bytes)>> {
+pub(crate) async fn messages(
+    journal: &Journal,
+    q: &InboxQuery,
+) -> std::io::Result<Vec<(u64, Bytes)>> {
     let query = Query {
         since: q.since,
         limit: q.limit,
@@ -115,7 +118,7 @@ pub async fn messages(journal: &Journal, q: &InboxQuery) -> std::io::Result<Vec<
 }
 
 /// The message with sequence number `seq`, if it is one and still in the journal.
-pub async fn message(journal: &Journal, seq: u64) -> std::io::Result<Option<Bytes>> {
+pub(crate) async fn message(journal: &Journal, seq: u64) -> std::io::Result<Option<Bytes>> {
     let query = Query {
         since: seq.saturating_sub(1),
         limit: 1,

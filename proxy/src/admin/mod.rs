@@ -2,10 +2,10 @@
 //!
 //! `GET /healthz` (no token), and with `Authorization: Bearer <token>`: `GET /readyz`,
 //! `GET /v1/decisions`, `GET /v1/decisions/follow` (NDJSON stream), `GET /metrics`,
-//! `GET /v1/inbox`, `GET /v1/inbox/{seq}` ([`inbox`]) and `POST /v1/deliver` ([`deliver`]).
+//! `GET /v1/inbox`, `GET /v1/inbox/{seq}` ([`inbox`]) and `POST /v1/deliver` ([`deliver`](mod@deliver)).
 
-pub mod deliver;
-pub mod inbox;
+pub(crate) mod deliver;
+pub(crate) mod inbox;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -25,13 +25,13 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc};
 
 use crate::drain::Drain;
-use crate::journal::{Journal, Query};
 use crate::metrics::Metrics;
+use crate::record::journal::{Journal, Query};
 
 type AdminBody = UnsyncBoxBody<Bytes, Infallible>;
 
 /// What the admin API serves from.
-pub struct Admin {
+pub(crate) struct Admin {
     /// The journal.
     pub journal: Journal,
     /// The admin API's connection and follow tasks, stopped after the data path's.
@@ -53,7 +53,7 @@ const MAX_DELIVERY_BYTES: usize = 2 * 1024 * 1024;
 pub const MAX_CONNECTIONS: usize = 64;
 
 /// Accept admin connections until the admin API's drain is stopping.
-pub async fn accept_loop(listener: TcpListener, admin: Arc<Admin>) {
+pub(crate) async fn accept_loop(listener: TcpListener, admin: Arc<Admin>) {
     let open = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let drain = admin.drain.clone();
     let stopping = drain.stopping();
@@ -174,7 +174,7 @@ fn authorized(admin: &Admin, req: &Request<Incoming>) -> bool {
 
 /// What `/v1/decisions` (or its follow stream) was asked for.
 #[derive(Debug, Clone)]
-pub struct DecisionsQuery {
+pub(crate) struct DecisionsQuery {
     /// The records to read.
     pub query: Query,
     /// Return the newest `limit` matches (like `tail`) rather than the first after `since`.
@@ -183,7 +183,7 @@ pub struct DecisionsQuery {
 
 /// Parse `since`, `limit` and `newest` (only when `with_limit`), `blocked`, `host`; anything
 /// else is refused.
-pub fn parse_query(query: &str, with_limit: bool) -> Result<DecisionsQuery, Report> {
+pub(crate) fn parse_query(query: &str, with_limit: bool) -> Result<DecisionsQuery, Report> {
     let mut newest = false;
     let mut q = Query {
         since: 0,

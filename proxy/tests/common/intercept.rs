@@ -18,14 +18,14 @@ use tokio_rustls::client::TlsStream;
 use super::{Got, connect_tunnel};
 
 /// An environment CA (ECDSA P-256), as the orchestrator generates one.
-pub struct TestCa {
+pub(crate) struct TestCa {
     pub cert_pem: String,
     pub key_pem: String,
     pub cert_der: CertificateDer<'static>,
 }
 
 impl TestCa {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
         let mut params = CertificateParams::default();
         params
@@ -42,7 +42,7 @@ impl TestCa {
     }
 
     /// The `tls:` section trusting `upstream_roots` for upstream certificates.
-    pub fn tls_yaml(
+    pub(crate) fn tls_yaml(
         &self,
         leaf_cache: usize,
         upstream_roots: &[CertificateDer<'static>],
@@ -58,7 +58,7 @@ impl TestCa {
 }
 
 /// A certificate as PEM.
-pub fn pem(der: &CertificateDer<'_>) -> String {
+pub(crate) fn pem(der: &CertificateDer<'_>) -> String {
     let b64 = base64::engine::general_purpose::STANDARD.encode(der.as_ref());
     let lines: Vec<&str> = b64
         .as_bytes()
@@ -72,7 +72,7 @@ pub fn pem(der: &CertificateDer<'_>) -> String {
 }
 
 /// A rustls client trusting exactly `roots`, offering `alpn`.
-pub fn client(roots: &[&CertificateDer<'static>], alpn: &[&[u8]]) -> TlsConnector {
+pub(crate) fn client(roots: &[&CertificateDer<'static>], alpn: &[&[u8]]) -> TlsConnector {
     let mut store = rustls::RootCertStore::empty();
     for root in roots {
         store.add((*root).clone()).unwrap();
@@ -89,7 +89,7 @@ pub fn client(roots: &[&CertificateDer<'static>], alpn: &[&[u8]]) -> TlsConnecto
 }
 
 /// CONNECT through the proxy, then a TLS handshake for `name`.
-pub async fn tls_via_connect(
+pub(crate) async fn tls_via_connect(
     proxy: SocketAddr,
     authority: &str,
     name: &str,
@@ -105,7 +105,7 @@ pub async fn tls_via_connect(
 }
 
 /// A TLS handshake straight to the transparent TLS listener for `name`.
-pub async fn tls_direct(
+pub(crate) async fn tls_direct(
     addr: SocketAddr,
     name: &str,
     connector: &TlsConnector,
@@ -116,7 +116,9 @@ pub async fn tls_direct(
 }
 
 /// An HTTP/1.1 client over an opened TLS stream.
-pub async fn h1(tls: TlsStream<TcpStream>) -> hyper::client::conn::http1::SendRequest<Full<Bytes>> {
+pub(crate) async fn h1(
+    tls: TlsStream<TcpStream>,
+) -> hyper::client::conn::http1::SendRequest<Full<Bytes>> {
     let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
         .await
         .unwrap();
@@ -125,7 +127,9 @@ pub async fn h1(tls: TlsStream<TcpStream>) -> hyper::client::conn::http1::SendRe
 }
 
 /// An HTTP/2 client over an opened TLS stream.
-pub async fn h2(tls: TlsStream<TcpStream>) -> hyper::client::conn::http2::SendRequest<Full<Bytes>> {
+pub(crate) async fn h2(
+    tls: TlsStream<TcpStream>,
+) -> hyper::client::conn::http2::SendRequest<Full<Bytes>> {
     let (send, conn) = hyper::client::conn::http2::handshake(
         hyper_util::rt::TokioExecutor::new(),
         TokioIo::new(tls),
@@ -137,7 +141,7 @@ pub async fn h2(tls: TlsStream<TcpStream>) -> hyper::client::conn::http2::SendRe
 }
 
 /// Send `req` on an HTTP/1.1 connection and read the whole answer.
-pub async fn send1(
+pub(crate) async fn send1(
     send: &mut hyper::client::conn::http1::SendRequest<Full<Bytes>>,
     req: Request<Full<Bytes>>,
 ) -> Got {
@@ -147,7 +151,7 @@ pub async fn send1(
 }
 
 /// Send `req` on an HTTP/2 connection and read the whole answer.
-pub async fn send2(
+pub(crate) async fn send2(
     send: &mut hyper::client::conn::http2::SendRequest<Full<Bytes>>,
     req: Request<Full<Bytes>>,
 ) -> Got {
@@ -157,7 +161,7 @@ pub async fn send2(
 }
 
 /// A request with a body.
-pub fn request(method: &str, host: &str, path: &str, body: &str) -> Request<Full<Bytes>> {
+pub(crate) fn request(method: &str, host: &str, path: &str, body: &str) -> Request<Full<Bytes>> {
     Request::builder()
         .method(method)
         .uri(path)

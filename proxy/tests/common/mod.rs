@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-pub mod intercept;
+pub(crate) mod intercept;
 
 use af_fixtures::test_resolver::TestResolver;
 use af_fixtures::upstream::{Replies, Reply, Upstream};
@@ -24,18 +24,18 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// The admin token every test uses.
-pub const TOKEN: &str = "test-token-0123456789abcdef";
+pub(crate) const TOKEN: &str = "test-token-0123456789abcdef";
 /// Where fake upstreams listen: a loopback address other than 127.0.0.1, so that the guard
 /// table can refuse 127.0.0.1 while the trusted network lets exactly this one through.
-pub const UPSTREAM_IP: [u8; 4] = [127, 0, 0, 2];
+pub(crate) const UPSTREAM_IP: [u8; 4] = [127, 0, 0, 2];
 /// The trusted upstream network matching [`UPSTREAM_IP`] and nothing else.
-pub const TRUSTED: &str = "127.0.0.2/32";
+pub(crate) const TRUSTED: &str = "127.0.0.2/32";
 
 /// A unique, self-removing temporary directory.
-pub struct TempDir(pub PathBuf);
+pub(crate) struct TempDir(pub PathBuf);
 
 impl TempDir {
-    pub fn new(tag: &str) -> Self {
+    pub(crate) fn new(tag: &str) -> Self {
         static N: AtomicU64 = AtomicU64::new(0);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -49,7 +49,7 @@ impl TempDir {
         std::fs::create_dir_all(&dir).unwrap();
         Self(dir)
     }
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }
@@ -61,29 +61,29 @@ impl Drop for TempDir {
 }
 
 /// Start the test resolver with `names` all answering `ips`.
-pub async fn resolver(table: Vec<(&str, Vec<IpAddr>)>) -> TestResolver {
+pub(crate) async fn resolver(table: Vec<(&str, Vec<IpAddr>)>) -> TestResolver {
     TestResolver::start(table).await.unwrap()
 }
 
 /// The loopback upstream address as an `IpAddr`.
-pub fn upstream_ip() -> IpAddr {
+pub(crate) fn upstream_ip() -> IpAddr {
     IpAddr::from(UPSTREAM_IP)
 }
 
 /// A plain-HTTP fake upstream on [`UPSTREAM_IP`].
-pub async fn http_upstream(replies: Replies) -> Upstream {
+pub(crate) async fn http_upstream(replies: Replies) -> Upstream {
     Upstream::http(SocketAddr::from((UPSTREAM_IP, 0)), replies)
         .await
         .unwrap()
 }
 
 /// A plain-HTTP fake upstream answering `200 hello`.
-pub async fn hello_upstream() -> Upstream {
+pub(crate) async fn hello_upstream() -> Upstream {
     http_upstream(Replies::new(Reply::ok("hello"))).await
 }
 
 /// How to build a sidecar for a test.
-pub struct Setup {
+pub(crate) struct Setup {
     /// The `egress:` section, YAML, indented by two spaces.
     pub egress: String,
     /// Extra top-level YAML (e.g. `limits:`).
@@ -103,7 +103,7 @@ pub struct Setup {
 }
 
 impl Setup {
-    pub fn new(egress: &str, resolver: SocketAddr) -> Self {
+    pub(crate) fn new(egress: &str, resolver: SocketAddr) -> Self {
         Self {
             egress: egress.to_owned(),
             extra: String::new(),
@@ -117,7 +117,7 @@ impl Setup {
     }
 
     /// The YAML config with every listener on the given addresses.
-    pub fn yaml(&self, journal: &Path, listen: &Listen) -> String {
+    pub(crate) fn yaml(&self, journal: &Path, listen: &Listen) -> String {
         let trusted: Vec<String> = self.trusted.iter().map(|t| format!("\"{t}\"")).collect();
         format!(
             "version: 1\nenv: test-env\nresolver: \"{resolver}\"\negress:\n{egress}\nadmin:\n  listen: \"{admin}\"\n  token: {TOKEN}\nlisteners:\n  proxy:\n    listen: \"{proxy}\"\n  transparent_http:\n    listen: \"{http}\"\n    advertised_port: {http_port}\n  transparent_tls:\n    listen: \"{tls}\"\n    upstream_port: {tls_port}\n  dns:\n{dns}\n  smtp:\n{smtp}\nguard:\n  trusted_networks: [{trusted}]\njournal:\n  dir: \"{journal}\"\n{extra}\n",
@@ -139,7 +139,7 @@ impl Setup {
 }
 
 /// Listener addresses.
-pub struct Listen {
+pub(crate) struct Listen {
     pub admin: SocketAddr,
     pub proxy: SocketAddr,
     pub http: SocketAddr,
@@ -148,7 +148,7 @@ pub struct Listen {
 
 impl Listen {
     /// Every listener on an ephemeral loopback port.
-    pub fn ephemeral() -> Self {
+    pub(crate) fn ephemeral() -> Self {
         let any = SocketAddr::from(([127, 0, 0, 1], 0));
         Self {
             admin: any,
@@ -159,7 +159,7 @@ impl Listen {
     }
 
     /// Four currently free loopback ports (for the binary, which cannot report its ports).
-    pub fn free() -> Self {
+    pub(crate) fn free() -> Self {
         let pick = || {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap()
@@ -174,7 +174,7 @@ impl Listen {
 }
 
 /// The real `af-proxy` binary on `config`, logging warnings to nowhere.
-pub fn spawn_binary(config: &Path) -> Child {
+pub(crate) fn spawn_binary(config: &Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_af-proxy"))
         .arg("--config")
         .arg(config)
@@ -186,7 +186,7 @@ pub fn spawn_binary(config: &Path) -> Child {
 }
 
 /// Wait until the binary's admin API answers `/healthz`.
-pub async fn wait_healthy(admin: &Admin) {
+pub(crate) async fn wait_healthy(admin: &Admin) {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         if TcpStream::connect(admin.0).await.is_ok()
@@ -200,18 +200,18 @@ pub async fn wait_healthy(admin: &Admin) {
 }
 
 /// A sidecar running in this process.
-pub struct Sidecar {
+pub(crate) struct Sidecar {
     pub running: Running,
     pub journal_dir: TempDir,
 }
 
 impl Sidecar {
-    pub async fn start(setup: &Setup) -> Self {
+    pub(crate) async fn start(setup: &Setup) -> Self {
         Self::start_in(setup, TempDir::new("journal")).await
     }
 
     /// Stop this sidecar and start another on the same journal (a restart).
-    pub async fn restart(self, setup: &Setup) -> Self {
+    pub(crate) async fn restart(self, setup: &Setup) -> Self {
         let Sidecar {
             running,
             journal_dir,
@@ -232,25 +232,25 @@ impl Sidecar {
         }
     }
 
-    pub fn proxy(&self) -> SocketAddr {
+    pub(crate) fn proxy(&self) -> SocketAddr {
         self.running.proxy.unwrap()
     }
-    pub fn http(&self) -> SocketAddr {
+    pub(crate) fn http(&self) -> SocketAddr {
         self.running.transparent_http.unwrap()
     }
-    pub fn tls(&self) -> SocketAddr {
+    pub(crate) fn tls(&self) -> SocketAddr {
         self.running.transparent_tls.unwrap()
     }
-    pub fn admin(&self) -> Admin {
+    pub(crate) fn admin(&self) -> Admin {
         Admin(self.running.admin)
     }
-    pub fn dns(&self) -> SocketAddr {
+    pub(crate) fn dns(&self) -> SocketAddr {
         self.running.dns.unwrap()
     }
 }
 
 /// An HTTP/1.1 client connection (keep-alive) to `addr`.
-pub async fn connect(addr: SocketAddr) -> SendRequest<Empty<Bytes>> {
+pub(crate) async fn connect(addr: SocketAddr) -> SendRequest<Empty<Bytes>> {
     let stream = TcpStream::connect(addr).await.unwrap();
     let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
@@ -260,19 +260,19 @@ pub async fn connect(addr: SocketAddr) -> SendRequest<Empty<Bytes>> {
 }
 
 /// A response with its body read.
-pub struct Got {
+pub(crate) struct Got {
     pub status: u16,
     pub headers: http::HeaderMap,
     pub body: String,
 }
 
 impl Got {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
     /// Read a whole response.
-    pub async fn read(resp: Response<hyper::body::Incoming>) -> Self {
+    pub(crate) async fn read(resp: Response<hyper::body::Incoming>) -> Self {
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
         let body = resp.into_body().collect().await.unwrap().to_bytes();
@@ -285,13 +285,13 @@ impl Got {
 }
 
 /// Send a request on `send` and read the whole answer.
-pub async fn send(send: &mut SendRequest<Empty<Bytes>>, req: Request<Empty<Bytes>>) -> Got {
+pub(crate) async fn send(send: &mut SendRequest<Empty<Bytes>>, req: Request<Empty<Bytes>>) -> Got {
     send.ready().await.unwrap();
     Got::read(send.send_request(req).await.unwrap()).await
 }
 
 /// GET an absolute URL through the explicit proxy on a new connection.
-pub async fn proxy_get(proxy: SocketAddr, url: &str) -> Got {
+pub(crate) async fn proxy_get(proxy: SocketAddr, url: &str) -> Got {
     let mut c = connect(proxy).await;
     let uri: http::Uri = url.parse().unwrap();
     let host = uri.authority().unwrap().as_str().to_owned();
@@ -303,7 +303,7 @@ pub async fn proxy_get(proxy: SocketAddr, url: &str) -> Got {
 }
 
 /// Send raw bytes and read until the server closes or `timeout`; returns what was read.
-pub async fn raw(addr: SocketAddr, bytes: &[u8], timeout: Duration) -> String {
+pub(crate) async fn raw(addr: SocketAddr, bytes: &[u8], timeout: Duration) -> String {
     let mut s = TcpStream::connect(addr).await.unwrap();
     s.write_all(bytes).await.unwrap();
     let mut out = Vec::new();
@@ -312,7 +312,7 @@ pub async fn raw(addr: SocketAddr, bytes: &[u8], timeout: Duration) -> String {
 }
 
 /// Open a CONNECT tunnel; returns the response head and the stream.
-pub async fn connect_tunnel(proxy: SocketAddr, authority: &str) -> (String, TcpStream) {
+pub(crate) async fn connect_tunnel(proxy: SocketAddr, authority: &str) -> (String, TcpStream) {
     let mut s = TcpStream::connect(proxy).await.unwrap();
     let req = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n");
     s.write_all(req.as_bytes()).await.unwrap();
@@ -328,11 +328,11 @@ pub async fn connect_tunnel(proxy: SocketAddr, authority: &str) -> (String, TcpS
 }
 
 /// The admin API.
-pub struct Admin(pub SocketAddr);
+pub(crate) struct Admin(pub SocketAddr);
 
 impl Admin {
     /// GET `path` with `token` (None: no Authorization header).
-    pub async fn get_with(&self, path: &str, token: Option<&str>) -> Got {
+    pub(crate) async fn get_with(&self, path: &str, token: Option<&str>) -> Got {
         let mut c = connect(self.0).await;
         let mut req = Request::get(path).header("host", "admin");
         if let Some(t) = token {
@@ -342,7 +342,7 @@ impl Admin {
     }
 
     /// POST a JSON document to `path` with the right token.
-    pub async fn post_json(&self, path: &str, body: &Value) -> Got {
+    pub(crate) async fn post_json(&self, path: &str, body: &Value) -> Got {
         let stream = TcpStream::connect(self.0).await.unwrap();
         let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
@@ -358,14 +358,14 @@ impl Admin {
     }
 
     /// GET `path` with the right token, as JSON.
-    pub async fn json(&self, path: &str) -> Value {
+    pub(crate) async fn json(&self, path: &str) -> Value {
         let got = self.get_with(path, Some(TOKEN)).await;
         assert_eq!(got.status, 200, "{path}: {}", got.body);
         serde_json::from_str(&got.body).unwrap()
     }
 
     /// Records matching `query` (e.g. `blocked=true`).
-    pub async fn records(&self, query: &str) -> Vec<Value> {
+    pub(crate) async fn records(&self, query: &str) -> Vec<Value> {
         let v = self
             .json(&format!("/v1/decisions?limit=1000&{query}"))
             .await;
@@ -373,7 +373,7 @@ impl Admin {
     }
 
     /// Wait until at least `n` records match `query`.
-    pub async fn wait_records(&self, query: &str, n: usize) -> Vec<Value> {
+    pub(crate) async fn wait_records(&self, query: &str, n: usize) -> Vec<Value> {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let recs = self.records(query).await;
@@ -389,7 +389,7 @@ impl Admin {
     }
 
     /// A counter from `/metrics`.
-    pub async fn metric(&self, name: &str) -> u64 {
+    pub(crate) async fn metric(&self, name: &str) -> u64 {
         let got = self.get_with("/metrics", Some(TOKEN)).await;
         got.body
             .lines()
@@ -400,13 +400,13 @@ impl Admin {
 }
 
 /// `fixtures/openapi/shop.yaml` as JSON, for `modes.openapi`.
-pub fn shop_openapi() -> Value {
+pub(crate) fn shop_openapi() -> Value {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/openapi/shop.yaml");
     serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 /// Egress YAML with `rules` (each `(host, mode)`) and default block.
-pub fn egress(rules: &[(&str, &str)]) -> String {
+pub(crate) fn egress(rules: &[(&str, &str)]) -> String {
     if rules.is_empty() {
         return "  default: block\n  rules: []\n".into();
     }

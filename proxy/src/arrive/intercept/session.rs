@@ -1,0 +1,194 @@
+//! An intercepted connection: complete the handshake, then serve HTTP/2 or HTTP/1.1 (as ALPN
+//! chose) and decide every request on its own host. A request that names another host than
+//! the connection's is decided for that host: switching to a blocked host is refused.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use af_policy::error::codes;
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper::server::conn::http2;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_rustls::server::TlsStream;
+
+use super::HandshakeError;
+use crate::answer::body::ProxyBody;
+use crate::answer::refusal::Refusal;
+use crate::answer::request::{Origin, respond};
+use crate::arrive::listener::{Conn, no_single_host, request_authority, serve_http};
+use crate::decide::Ticket;
+use crate::limits::IdleIo;
+use crate::metrics::{Unanswered, Via};
+use crate::state::State;
+
+/// HTTP/2 streams a client may open at once on one intercepted connection.
+const MAX_CONCURRENT_STREAMS: u32 = 100;
+
+/// Journal a failed interception handshake against the connection's ticket.
+fn handshake_failed(ticket: Ticket, error: &HandshakeError) {
+    let refusal = match error {
+        HandshakeError::ClientRejected { name, .. } => Refusal::new(
+            StatusCode::BAD_GATEWAY,
+            &codes::NET_CLIENT_REJECTED_CERT,
+            "client_rejected_certificate",
+            format!("{error}"),
+        )
+        .with_next(format!(
+            "If the client pins certificates, set {name} to allow so it is tunnelled untouched; otherwise make it trust the environment CA (SSL_CERT_FILE)."
+        )),
+        HandshakeError::Failed(_) => Refusal::new(
+            StatusCode::BAD_GATEWAY,
+            &codes::NET_INTERCEPT,
+            "intercept",
+            format!("{error}"),
+        ),
+    };
+    ticket.refused_in_tls(&refusal);
+}
+
+/// Complete the handshake (within the ClientHello timeout), then serve the connection; a
+/// failed handshake is journaled against the connection's ticket.
+pub(crate) async fn open<IO>(
+    state: Arc<State>,
+    conn: Conn,
+    ticket: Ticket,
+    port: u16,
+    handshake: impl Future<Output = Result<TlsStream<IO>, HandshakeError>>,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    match tokio::time::timeout(state.tuning.client_hello_timeout, handshake).await {
+        Ok(Ok(tls)) => serve(state, conn, tls, ticket, port).await,
+        Ok(Err(e)) => handshake_failed(ticket, &e),
+        Err(_) => handshake_failed(
+            ticket,
+            &HandshakeError::Failed("the client did not finish the handshake in time".into()),
+        ),
+    }
+}
+
+/// The connection's own ticket until its first request arrives.
+#[derive(Clone)]
+struct ConnectionTicket(Arc<Mutex<Option<Ticket>>>);
+
+impl ConnectionTicket {
+    fn take(&self) -> Option<Ticket> {
+        self.0.lock().ok()?.take()
+    }
+}
+
+/// Serve an opened connection until it closes or idles out. Each request inside is journaled
+/// on its own, so the connection's ticket is superseded once one arrives; a connection closed
+/// without any request is a client that refused the certificate after the handshake (OkHttp's
+/// and Node's pinning check then), journaled as such. One the drain deadline cuts before any
+/// request is journaled as `shutdown` when its ticket is dropped.
+async fn serve<IO>(state: Arc<State>, conn: Conn, tls: TlsStream<IO>, ticket: Ticket, port: u16)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let connection_host = ticket.host().to_owned();
+    let own = ConnectionTicket(Arc::new(Mutex::new(Some(ticket))));
+    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+    let handler = {
+        let (state, conn, own) = (state.clone(), conn.clone(), own.clone());
+        let host = connection_host.clone();
+        move |req| {
+            if let Some(ticket) = own.take() {
+                ticket.superseded();
+            }
+            handle(state.clone(), conn.clone(), host.clone(), port, req)
+        }
+    };
+    if h2 {
+        serve_h2(&state, &conn, tls, handler).await;
+    } else {
+        let origin = Origin {
+            via: Via::Intercept,
+            client: conn.peer,
+            port,
+        };
+        serve_http(&state, tls, &conn, origin, &connection_host, handler).await;
+    }
+    if let Some(ticket) = own.take() {
+        handshake_failed(
+            ticket,
+            &HandshakeError::ClientRejected {
+                name: connection_host,
+                why: "it closed the connection after the handshake without sending a request"
+                    .into(),
+            },
+        );
+    }
+}
+
+/// Serve HTTP/2 until the connection closes or idles out.
+async fn serve_h2<IO, F, Fut>(state: &State, conn: &Conn, tls: TlsStream<IO>, handler: F)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    F: Fn(Request<Incoming>) -> Fut + Send + 'static,
+    Fut: Future<Output = Response<ProxyBody>> + Send + 'static,
+{
+    let t = state.tuning;
+    let io = TokioIo::new(IdleIo::new(tls, conn.activity.clone()));
+    let svc = service_fn(move |req| {
+        let fut = handler(req);
+        async move { Ok::<_, Infallible>(fut.await) }
+    });
+    // Streams run on the drain, tracked with the connection's task.
+    let mut builder = http2::Builder::new(state.drain.clone());
+    builder
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+        .max_header_list_size(u32::try_from(t.max_header_bytes).unwrap_or(u32::MAX));
+    let served = builder.serve_connection(io, svc);
+    tokio::pin!(served);
+    // Once the sidecar is stopping: GOAWAY, the open streams finish, no new one starts.
+    let stopping = state.drain.stopping();
+    tokio::pin!(stopping);
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            r = &mut served => {
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, peer = %conn.peer, "intercepted connection ended with an error");
+                }
+                return;
+            }
+            () = conn.activity.idle_for(t.idle_timeout) => {
+                state.metrics.unanswered(Unanswered::Idle);
+                tracing::debug!(peer = %conn.peer, "intercepted connection idle, closed");
+                return;
+            }
+            () = &mut stopping, if !closing => {
+                closing = true;
+                served.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
+
+async fn handle(
+    state: Arc<State>,
+    conn: Conn,
+    connection_host: String,
+    port: u16,
+    req: Request<Incoming>,
+) -> Response<ProxyBody> {
+    let origin = Origin {
+        via: Via::Intercept,
+        client: conn.peer,
+        port,
+    };
+    // HTTP/2 carries the host in the URI; HTTP/1.1 in its one Host header. A request naming
+    // none is for the connection's host.
+    let (host, authority) = match request_authority(&req) {
+        Ok(Some(authority)) => (authority.host().to_owned(), authority.as_str().to_owned()),
+        Ok(None) => (connection_host.clone(), connection_host.clone()),
+        Err(problem) => return no_single_host(&state, origin, &connection_host, &req, &problem),
+    };
+    respond(&state, origin, req, &host, &authority).await
+}

@@ -1,0 +1,252 @@
+//! The ticket of a decided request: closed exactly once with how the request ended, which
+//! writes its journal record.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use af_policy::egress::{Decision, Mode, RuleId};
+use af_policy::error::ErrorCode;
+
+use crate::answer::refusal::Refusal;
+use crate::decide::ask::Ask;
+use crate::decide::tripwire;
+use crate::metrics::{Outcome, Via};
+use crate::record::journal::{DecisionRecord, Entry};
+use crate::state::State;
+
+/// A decided request not yet journaled. Close it with exactly one of its methods.
+pub(crate) struct Ticket {
+    state: Arc<State>,
+    via: Via,
+    mode: Option<Mode>,
+    pub(super) rule: Option<RuleId>,
+    started: Instant,
+    /// Not yet journaled.
+    open: bool,
+    pub(super) record: DecisionRecord,
+}
+
+impl Ticket {
+    pub(super) fn decided(
+        state: &Arc<State>,
+        ask: &Ask<'_>,
+        host: String,
+        decision: &Decision,
+        label: String,
+    ) -> Self {
+        let mut ticket = Self::new(
+            state,
+            ask,
+            host,
+            Some(decision.mode),
+            Some(label),
+            decision.reason.as_str(),
+        );
+        ticket.rule = decision.rule;
+        ticket
+    }
+
+    pub(super) fn new(
+        state: &Arc<State>,
+        ask: &Ask<'_>,
+        host: String,
+        mode: Option<Mode>,
+        rule: Option<String>,
+        reason: &str,
+    ) -> Self {
+        Self {
+            state: state.clone(),
+            via: ask.via,
+            mode,
+            rule: None,
+            started: Instant::now(),
+            open: true,
+            record: DecisionRecord {
+                via: ask.via.as_str().to_owned(),
+                client: ask.client,
+                method: ask.method.to_owned(),
+                host,
+                port: ask.port,
+                // Every record's path is redacted: no secret a URL carries reaches disk.
+                path: tripwire::redact_path(ask.path).into_owned(),
+                tls: matches!(ask.via, Via::Tls | Via::Intercept),
+                mode,
+                rule,
+                reason: reason.to_owned(),
+                ..DecisionRecord::default()
+            },
+        }
+    }
+
+    /// The host decided on.
+    pub(crate) fn host(&self) -> &str {
+        &self.record.host
+    }
+
+    /// The client's address.
+    pub(crate) fn client(&self) -> SocketAddr {
+        self.record.client
+    }
+
+    /// The rule that decided, if one did (not the default).
+    pub(crate) fn rule(&self) -> Option<RuleId> {
+        self.rule
+    }
+
+    /// The label of the rule that decided (`rules[N] host` or `default`).
+    pub(crate) fn rule_label(&self) -> Option<&str> {
+        self.record.rule.as_deref()
+    }
+
+    /// A record for a request the sidecar itself sends on this one's behalf (synth asking its
+    /// model): this request's listener, client, mode and rule; the caller fills in the rest.
+    pub(crate) fn on_behalf(&self) -> DecisionRecord {
+        let r = &self.record;
+        DecisionRecord {
+            via: r.via.clone(),
+            client: r.client,
+            mode: r.mode,
+            rule: r.rule.clone(),
+            ..DecisionRecord::default()
+        }
+    }
+
+    /// The connection was opened for interception: each request inside it is decided and
+    /// journaled on its own, so the connection itself leaves no record.
+    pub(crate) fn superseded(mut self) {
+        self.open = false;
+    }
+
+    /// The sidecar answered the request itself (mock, capture, synth): nothing left the
+    /// environment. `up` is the request body read, `down` the answer's body.
+    pub(crate) fn answered(mut self, status: u16, up: u64, down: u64) {
+        self.finish(false, Some(status), up, down, Outcome::Answered);
+    }
+
+    /// The request was refused (nothing left the environment).
+    pub(crate) fn refused(self, refusal: &Refusal) {
+        let status = match self.via {
+            Via::Tls | Via::Smtp => None,
+            _ => Some(refusal.status.as_u16()),
+        };
+        self.refused_with(status, refusal);
+    }
+
+    /// The connection was refused inside TLS, after it was accepted: the status journaled is
+    /// the last one the client saw (200 for a CONNECT, none on the transparent listener).
+    pub(crate) fn refused_in_tls(self, refusal: &Refusal) {
+        let status = (self.record.method == "CONNECT").then_some(200);
+        self.refused_with(status, refusal);
+    }
+
+    fn refused_with(mut self, status: Option<u16>, refusal: &Refusal) {
+        self.record.reason.clone_from(&refusal.reason);
+        self.record.code = Some(refusal.code.code.to_owned());
+        self.record.error = Some(tripwire::redact(&refusal.statement).into_owned());
+        self.finish(false, status, 0, 0, Outcome::Refused);
+    }
+
+    /// The request had begun to leave when the client broke it (a malformed body): the
+    /// client's error, coded as `refusal`; `up` is what was sent.
+    pub(crate) fn client_failed(mut self, refusal: &Refusal, up: u64) {
+        self.record.reason.clone_from(&refusal.reason);
+        self.record.code = Some(refusal.code.code.to_owned());
+        self.record.error = Some(tripwire::redact(&refusal.statement).into_owned());
+        self.finish(
+            true,
+            Some(refusal.status.as_u16()),
+            up,
+            0,
+            Outcome::ClientError,
+        );
+    }
+
+    /// Whether the sidecar is stopping and its drain deadline has passed: what is still open
+    /// is being closed.
+    pub(crate) fn is_cut(&self) -> bool {
+        self.state.drain.is_cut()
+    }
+
+    /// Still open when the drain deadline passed, and closed by the sidecar: `status` is what
+    /// the client was answered, `up`/`down` what moved.
+    pub(crate) fn cut(mut self, status: Option<u16>, up: u64, down: u64) {
+        self.close_cut(status, up, down);
+    }
+
+    fn close_cut(&mut self, status: Option<u16>, up: u64, down: u64) {
+        "shutdown".clone_into(&mut self.record.reason);
+        self.record.error =
+            Some("the sidecar stopped and its drain deadline passed before this ended".to_owned());
+        let allowed = self.may_have_left();
+        self.finish(allowed, status, up, down, Outcome::Shutdown);
+    }
+
+    /// Whether the request may have left before it ended (its mode forwards).
+    fn may_have_left(&self) -> bool {
+        matches!(self.mode, Some(Mode::Allow | Mode::Sandbox))
+    }
+
+    /// The loops this sidecar refused lately.
+    pub(crate) fn loops(&self) -> &crate::decide::loops::Loops {
+        &self.state.loops
+    }
+
+    /// The request was forwarded and completed (any upstream status).
+    pub(crate) fn forwarded(mut self, status: Option<u16>, up: u64, down: u64) {
+        self.finish(true, status, up, down, Outcome::Forwarded);
+    }
+
+    /// The request was allowed but the upstream failed; `up`/`down` count what moved.
+    pub(crate) fn upstream_failed(
+        mut self,
+        status: Option<u16>,
+        code: &'static ErrorCode,
+        reason: &str,
+        error: String,
+        up: u64,
+        down: u64,
+    ) {
+        reason.clone_into(&mut self.record.reason);
+        self.record.code = Some(code.code.to_owned());
+        self.record.error = Some(error);
+        self.finish(true, status, up, down, Outcome::UpstreamError);
+    }
+
+    fn finish(&mut self, allowed: bool, status: Option<u16>, up: u64, down: u64, outcome: Outcome) {
+        self.open = false;
+        let r = &mut self.record;
+        r.allowed = allowed;
+        r.status = status;
+        r.bytes_up = up;
+        r.bytes_down = down;
+        r.duration_ms = self.started.elapsed().as_millis() as u64;
+        let metrics = &self.state.metrics;
+        if let Some(mode) = self.mode {
+            metrics.request(self.via, mode, outcome);
+        }
+        metrics.bytes(up, down);
+        tracing::debug!(host = %r.host, reason = %r.reason, allowed, "decision");
+        let record = std::mem::take(&mut self.record);
+        self.state.journal.record(Entry::Decision(record));
+    }
+}
+
+impl Drop for Ticket {
+    /// A ticket dropped unclosed is a request whose task was cancelled before it was answered
+    /// (an HTTP/2 stream reset, the idle watchdog closing the connection, the sidecar's drain
+    /// deadline): it is journaled rather than lost, since an allowed request may already have
+    /// left.
+    fn drop(&mut self) {
+        if !self.open {
+            return;
+        }
+        if self.is_cut() {
+            return self.close_cut(None, 0, 0);
+        }
+        self.record.reason = "client_gone".to_owned();
+        self.record.error = Some("the client went away before the request was answered".to_owned());
+        let allowed = self.may_have_left();
+        self.finish(allowed, None, 0, 0, Outcome::ClientGone);
+    }
+}

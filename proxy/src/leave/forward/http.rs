@@ -1,0 +1,262 @@
+//! Forwarding an allowed HTTP request through the pooled client.
+//!
+//! Hop-by-hop and `Proxy-*` headers are stripped both ways, one `Via` is added, redirects are
+//! passed back (the client never follows them). The record is written when the response body
+//! ends, so it carries the bytes that really moved.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use af_policy::error::codes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Request, Response, Uri};
+use http_body_util::Either;
+use hyper::body::Incoming;
+
+use super::{dial_failed, upstream_refusal};
+use crate::answer::body::{JournaledBody, ProxyBody};
+use crate::answer::refusal::client_body_refusal;
+use crate::answer::refuse::{came_back, loop_refusal, refuse, refuse_loop};
+use crate::decide::Ticket;
+use crate::leave::forward::client::{CountingBody, HttpClient};
+use crate::leave::guard::DialError;
+use crate::leave::upstream::HttpsClient;
+
+/// The `Via` the sidecar adds to forwarded requests.
+const VIA: &str = "1.1 af-proxy";
+/// How the sidecar recognises its own `Via`.
+const VIA_TOKEN: &str = "af-proxy";
+
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Remove hop-by-hop headers, those named in `Connection`, and every `Proxy-*` header.
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let mut named: Vec<HeaderName> = Vec::new();
+    for value in headers.get_all(header::CONNECTION) {
+        if let Ok(v) = value.to_str() {
+            named.extend(
+                v.split(',')
+                    .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok()),
+            );
+        }
+    }
+    for name in named {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+    if headers.keys().any(|k| k.as_str().starts_with("proxy-")) {
+        let proxy: Vec<HeaderName> = headers
+            .keys()
+            .filter(|k| k.as_str().starts_with("proxy-"))
+            .cloned()
+            .collect();
+        for name in proxy {
+            headers.remove(name);
+        }
+    }
+}
+
+/// Which pooled client a request leaves through.
+#[derive(Clone, Copy)]
+pub(crate) enum Upstream<'a> {
+    /// Plain HTTP (the proxy's absolute-form requests, transparent HTTP).
+    Http(&'a HttpClient),
+    /// HTTPS with the upstream's certificate verified (requests inside an intercepted
+    /// connection).
+    Https(&'a HttpsClient),
+}
+
+impl Upstream<'_> {
+    fn scheme(self) -> &'static str {
+        match self {
+            Upstream::Http(_) => "http",
+            Upstream::Https(_) => "https",
+        }
+    }
+
+    async fn request(
+        self,
+        req: Request<CountingBody>,
+    ) -> Result<Response<Incoming>, hyper_util::client::legacy::Error> {
+        match self {
+            Upstream::Http(client) => client.request(req).await,
+            Upstream::Https(client) => client.request(req).await,
+        }
+    }
+}
+
+/// Forward `req` to `scheme://host:port` + its path with `authority` as its only `Host` header:
+/// the upstream is always asked for the host that was decided.
+pub(crate) async fn forward(
+    upstream: Upstream<'_>,
+    req: Request<Incoming>,
+    host: &str,
+    port: u16,
+    authority: &str,
+    ticket: Ticket,
+) -> Response<ProxyBody> {
+    let (mut parts, body) = req.into_parts();
+    // Our own Via on an incoming request means it came back to us (e.g. an inside address of
+    // the sidecar): refuse rather than loop until the connection cap.
+    let looped = parts
+        .headers
+        .get_all(header::VIA)
+        .iter()
+        .any(|v| v.to_str().is_ok_and(|v| v.contains(VIA_TOKEN)));
+    if looped {
+        return refuse_loop(ticket, host, port);
+    }
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let bracketed = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    };
+    let scheme = upstream.scheme();
+    let uri = match Uri::try_from(format!("{scheme}://{bracketed}:{port}{path}")) {
+        Ok(uri) => uri,
+        Err(e) => {
+            let refusal = upstream_refusal(
+                "bad_request",
+                &format!("the upstream URL could not be built: {e}"),
+            );
+            let resp = refusal.response().map(Either::Left);
+            ticket.refused(&refusal);
+            return resp;
+        }
+    };
+    parts.uri = uri;
+    if parts.version == http::Version::HTTP_2 {
+        join_cookies(&mut parts.headers);
+    }
+    parts.version = http::Version::HTTP_11;
+    strip_hop_by_hop(&mut parts.headers);
+    match HeaderValue::from_str(authority) {
+        // `insert` replaces every Host the client sent.
+        Ok(v) => {
+            parts.headers.insert(header::HOST, v);
+        }
+        Err(_) => {
+            parts.headers.remove(header::HOST);
+        }
+    }
+    parts
+        .headers
+        .append(header::VIA, HeaderValue::from_static(VIA));
+    let up = Arc::new(AtomicU64::new(0));
+    let req = Request::from_parts(parts, CountingBody::new(body, up.clone()));
+    match upstream.request(req).await {
+        Ok(resp) if came_back(&ticket, &resp) => refuse(ticket, &loop_refusal(host, port)),
+        Ok(resp) => {
+            let (mut parts, body) = resp.into_parts();
+            strip_hop_by_hop(&mut parts.headers);
+            let status = parts.status.as_u16();
+            Response::from_parts(
+                parts,
+                Either::Right(JournaledBody::new(body, ticket, status, up)),
+            )
+        }
+        Err(e) => {
+            if let Some(dial) = find_dial_error(&e) {
+                return dial_failed(dial, ticket, true).response().map(Either::Left);
+            }
+            if let Some(refusal) = client_body_refusal(&e) {
+                let resp = refusal.response().map(Either::Left);
+                ticket.client_failed(&refusal, up.load(Relaxed));
+                return resp;
+            }
+            let error = format!("the upstream {host}:{port} failed: {}", error_chain(&e));
+            let refusal = upstream_refusal("upstream", &error);
+            let resp = refusal.response().map(Either::Left);
+            let sent = up.load(Relaxed);
+            ticket.upstream_failed(Some(502), &codes::NET_UPSTREAM, "upstream", error, sent, 0);
+            resp
+        }
+    }
+}
+
+/// HTTP/2 may split `Cookie` into one field per pair; HTTP/1.1 needs one line joined with
+/// `"; "` (RFC 9113 section 8.2.3).
+fn join_cookies(headers: &mut HeaderMap) {
+    if headers.get_all(header::COOKIE).iter().nth(1).is_none() {
+        return;
+    }
+    let joined: Vec<u8> = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .map(HeaderValue::as_bytes)
+        .collect::<Vec<_>>()
+        .join(&b"; "[..]);
+    if let Ok(value) = HeaderValue::from_bytes(&joined) {
+        headers.insert(header::COOKIE, value);
+    }
+}
+
+fn find_dial_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a DialError> {
+    let mut cur: Option<&'a (dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(d) = err.downcast_ref::<DialError>() {
+            return Some(d);
+        }
+        cur = err.source();
+    }
+    None
+}
+
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(err) = cur {
+        out.push_str(": ");
+        out.push_str(&err.to_string());
+        cur = err.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_http2_cookies_are_joined_for_http1() {
+        let mut h = HeaderMap::new();
+        h.append(header::COOKIE, HeaderValue::from_static("a=1"));
+        h.append(header::COOKIE, HeaderValue::from_static("b=2"));
+        join_cookies(&mut h);
+        let all: Vec<_> = h.get_all(header::COOKIE).iter().collect();
+        assert_eq!(all, ["a=1; b=2"]);
+    }
+
+    #[test]
+    fn hop_by_hop_and_proxy_headers_are_stripped() {
+        let mut h = HeaderMap::new();
+        for (k, v) in [
+            ("connection", "keep-alive, x-secret"),
+            ("x-secret", "1"),
+            ("keep-alive", "timeout=5"),
+            ("proxy-authorization", "Basic x"),
+            ("proxy-foo", "y"),
+            ("te", "trailers"),
+            ("upgrade", "websocket"),
+            ("accept", "*/*"),
+        ] {
+            h.insert(HeaderName::from_static(k), HeaderValue::from_static(v));
+        }
+        strip_hop_by_hop(&mut h);
+        let left: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
+        assert_eq!(left, ["accept"]);
+    }
+}
