@@ -5,9 +5,7 @@
 //! gives the answer. The format is documented for people in `docs/mock-packs.md`.
 
 use std::borrow::Cow;
-use std::cell::OnceCell;
 use std::collections::BTreeMap;
-use std::fmt;
 
 use bytes::Bytes;
 use http::header::{self, HeaderName};
@@ -16,6 +14,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{Answer, Exchange};
+
+mod error;
+mod path;
+mod request;
+
+pub(crate) use self::error::{PackError, Problem};
+pub use self::path::PathTemplate;
+use self::request::{Request, leaves, scalar_text};
 
 /// Methods a route may name (an unknown one is more likely a typo than an extension method).
 const METHODS: [Method; 9] = [
@@ -29,66 +35,6 @@ const METHODS: [Method; 9] = [
     Method::TRACE,
     Method::CONNECT,
 ];
-
-/// Why a fixture pack was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum PackError {
-    /// A built-in pack is not YAML (a build defect, caught by the unit tests).
-    #[error("built-in fixture pack {pack}: {reason}")]
-    BuiltinYaml {
-        /// The built-in pack's file name.
-        pack: &'static str,
-        /// The YAML reader's first line.
-        reason: String,
-    },
-    /// A field of the document is wrong.
-    #[error("fixture pack {pack}: {at}: {problem}")]
-    Invalid {
-        /// The pack's name (or the path it was loaded from).
-        pack: String,
-        /// Where in the document: `routes[3].path`.
-        at: String,
-        /// What is wrong there.
-        problem: Problem,
-    },
-}
-
-/// What is wrong with one field of a pack (or of an OpenAPI path template).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Problem {
-    /// The document does not have the pack's shape (missing, unknown or mistyped field).
-    #[error("{0}")]
-    Shape(String),
-    /// A path template does not start with `/`.
-    #[error("must start with '/'")]
-    NotAbsolute,
-    /// A segment has braces that are not one `{name}`.
-    #[error("segment {0:?} is not a literal or one {{name}} parameter")]
-    Brace(String),
-    /// A parameter name is used twice in one template.
-    #[error("parameter {{{0}}} appears twice")]
-    DuplicateParameter(String),
-    /// The method is not a standard HTTP method.
-    #[error(
-        "{0:?} is not an HTTP method (GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, TRACE, CONNECT)"
-    )]
-    Method(String),
-    /// The status is outside 100-599.
-    #[error("{0} is not an HTTP status (100-599)")]
-    Status(u16),
-    /// A header name is not a valid token.
-    #[error("{0:?} is not a header name")]
-    HeaderName(String),
-    /// A header value holds characters a header cannot carry.
-    #[error("is not a valid header value")]
-    HeaderValue,
-    /// A query, form or header value is an object, array or null.
-    #[error("must be a string, number or boolean")]
-    NotScalar,
-    /// A route gives both `json` and `text`.
-    #[error("give the answer as `json` or `text`, not both")]
-    TwoAnswers,
-}
 
 /// The document form of a pack, as people write it.
 #[derive(Deserialize)]
@@ -453,222 +399,6 @@ impl Hit<'_> {
         }
         out.push_str(&text[copied..]);
         Cow::Owned(out)
-    }
-}
-
-/// A path with `{name}` parameters: each segment is a literal, or one parameter with an
-/// optional literal prefix and suffix (`{id}.json`). A trailing `/` is ignored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PathTemplate {
-    text: String,
-    segments: Vec<Segment>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Segment {
-    Literal(String),
-    Param {
-        prefix: String,
-        name: String,
-        suffix: String,
-    },
-}
-
-impl Segment {
-    /// Literals outrank parameters with a literal part, which outrank bare parameters.
-    fn rank(&self) -> u8 {
-        match self {
-            Segment::Literal(_) => 2,
-            Segment::Param { prefix, suffix, .. } if !prefix.is_empty() || !suffix.is_empty() => 1,
-            Segment::Param { .. } => 0,
-        }
-    }
-}
-
-impl PathTemplate {
-    /// Parse a template such as `/v1/customers/{id}`.
-    pub fn parse(text: &str) -> Result<PathTemplate, Problem> {
-        if !text.starts_with('/') {
-            return Err(Problem::NotAbsolute);
-        }
-        let mut segments = Vec::new();
-        for raw in split_path(text) {
-            let segment = match (raw.find('{'), raw.find('}')) {
-                (None, None) => Segment::Literal(raw.to_owned()),
-                (Some(open), Some(close))
-                    if open + 1 < close
-                        && raw.matches('{').count() == 1
-                        && raw.matches('}').count() == 1 =>
-                {
-                    Segment::Param {
-                        prefix: raw[..open].to_owned(),
-                        name: raw[open + 1..close].to_owned(),
-                        suffix: raw[close + 1..].to_owned(),
-                    }
-                }
-                _ => return Err(Problem::Brace(raw.to_owned())),
-            };
-            if let Segment::Param { name, .. } = &segment
-                && segments
-                    .iter()
-                    .any(|s| matches!(s, Segment::Param { name: n, .. } if n == name))
-            {
-                return Err(Problem::DuplicateParameter(name.clone()));
-            }
-            segments.push(segment);
-        }
-        Ok(PathTemplate {
-            text: text.to_owned(),
-            segments,
-        })
-    }
-
-    /// The parameter values if `path` (without its query) fits the template.
-    pub fn matches<'a>(&'a self, path: &'a str) -> Option<Vec<(&'a str, &'a str)>> {
-        let mut params = Vec::new();
-        let mut parts = split_path(path);
-        for segment in &self.segments {
-            let part = parts.next()?;
-            match segment {
-                Segment::Literal(literal) if literal == part => {}
-                Segment::Literal(_) => return None,
-                Segment::Param {
-                    prefix,
-                    name,
-                    suffix,
-                } => {
-                    let value = part
-                        .strip_prefix(prefix.as_str())?
-                        .strip_suffix(suffix.as_str())?;
-                    if value.is_empty() {
-                        return None;
-                    }
-                    params.push((name.as_str(), value));
-                }
-            }
-        }
-        parts.next().is_none().then_some(params)
-    }
-
-    /// How this template compares with another matching the same path: the first segment
-    /// where one is literal and the other is not decides.
-    pub fn outranks(&self, other: &PathTemplate) -> std::cmp::Ordering {
-        let mine = self.segments.iter().map(Segment::rank);
-        mine.cmp(other.segments.iter().map(Segment::rank))
-    }
-
-    /// The parameter names, in order.
-    pub fn parameters(&self) -> impl Iterator<Item = &str> {
-        self.segments.iter().filter_map(|s| match s {
-            Segment::Param { name, .. } => Some(name.as_str()),
-            Segment::Literal(_) => None,
-        })
-    }
-}
-
-impl fmt::Display for PathTemplate {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
-    }
-}
-
-/// The segments of a path: `/` is none, and one trailing `/` is ignored.
-fn split_path(path: &str) -> impl Iterator<Item = &str> {
-    let inner = path.strip_prefix('/').unwrap_or(path);
-    let inner = inner.strip_suffix('/').unwrap_or(inner);
-    inner.split('/').filter(move |_| !inner.is_empty())
-}
-
-/// The request as routes see it; query and body are parsed once, and only if a route asks.
-struct Request<'e> {
-    ex: &'e Exchange<'e>,
-    query: OnceCell<Vec<(String, String)>>,
-    body: OnceCell<Option<Body>>,
-}
-
-enum Body {
-    Form(Vec<(String, String)>),
-    Json(Value),
-}
-
-impl<'e> Request<'e> {
-    fn new(ex: &'e Exchange<'e>) -> Self {
-        Self {
-            ex,
-            query: OnceCell::new(),
-            body: OnceCell::new(),
-        }
-    }
-
-    fn query(&self) -> &[(String, String)] {
-        self.query.get_or_init(|| {
-            self.ex
-                .query
-                .and_then(|q| serde_urlencoded::from_str(q).ok())
-                .unwrap_or_default()
-        })
-    }
-
-    fn body(&self) -> Option<&Body> {
-        self.body
-            .get_or_init(|| {
-                if self.ex.media_type().as_deref() == Some("application/x-www-form-urlencoded") {
-                    serde_urlencoded::from_bytes(self.ex.body)
-                        .ok()
-                        .map(Body::Form)
-                } else {
-                    serde_json::from_slice(self.ex.body).ok().map(Body::Json)
-                }
-            })
-            .as_ref()
-    }
-}
-
-impl Body {
-    fn holds(&self, pattern: &Value) -> bool {
-        match self {
-            Body::Json(actual) => json_subset(pattern, actual),
-            Body::Form(pairs) => pattern.as_object().is_some_and(|fields| {
-                fields.iter().all(|(key, want)| {
-                    scalar_text(want)
-                        .is_some_and(|want| pairs.iter().any(|(k, v)| k == key && *v == want))
-                })
-            }),
-        }
-    }
-}
-
-/// Whether `actual` holds everything `pattern` says: objects may have more fields, arrays
-/// match element by element, numbers compare by value.
-fn json_subset(pattern: &Value, actual: &Value) -> bool {
-    match (pattern, actual) {
-        (Value::Object(want), Value::Object(have)) => want
-            .iter()
-            .all(|(k, w)| have.get(k).is_some_and(|h| json_subset(w, h))),
-        (Value::Array(want), Value::Array(have)) => {
-            want.len() == have.len() && want.iter().zip(have).all(|(w, h)| json_subset(w, h))
-        }
-        (Value::Number(want), Value::Number(have)) => want.as_f64() == have.as_f64(),
-        _ => pattern == actual,
-    }
-}
-
-/// How many values a body pattern pins down.
-fn leaves(pattern: &Value) -> usize {
-    match pattern {
-        Value::Object(map) if !map.is_empty() => map.values().map(leaves).sum(),
-        Value::Array(items) if !items.is_empty() => items.iter().map(leaves).sum(),
-        _ => 1,
-    }
-}
-
-/// A scalar as the text a query string or form carries.
-fn scalar_text(value: &Value) -> Option<Cow<'_, str>> {
-    match value {
-        Value::String(s) => Some(Cow::Borrowed(s)),
-        Value::Number(n) => Some(Cow::Owned(n.to_string())),
-        Value::Bool(b) => Some(Cow::Owned(b.to_string())),
-        Value::Null | Value::Array(_) | Value::Object(_) => None,
     }
 }
 
