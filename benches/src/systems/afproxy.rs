@@ -162,13 +162,17 @@ impl System for AfProxy {
             rules: vec![self.intercepted_rule(env)],
             ..EgressSpec::default()
         };
-        let admin = Admin {
-            listen: loopback(admin),
-            token: ADMIN_TOKEN.to_owned(),
-        };
+        let admin = loopback(admin);
         // The resolver is never asked: every request names 127.0.0.1.
-        let mut config =
-            SidecarConfig::new("bench".to_owned(), egress, "127.0.0.1:9".to_owned(), admin);
+        let mut config = SidecarConfig::new(
+            "bench".to_owned(),
+            egress,
+            "127.0.0.1:9".to_owned(),
+            Admin {
+                listen: admin,
+                token: ADMIN_TOKEN.to_owned(),
+            },
+        );
         config.guard.trusted_networks = vec![IpNet::V4(Ipv4Net::new_assert(
             Ipv4Addr::new(127, 0, 0, 0),
             8,
@@ -227,6 +231,7 @@ impl System for AfProxy {
         let (ready, endpoint) = (Ready::Tcp, Endpoint::Proxy(([127, 0, 0, 1], port).into()));
         let mut running = super::launch(self.name(), cmd, dir, port, ready, endpoint)?;
         running.ca_cert = Some(ca_cert);
+        running.admin = Some(admin);
         if self.dns {
             let addr = ([127, 0, 0, 1], dns).into();
             let deadline = Instant::now() + Duration::from_secs(10);
