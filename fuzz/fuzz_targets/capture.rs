@@ -9,41 +9,22 @@ use std::time::{Duration, SystemTime};
 
 use af_fuzz::check_message;
 use af_proxy::fuzzing::Exchange;
+use af_proxy::fuzzing::capture_routes::{FORM, JSON, SEND_ROUTES};
 use af_proxy::fuzzing::{Captured, Provider, capture};
 use http::{HeaderMap, HeaderValue, Method, header};
 use libfuzzer_sys::fuzz_target;
 
-const JSON: &str = "application/json";
-const FORM: &str = "application/x-www-form-urlencoded";
+/// A host with no provider, captured generically (its rule names it exactly).
+const GENERIC: (&str, &str, &str) = ("hooks.crm.example", "/v1/events", JSON);
+/// Every send route, then the generic host.
+const ROUTE_COUNT: usize = SEND_ROUTES.len() + 1;
 
-/// Every send route (host, path, the content type its SDKs use), then a host without a provider.
-const ROUTES: [(&str, &str, &str); 14] = [
-    ("api.sendgrid.com", "/v3/mail/send", JSON),
-    ("api.resend.com", "/emails", JSON),
-    ("api.resend.com", "/emails/batch", JSON),
-    ("api.postmarkapp.com", "/email", JSON),
-    ("api.postmarkapp.com", "/email/batch", JSON),
-    ("api.postmarkapp.com", "/email/withTemplate", JSON),
-    ("api.postmarkapp.com", "/email/batchWithTemplates", JSON),
-    ("api.mailgun.net", "/v3/mg.example.com/messages", FORM),
-    ("api.mailgun.net", "/v3/mg.example.com/messages.mime", FORM),
-    (
-        "api.twilio.com",
-        "/2010-04-01/Accounts/AC0123456789abcdef0123456789abcdef/Messages.json",
-        FORM,
-    ),
-    ("email.us-east-1.amazonaws.com", "/", FORM),
-    (
-        "email.us-east-1.amazonaws.com",
-        "/v2/email/outbound-emails",
-        JSON,
-    ),
-    ("hooks.slack.com", "/services/T0/B0/X0", JSON),
-    ("hooks.crm.example", "/v1/events", JSON),
-];
+fn route_at(route: usize) -> (&'static str, &'static str, &'static str) {
+    SEND_ROUTES.get(route).copied().unwrap_or(GENERIC)
+}
 
 fn post(route: usize, content_type: &'static str, body: &[u8]) -> Captured {
-    let (host, path, _) = ROUTES[route];
+    let (host, path, _) = route_at(route);
     let mut headers = HeaderMap::new();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     let ex = Exchange {
@@ -63,14 +44,14 @@ fuzz_target!(|input: &[u8]| {
     let Some((&pick, body)) = input.split_first() else {
         return;
     };
-    let route = usize::from(pick & 0x7f) % ROUTES.len();
+    let route = usize::from(pick & 0x7f) % ROUTE_COUNT;
     // Mostly the route's own content type; sometimes the other one.
-    let content_type = match (pick & 0x80 != 0, ROUTES[route].2) {
+    let content_type = match (pick & 0x80 != 0, route_at(route).2) {
         (true, JSON) => FORM,
         (true, _) => JSON,
         (false, own) => own,
     };
-    let provider = Provider::for_host(ROUTES[route].0);
+    let provider = Provider::for_host(route_at(route).0);
     let captured = post(route, content_type, body);
     match &captured {
         Captured::Messages { answer, messages } => {
@@ -97,7 +78,7 @@ fuzz_target!(|input: &[u8]| {
             );
         }
         // SES v1 picks the operation from the body and posts every one to `/`.
-        Captured::NoHandler => assert_eq!(ROUTES[route].1, "/", "a send route went unanswered"),
+        Captured::NoHandler => assert_eq!(route_at(route).1, "/", "a send route went unanswered"),
     }
     let again = post(route, content_type, body);
     assert_eq!(

@@ -29,6 +29,7 @@ pub use record::journal::Journal;
 
 /// The parsers the fuzz targets (`fuzz/fuzz_targets`) drive, exported for them alone.
 pub mod fuzzing {
+    pub use crate::answer::modes::capture::routes as capture_routes;
     pub use crate::answer::modes::capture::{Captured, Provider, capture};
     pub use crate::answer::modes::pack::{Pack, PathTemplate};
     pub use crate::answer::modes::synth::OpenApi;

@@ -17,6 +17,7 @@ mod postmark;
 mod provider;
 mod request;
 mod resend;
+pub mod routes;
 mod sendgrid;
 mod ses_v1;
 mod ses_v2;
