@@ -1,7 +1,5 @@
 //! The run: every scenario × every system × every round, interleaved.
 
-use std::net::Ipv4Addr;
-
 use crate::error::{BenchError, Result};
 use crate::report::{self, Row, Status};
 use crate::scenarios::{self, Ctx, Load, Measurement, Scenario};
@@ -32,11 +30,7 @@ pub(crate) fn run(
         .tempdir()
         .map_err(|e| BenchError::io("create work dir", e))?;
     let upstream = Upstream::spawn(work.path())?;
-    let env = Env {
-        dns_answer: Ipv4Addr::new(127, 0, 0, 2),
-        upstream_https: upstream.https,
-        upstream_cert: upstream.cert.clone(),
-    };
+    let env = Env::for_upstream(&upstream);
     let ctx = Ctx {
         rt: &rt,
         upstream: &upstream,

@@ -15,7 +15,6 @@ mod kill;
 mod lifecycle;
 mod report;
 
-use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -159,11 +158,7 @@ pub(crate) fn run(args: SoakArgs, root: &Path, binary: PathBuf) -> Result<()> {
             .tempdir()
             .map_err(|e| BenchError::io("create work dir", e))?;
         let upstream = Upstream::spawn(work.path())?;
-        let env = Env {
-            dns_answer: Ipv4Addr::new(127, 0, 0, 2),
-            upstream_https: upstream.https,
-            upstream_cert: upstream.cert.clone(),
-        };
+        let env = Env::for_upstream(&upstream);
         let sidecar = sidecar(&binary, connections, open_files);
         if parts.contains(&Part::Hold) {
             let (held, again) = hold_part(&rt, &args, connections, &sidecar, &env, &upstream)?;

@@ -52,6 +52,18 @@ pub(crate) struct Env {
     pub upstream_cert: PathBuf,
 }
 
+impl Env {
+    /// What systems are started with against the harness's own `upstream`: every DNS
+    /// answer is 127.0.0.2.
+    pub(crate) fn for_upstream(upstream: &crate::upstream::Upstream) -> Env {
+        Env {
+            dns_answer: std::net::Ipv4Addr::new(127, 0, 0, 2),
+            upstream_https: upstream.https,
+            upstream_cert: upstream.cert.clone(),
+        }
+    }
+}
+
 /// One benchmarked system.
 pub(crate) trait System {
     /// Name shown in the table.
