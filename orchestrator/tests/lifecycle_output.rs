@@ -476,7 +476,7 @@ async fn net_log_limit_shows_the_newest_records_oldest_first_like_tail() {
     if let Ok(mut d) = fake.decisions.lock() {
         for seq in 1..=5u64 {
             let decision = DecisionRecord {
-                via: "proxy".to_owned(),
+                via: "proxy".into(),
                 method: "GET".to_owned(),
                 host: "api.x.test".to_owned(),
                 port: 80,

@@ -2,6 +2,7 @@
 //! sequence. The sidecar writes each as one JSON line; the admin API returns those lines as
 //! they are, so these types are both what is written and what is read.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 
 use af_policy::egress::Mode;
@@ -75,8 +76,9 @@ impl Entry {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct DecisionRecord {
     /// Which listener: `proxy`, `transparent`, `tls`, `intercept` (a request inside an
-    /// opened TLS connection), `smtp`.
-    pub via: String,
+    /// opened TLS connection), `smtp`. Borrowed when the sidecar writes it (no allocation per
+    /// request), owned when read back.
+    pub via: Cow<'static, str>,
     /// The client's address.
     pub client: SocketAddr,
     /// Request method; `CONNECT` for tunnels, empty for a TLS connection.
@@ -111,8 +113,9 @@ pub struct DecisionRecord {
     pub bytes_down: u64,
     /// From decision to the end of the response or tunnel.
     pub duration_ms: u64,
-    /// The product error code of a refusal or failure.
-    pub code: Option<String>,
+    /// The product error code of a refusal or failure (borrowed from the catalogue when
+    /// written).
+    pub code: Option<Cow<'static, str>>,
     /// What went wrong, in one sentence.
     pub error: Option<String>,
 }
@@ -121,7 +124,7 @@ impl Default for DecisionRecord {
     /// An empty record (what a closed ticket keeps once its record is journaled).
     fn default() -> Self {
         Self {
-            via: String::new(),
+            via: Cow::Borrowed(""),
             client: SocketAddr::from(([0, 0, 0, 0], 0)),
             method: String::new(),
             host: String::new(),
@@ -268,11 +271,11 @@ mod tests {
             at: "2026-11-29T14:51:33.123Z".to_owned(),
             env: "e".to_owned(),
             entry: Entry::Decision(DecisionRecord {
-                via: "proxy".to_owned(),
+                via: "proxy".into(),
                 client: SocketAddr::from(([127, 0, 0, 1], 5000)),
                 host: "x.test".to_owned(),
                 mode: Some(Mode::Block),
-                code: Some("AF-NET-010".to_owned()),
+                code: Some("AF-NET-010".into()),
                 ..DecisionRecord::default()
             }),
         };

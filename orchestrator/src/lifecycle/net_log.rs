@@ -134,7 +134,7 @@ mod tests {
 
     fn decision(via: &str, method: &str, host: &str, port: u16, path: &str) -> DecisionRecord {
         DecisionRecord {
-            via: via.to_owned(),
+            via: via.to_owned().into(),
             method: method.to_owned(),
             host: host.to_owned(),
             port,
@@ -186,7 +186,7 @@ mod tests {
             Entry::Decision(DecisionRecord {
                 mode: Some(Mode::Block),
                 status: Some(403),
-                code: Some("AF-NET-010".to_owned()),
+                code: Some("AF-NET-010".into()),
                 ..decision("proxy", "GET", "x.test", 80, "/")
             }),
         );
@@ -197,7 +197,7 @@ mod tests {
             Entry::Decision(DecisionRecord {
                 mode: Some(Mode::Block),
                 status: Some(403),
-                code: Some("AF-NET-010".to_owned()),
+                code: Some("AF-NET-010".into()),
                 ..decision("proxy", "CONNECT", "::1", 443, "")
             }),
         );

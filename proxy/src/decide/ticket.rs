@@ -1,6 +1,7 @@
 //! The ticket of a decided request: closed exactly once with how the request ended, which
 //! writes its journal record.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
@@ -63,7 +64,7 @@ impl Ticket {
             started: Instant::now(),
             open: true,
             record: DecisionRecord {
-                via: ask.via.as_str().to_owned(),
+                via: Cow::Borrowed(ask.via.as_str()),
                 client: ask.client,
                 method: ask.method.to_owned(),
                 host,
@@ -142,7 +143,7 @@ impl Ticket {
 
     fn refused_with(mut self, status: Option<u16>, refusal: &Refusal) {
         self.record.reason.clone_from(&refusal.reason);
-        self.record.code = Some(refusal.code.code.to_owned());
+        self.record.code = Some(Cow::Borrowed(refusal.code.code));
         self.record.error = Some(tripwire::redact(&refusal.statement).into_owned());
         self.finish(false, status, 0, 0, Outcome::Refused);
     }
@@ -151,7 +152,7 @@ impl Ticket {
     /// client's error, coded as `refusal`; `up` is what was sent.
     pub(crate) fn client_failed(mut self, refusal: &Refusal, up: u64) {
         self.record.reason.clone_from(&refusal.reason);
-        self.record.code = Some(refusal.code.code.to_owned());
+        self.record.code = Some(Cow::Borrowed(refusal.code.code));
         self.record.error = Some(tripwire::redact(&refusal.statement).into_owned());
         self.finish(
             true,
@@ -208,7 +209,7 @@ impl Ticket {
         down: u64,
     ) {
         reason.clone_into(&mut self.record.reason);
-        self.record.code = Some(code.code.to_owned());
+        self.record.code = Some(Cow::Borrowed(code.code));
         self.record.error = Some(error);
         self.finish(true, status, up, down, Outcome::UpstreamError);
     }

@@ -94,7 +94,7 @@ impl Drop for ModelCall {
             bytes_up: if self.reached { self.question_bytes } else { 0 },
             bytes_down: self.bytes_down,
             duration_ms: self.started.elapsed().as_millis() as u64,
-            code: error.as_ref().map(|_| codes::NET_UPSTREAM.code.to_owned()),
+            code: error.as_ref().map(|_| codes::NET_UPSTREAM.code.into()),
             error,
             ..std::mem::take(&mut self.to.on_behalf)
         };
