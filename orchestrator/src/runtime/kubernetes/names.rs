@@ -19,7 +19,22 @@ pub mod kind {
     pub const POLICY: &str = "network-policy";
     /// The containment probe's pod.
     pub const PROBE: &str = "probe";
+    /// The sidecar's Deployment, its pods, its Service and its configuration Secret.
+    pub const SIDECAR: &str = "sidecar";
+    /// A service's Deployment, its pods and its Service.
+    pub const SERVICE: &str = "service";
+    /// The environment CA files every service mounts.
+    pub const TRUST: &str = "trust";
 }
+
+/// The sidecar's objects: its Deployment and Service.
+pub const SIDECAR: &str = "af-sidecar";
+/// The Secret holding the sidecar's configuration document (the CA key only there).
+pub const SIDECAR_CONFIG: &str = "af-sidecar-config";
+/// The document's key in [`SIDECAR_CONFIG`].
+pub const SIDECAR_CONFIG_KEY: &str = "sidecar.json";
+/// The ConfigMap of the CA files the services mount at `/etc/af`.
+pub const TRUST: &str = "af-trust";
 
 /// The values of `dev.antifailure.network`: which rules a pod is under.
 pub mod network {
