@@ -57,7 +57,8 @@ impl Classifier {
     }
 }
 
-fn fqdn(name: &str) -> Option<LowerName> {
+/// `name` (normalised by validation) as a fully qualified, lower-case name.
+pub(crate) fn fqdn(name: &str) -> Option<LowerName> {
     let mut parsed = Name::from_ascii(name).ok()?;
     parsed.set_fqdn(true);
     Some(LowerName::new(&parsed))

@@ -3,7 +3,8 @@
 //! document's `listeners.dns`, whose defaults [`DnsConfig::new`] takes); [`DnsConfig::validate`]
 //! turns it into the checked form the query path reads.
 
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use af_sidecar_api::config::DnsListener;
 use hickory_proto::rr::Name;
@@ -28,6 +29,9 @@ pub struct DnsConfig {
     pub inside_names: Vec<String>,
     /// The runtime's own zones, e.g. `svc.cluster.local`: the zone and every name below it.
     pub inside_zones: Vec<String>,
+    /// Inside names answered here with these addresses and never forwarded (a cluster
+    /// runtime's Services, whose addresses it made); each address lies in `inside_subnets`.
+    pub inside_hosts: BTreeMap<String, Vec<IpAddr>>,
     /// Whether a single-label name that `inside_names` does not list is still asked of the
     /// runtime's resolver. Off (the default), it is answered as outside: the runtime's resolver
     /// passes names it does not know on to the host's resolvers, so forwarding made-up short
@@ -85,6 +89,7 @@ impl DnsConfig {
             allow_ipv6: false,
             inside_names: Vec::new(),
             inside_zones: Vec::new(),
+            inside_hosts: BTreeMap::new(),
             forward_unlisted_single_labels: false,
             inside_subnets,
             upstream,
@@ -168,7 +173,19 @@ impl DnsConfig {
                 "remove them to use the defaults (65536 and 4096)",
             ));
         }
+        let mut inside_hosts = Vec::with_capacity(self.inside_hosts.len());
+        for (name, addrs) in &self.inside_hosts {
+            let host = normalise_all(std::slice::from_ref(name), "inside_hosts")?;
+            if let Some(addr) = addrs.iter().find(|a| !is_inside(&self.inside_subnets, **a)) {
+                return Err(invalid(
+                    format!("inside_hosts gives {name} the address {addr}, outside inside_subnets"),
+                    "list the host's address in inside_subnets, or remove the host",
+                ));
+            }
+            inside_hosts.extend(host.into_iter().map(|h| (h, addrs.clone())));
+        }
         Ok(Checked {
+            inside_hosts,
             inside_names: normalise_all(&self.inside_names, "inside_names")?,
             inside_zones: normalise_all(&self.inside_zones, "inside_zones")?,
             udp_sockets: match self.udp_sockets {
@@ -187,8 +204,16 @@ pub struct Checked {
     pub inside_names: Vec<String>,
     /// Inside zones, in the same form.
     pub inside_zones: Vec<String>,
+    /// Inside hosts, their names in the same form.
+    pub inside_hosts: Vec<(String, Vec<IpAddr>)>,
     /// UDP sockets to bind (at least 1).
     pub udp_sockets: usize,
+}
+
+/// True when `addr` lies in one of `subnets` (an IPv4-mapped IPv6 address counts as its IPv4).
+pub(crate) fn is_inside(subnets: &[IpNet], addr: IpAddr) -> bool {
+    let addr = addr.to_canonical();
+    subnets.iter().any(|net| net.contains(&addr))
 }
 
 fn normalise_all(names: &[String], field: &str) -> Result<Vec<String>, DnsError> {
@@ -290,5 +315,14 @@ mod tests {
         );
         assert_eq!(config.tcp_idle_secs, section.tcp_idle_secs.get());
         assert_eq!(config.ttl_secs, 5);
+    }
+
+    #[test]
+    fn inside_means_every_address_in_a_subnet() {
+        let nets: Vec<IpNet> = vec!["198.51.100.0/24".parse().expect("net")];
+        assert!(is_inside(&nets, "198.51.100.7".parse().expect("ip")));
+        assert!(is_inside(&nets, "::ffff:198.51.100.7".parse().expect("ip")));
+        assert!(!is_inside(&nets, "203.0.113.7".parse().expect("ip")));
+        assert!(!is_inside(&nets, "127.0.0.1".parse().expect("ip")));
     }
 }

@@ -11,7 +11,10 @@ use hickory_resolver::{
 };
 use ipnet::IpNet;
 
-use crate::{config::DnsConfig, error::DnsError};
+use crate::{
+    config::{DnsConfig, is_inside},
+    error::DnsError,
+};
 
 /// What the runtime's resolver said about a name, judged against the inside networks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,25 +112,5 @@ impl Forwarder {
         } else {
             Forwarded::NotInside
         }
-    }
-}
-
-/// True when `addr` lies in one of `subnets` (an IPv4-mapped IPv6 address counts as its IPv4).
-pub(crate) fn is_inside(subnets: &[IpNet], addr: IpAddr) -> bool {
-    let addr = addr.to_canonical();
-    subnets.iter().any(|net| net.contains(&addr))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn inside_means_every_address_in_a_subnet() {
-        let nets: Vec<IpNet> = vec!["198.51.100.0/24".parse().expect("net")];
-        assert!(is_inside(&nets, "198.51.100.7".parse().expect("ip")));
-        assert!(is_inside(&nets, "::ffff:198.51.100.7".parse().expect("ip")));
-        assert!(!is_inside(&nets, "203.0.113.7".parse().expect("ip")));
-        assert!(!is_inside(&nets, "127.0.0.1".parse().expect("ip")));
     }
 }

@@ -3,13 +3,14 @@
 //! runtime's resolver about inside names.
 
 use std::{
+    collections::HashMap,
     iter,
     net::{IpAddr, Ipv4Addr, Ipv6Addr},
 };
 
 use hickory_proto::{
     op::{Edns, Header, HeaderCounts, Metadata, OpCode, ResponseCode},
-    rr::{DNSClass, Name, RData, Record, RecordType},
+    rr::{DNSClass, LowerName, Name, RData, Record, RecordType},
     serialize::binary::{BinDecoder, BinEncodable, BinEncoder, NameEncoding},
 };
 use hickory_server::{
@@ -19,7 +20,7 @@ use hickory_server::{
 };
 
 use crate::{
-    classify::{Classifier, NameClass},
+    classify::{Classifier, NameClass, fqdn},
     config::{Checked, DnsConfig},
     error::DnsError,
     forward::{Forwarded, Forwarder},
@@ -32,6 +33,8 @@ const EDNS_PAYLOAD: u16 = 1232;
 
 /// Answers every query the server receives.
 pub(crate) struct Handler {
+    /// Inside names answered here, never forwarded.
+    hosts: HashMap<LowerName, Vec<IpAddr>>,
     classifier: Classifier,
     forwarder: Forwarder,
     sidecar_v4: Ipv4Addr,
@@ -75,7 +78,13 @@ impl Handler {
         sightings: Sightings,
         metrics: Metrics,
     ) -> Result<Self, DnsError> {
+        let hosts = checked
+            .inside_hosts
+            .iter()
+            .filter_map(|(name, addrs)| Some((fqdn(name)?, addrs.clone())))
+            .collect();
         Ok(Self {
+            hosts,
             classifier: Classifier::new(
                 &checked.inside_names,
                 &checked.inside_zones,
@@ -107,6 +116,12 @@ impl Handler {
         }
         let owner = query.original().name();
         let record_type = query.query_type();
+        if let Some(addrs) = self.hosts.get(query.name()) {
+            return Reply::records(
+                AnswerKind::Inside,
+                host_records(owner, record_type, self.ttl, addrs),
+            );
+        }
         match self.classifier.classify(query.name()) {
             NameClass::Localhost => Reply::records(
                 AnswerKind::Localhost,
@@ -171,6 +186,19 @@ fn address_records(
     };
     addr.map(|addr| Record::from_rdata(owner.clone(), ttl, RData::from(addr)))
         .into_iter()
+        .collect()
+}
+
+/// The records of an inside host for `record_type`: its addresses of that family.
+fn host_records(owner: &Name, record_type: RecordType, ttl: u32, addrs: &[IpAddr]) -> Vec<Record> {
+    addrs
+        .iter()
+        .filter(|addr| match record_type {
+            RecordType::A => addr.is_ipv4(),
+            RecordType::AAAA => addr.is_ipv6(),
+            _ => false,
+        })
+        .map(|addr| Record::from_rdata(owner.clone(), ttl, RData::from(*addr)))
         .collect()
 }
 

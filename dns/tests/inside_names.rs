@@ -164,3 +164,46 @@ async fn silent_runtime_resolver_gives_servfail_for_inside_names_only() {
     assert_eq!(addresses(&answer), [IpAddr::V4(SIDECAR_V4)]);
     assert_eq!(server.metrics().snapshot().failed, 1);
 }
+
+#[tokio::test]
+async fn an_inside_host_is_answered_here_and_never_asked_of_the_runtime_resolver() {
+    let env = start(|config| {
+        config
+            .inside_subnets
+            .push("2001:db8::40/128".parse().expect("net"));
+        config.inside_hosts = [(
+            "Worker.af-pr-1.svc.cluster.local".to_owned(),
+            vec![ip("198.51.100.40"), ip("2001:db8::40")],
+        )]
+        .into();
+    })
+    .await;
+    for transport in TRANSPORTS {
+        let name = "worker.af-pr-1.svc.cluster.local.";
+        let a = ask(env.addr, transport, name, RecordType::A).await;
+        assert_eq!(a.response_code, ResponseCode::NoError);
+        assert_eq!(addresses(&a), [ip("198.51.100.40")], "{transport:?}");
+        let aaaa = ask(env.addr, transport, name, RecordType::AAAA).await;
+        assert_eq!(addresses(&aaaa), [ip("2001:db8::40")], "{transport:?}");
+        let txt = ask(env.addr, transport, name, RecordType::TXT).await;
+        assert!(txt.answers.is_empty(), "only addresses: {txt:?}");
+    }
+    assert!(
+        env.resolver.queries().is_empty(),
+        "a host is never forwarded: {:?}",
+        env.resolver.queries()
+    );
+    // Positive control: the same server still forwards a listed inside name.
+    let db = ask(env.addr, Transport::Udp, "db.", RecordType::A).await;
+    assert_eq!(addresses(&db), [ip("198.51.100.20")]);
+    assert_eq!(env.resolver.queries().len(), 1);
+}
+
+#[test]
+fn an_inside_host_outside_the_inside_subnets_is_refused() {
+    let mut config = common::config(([127, 0, 0, 1], 9).into());
+    config.inside_hosts = [("web".to_owned(), vec![ip("203.0.113.5")])].into();
+    let error = config.validate().expect_err("refused").to_string();
+    assert!(error.contains("AF-NET-030"), "{error}");
+    assert!(error.contains("203.0.113.5"), "{error}");
+}

@@ -328,6 +328,7 @@ fn dns_config(
     // AAAA gets an answer only when IPv6 is allowed and the sidecar has an address for it.
     config.allow_ipv6 = allow_ipv6 && section.answer_v6.is_some();
     config.inside_names = inside.names.clone();
+    config.inside_hosts = inside.hosts.clone();
     config.inside_zones = section.inside_zones.clone();
     config.forward_unlisted_single_labels = section.forward_unlisted_short_names;
     config.sightings_per_second = section.sightings_per_second.get();

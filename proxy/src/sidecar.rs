@@ -347,6 +347,7 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
     }
     let inside = deliver::Inside {
         names: config.inside.names.clone(),
+        hosts: config.inside.hosts.clone(),
         subnets: config.inside.subnets.clone(),
         resolver: match ls.dns.listen.and(ls.dns.inside_resolver) {
             Some(server) => Some(

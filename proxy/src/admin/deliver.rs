@@ -3,7 +3,8 @@
 //! trigger`). Only the environment's service names are delivered to, resolved by the
 //! runtime's inside resolver, and only to addresses inside the environment's subnets.
 
-use std::net::SocketAddr;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use af_policy::error::{Report, codes};
@@ -23,8 +24,10 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Where deliveries may go.
 pub(crate) struct Inside {
-    /// The environment's service names.
+    /// The environment's service names, asked of `resolver`.
     pub names: Vec<String>,
+    /// The environment's names with their addresses (a cluster's Services), never asked.
+    pub hosts: BTreeMap<String, Vec<IpAddr>>,
     /// The environment's subnets; a name must resolve into one of them.
     pub subnets: Vec<IpNet>,
     /// The runtime's resolver for inside names (absent when DNS is off: nothing is delivered).
@@ -36,17 +39,24 @@ fn refuse(statement: String) -> Report {
 }
 
 impl Inside {
+    fn inside(&self, ip: &IpAddr) -> bool {
+        self.subnets.iter().any(|net| net.contains(ip))
+    }
+
     /// Deliver `d`, or say why not.
     pub(crate) async fn deliver(&self, d: Delivery) -> Result<Delivered, Report> {
-        if !self
-            .names
-            .iter()
-            .any(|n| n.eq_ignore_ascii_case(&d.service))
-        {
+        let known = |n: &String| n.eq_ignore_ascii_case(&d.service);
+        if !self.names.iter().any(known) && !self.hosts.keys().any(known) {
+            let all: Vec<&str> = self
+                .names
+                .iter()
+                .chain(self.hosts.keys())
+                .map(String::as_str)
+                .collect();
             return Err(refuse(format!(
                 "{:?} is not a service of this environment ({}).",
                 d.service,
-                self.names.join(", ")
+                all.join(", ")
             )));
         }
         if !d.path.starts_with('/') {
@@ -69,6 +79,14 @@ impl Inside {
     }
 
     async fn resolve(&self, service: &str, port: u16) -> Result<SocketAddr, Report> {
+        if let Some(ip) = self
+            .hosts
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(service))
+            .and_then(|(_, addrs)| addrs.iter().find(|ip| self.inside(ip)))
+        {
+            return Ok(SocketAddr::new(*ip, port));
+        }
         let Some(resolver) = &self.resolver else {
             return Err(refuse(
                 "The sidecar has no inside resolver (its DNS listener is off), so services cannot be found.".into(),
@@ -80,7 +98,7 @@ impl Inside {
             .map_err(|e| refuse(format!("The service {service} could not be resolved: {e}.")))?;
         lookup
             .iter()
-            .find(|ip| self.subnets.iter().any(|net| net.contains(ip)))
+            .find(|ip| self.inside(ip))
             .map(|ip| SocketAddr::new(ip, port))
             .ok_or_else(|| {
                 refuse(format!(

@@ -8,7 +8,8 @@ mod limits;
 mod listeners;
 mod modes;
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use af_policy::egress::EgressSpec;
 use ipnet::IpNet;
@@ -105,9 +106,13 @@ pub struct Inside {
     #[serde(default)]
     pub subnets: Vec<IpNet>,
     /// Names that are inside the environment (service names, runtime zones), for DNS and
-    /// `POST /v1/deliver`.
+    /// `POST /v1/deliver`; asked of the runtime's resolver.
     #[serde(default)]
     pub names: Vec<String>,
+    /// Inside names with the addresses the runtime gave them (a cluster's Services), answered
+    /// by the sidecar itself and never asked of any resolver; every address in `subnets`.
+    #[serde(default)]
+    pub hosts: BTreeMap<String, Vec<IpAddr>>,
 }
 
 /// Address guard overrides.
