@@ -37,6 +37,17 @@ pub enum RuntimeError {
         /// Each route the probe could not answer for, with why.
         unanswered: Vec<String>,
     },
+    /// A pod's gate gave up: its own pod was not governed (a route got out, or the sidecar
+    /// did not answer) in every round until its deadline; the service's process never ran.
+    #[error("the pod of {service} was not governed: {route}")]
+    Ungoverned {
+        /// The service whose pod it was.
+        service: String,
+        /// The namespace.
+        namespace: String,
+        /// What the gate's last failed round found.
+        route: String,
+    },
     /// An image did not build.
     #[error("image for {service} did not build: {message}")]
     ImageBuild {
@@ -203,6 +214,13 @@ impl RuntimeError {
                 )
                 .with_next("Use a cluster whose CNI enforces NetworkPolicy (the probe is the judge), then run `af up` again; `af down` removes the namespace.")
             }
+            RuntimeError::Ungoverned { service, namespace, route } => Report::new(
+                &codes::RUN_NOT_CONTAINING,
+                format!(
+                    "The pod of {service} in {namespace} was not governed before its gate gave up: {route}; {service}'s own process never started."
+                ),
+            )
+            .with_next("The cluster's policies reach new pods late or not at all: use a CNI that enforces NetworkPolicy (raise AF_KUBE_GATE_TIMEOUT if it is only slow), then `af up` again; `af down` removes the namespace."),
             RuntimeError::ImageBuild { service, message, tail } => Report::new(
                 &codes::RUN_IMAGE_BUILD,
                 format!("The image of {service} did not build: {message}.{}", lines(tail)),

@@ -7,12 +7,13 @@
 //! credentials): a runtime keeps it where only the sidecar reads it, and reads the token and
 //! CA back from there ([`Kept`]) for the next `af up` and for the admin API.
 
+use std::collections::BTreeMap;
 use std::fmt;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::SystemTime;
 
 use af_sidecar_api::config::{Admin, GuardConfig, Inside, Limits, SidecarConfig, TlsConfig};
-use ipnet::{IpNet, Ipv4Net};
+use ipnet::IpNet;
 use serde::Deserialize;
 
 use crate::env_id::EnvId;
@@ -91,11 +92,23 @@ impl Kept {
     }
 }
 
+/// How the sidecar knows the environment's own names.
+#[derive(Debug, Clone)]
+pub enum InsideNames {
+    /// Asked of the runtime's resolver (Docker's): the services' names and [`ALIAS`].
+    Resolved,
+    /// Given with the addresses the runtime made for them (a cluster's Services), answered by
+    /// the sidecar itself and never asked of a resolver.
+    Fixed(BTreeMap<String, Vec<IpAddr>>),
+}
+
 /// Where the runtime put the sidecar, and what it resolves outside names with.
 #[derive(Debug, Clone)]
 pub struct Placement<'a> {
-    /// The environment's internal network.
-    pub inside: Ipv4Net,
+    /// The environment's own networks (or, on a cluster, its exact addresses).
+    pub inside: Vec<IpNet>,
+    /// How the environment's names are found.
+    pub names: InsideNames,
     /// The sidecar's address on it: the DNS answer for every outside name.
     pub inside_addr: Ipv4Addr,
     /// Where the admin API listens: an address the orchestrator reaches and the services do
@@ -111,8 +124,6 @@ pub struct Placement<'a> {
 
 /// The sidecar's configuration document. What it does not set is the contract's default.
 pub fn document(plan: &EnvPlan, place: &Placement<'_>, secrets: &Secrets) -> SidecarConfig {
-    let mut names: Vec<String> = plan.services.iter().map(|s| s.name.clone()).collect();
-    names.push(ALIAS.to_owned());
     let admin = Admin {
         listen: place.admin,
         token: secrets.token.clone(),
@@ -123,9 +134,22 @@ pub fn document(plan: &EnvPlan, place: &Placement<'_>, secrets: &Secrets) -> Sid
         place.upstream_resolver.to_owned(),
         admin,
     );
-    doc.inside = Inside {
-        subnets: vec![IpNet::V4(place.inside)],
-        names,
+    doc.inside = match &place.names {
+        InsideNames::Resolved => Inside {
+            subnets: place.inside.clone(),
+            names: plan
+                .services
+                .iter()
+                .map(|s| s.name.clone())
+                .chain([ALIAS.to_owned()])
+                .collect(),
+            hosts: BTreeMap::new(),
+        },
+        InsideNames::Fixed(hosts) => Inside {
+            subnets: place.inside.clone(),
+            names: Vec::new(),
+            hosts: hosts.clone(),
+        },
     };
     doc.guard = GuardConfig {
         trusted_networks: place.trusted_networks.to_vec(),
@@ -202,7 +226,8 @@ mod tests {
 
     fn doc(plan: &EnvPlan, secrets: &Secrets) -> SidecarConfig {
         let place = Placement {
-            inside: "10.213.0.0/24".parse().expect("net"),
+            inside: vec!["10.213.0.0/24".parse().expect("net")],
+            names: InsideNames::Resolved,
             inside_addr: Ipv4Addr::new(10, 213, 0, 2),
             admin: SocketAddr::from(([10, 213, 1, 2], 9901)),
             inside_resolver: SocketAddr::from(([127, 0, 0, 11], 53)),

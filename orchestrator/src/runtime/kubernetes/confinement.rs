@@ -6,6 +6,7 @@
 
 use std::net::IpAddr;
 
+use af_policy::manifest::Capability;
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, PodDNSConfig, PodDNSConfigOption, PodSecurityContext, PodSpec,
     SeccompProfile, SecurityContext,
@@ -41,7 +42,26 @@ pub fn pod_spec(containers: Vec<Container>, nameserver: IpAddr) -> PodSpec {
     }
 }
 
-fn confine(container: Container) -> Container {
+/// Give the pod's own containers (not its gate) the capabilities the manifest names, already
+/// checked by `af_policy` (never `NET_RAW`, `NET_ADMIN` or `SYS_ADMIN`).
+pub fn give_back(pod: &mut PodSpec, capabilities: &[Capability]) {
+    if capabilities.is_empty() {
+        return;
+    }
+    let names: Vec<String> = capabilities.iter().map(|c| c.name().to_owned()).collect();
+    for container in &mut pod.containers {
+        if let Some(caps) = container
+            .security_context
+            .as_mut()
+            .and_then(|s| s.capabilities.as_mut())
+        {
+            caps.add = Some(names.clone());
+        }
+    }
+}
+
+/// `container` with every capability dropped and no way to gain privileges.
+pub fn confine(container: Container) -> Container {
     Container {
         security_context: Some(SecurityContext {
             allow_privilege_escalation: Some(false),

@@ -82,6 +82,20 @@ pub async fn cluster_resolver(
     })
 }
 
+/// The cluster resolver's Service address (`kube-system/kube-dns` on port 53), if there is one
+/// this user may read.
+pub async fn resolver_service(client: &Client) -> Result<Option<SocketAddr>, RuntimeError> {
+    let (namespace, name) = RESOLVER;
+    let services: Api<Service> = Api::namespaced(client.clone(), namespace);
+    Ok(
+        readable(services.get_opt(name).await, "read kube-system/kube-dns")?
+            .and_then(|s| s.spec)
+            .and_then(|s| s.cluster_ip)
+            .and_then(|ip| ip.parse::<IpAddr>().ok())
+            .map(|ip| SocketAddr::new(ip, 53)),
+    )
+}
+
 /// The API server's addresses as a pod sees them: the `default/kubernetes` Service's cluster
 /// addresses (both families on a dual-stack cluster) on its port; empty if it cannot be read.
 pub async fn api_server(client: &Client) -> Result<Vec<SocketAddr>, RuntimeError> {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::deploy;
 use super::names::{DEFAULT_PREFIX, Names};
 use super::namespace;
 use super::policies::{self, ClusterResolver};
@@ -100,4 +101,111 @@ fn the_probe_pod_runs_each_route_under_the_services_rules() {
         },
     );
     check("probe-pod.json", &rendered);
+}
+
+#[test]
+fn the_sidecar_is_a_service_a_secret_and_one_pod_with_one_capability() {
+    let names = names();
+    check("sidecar-service.json", &deploy::sidecar::service(&names));
+    let deployment =
+        deploy::sidecar::deployment(&names, "af-proxy:0123456789ab", "Never", "d1g3st");
+    check("sidecar-deployment.json", &deployment);
+    let pod = deployment.spec.template.spec.as_ref().expect("pod");
+    let caps = pod.containers[0]
+        .security_context
+        .as_ref()
+        .and_then(|s| s.capabilities.as_ref())
+        .expect("capabilities");
+    assert_eq!(caps.drop.as_deref(), Some(&["ALL".to_owned()][..]));
+    assert_eq!(
+        caps.add.as_deref(),
+        Some(&["NET_BIND_SERVICE".to_owned()][..])
+    );
+    assert_eq!(pod.automount_service_account_token, Some(false));
+}
+
+#[test]
+fn a_service_pod_resolves_through_the_sidecar_only_and_starts_after_its_gate() {
+    use crate::plan::{EnvPlan, Kind, ServicePlan};
+    use crate::runtime::service_env::Provisions;
+    use crate::trust::{EnvCa, TrustFiles};
+    use crate::webhook::WebhookSecrets;
+
+    let names = names();
+    let mut web = ServicePlan::new("web", Kind::Web, "/src/web");
+    web.port = Some(8080);
+    web.health_path = Some("/healthz".to_owned());
+    let plan = EnvPlan::new(
+        names.env().clone(),
+        "shop",
+        vec![web],
+        af_policy::egress::EgressSpec::default(),
+    )
+    .expect("plan");
+    let ca = EnvCa::generate(names.env(), std::time::SystemTime::now()).expect("a CA");
+    let trust = TrustFiles::new("", &ca);
+    let webhooks = WebhookSecrets::derive("0123456789abcdef0123456789abcdef");
+    let gate = deploy::services::Gate {
+        image: "af-probe:0123456789ab".to_owned(),
+        pull_policy: "Never".to_owned(),
+        escapes: vec![
+            "tcp:198.51.100.10:8443".to_owned(),
+            "dns:198.51.100.10:5353:probe.test".to_owned(),
+        ],
+        rounds: 3,
+        deadline_secs: 60,
+    };
+    let spec = deploy::services::Spec {
+        plan: &plan,
+        service: &plan.services[0],
+        image: "af/pr-42/web:latest",
+        pull_policy: "Never",
+        sidecar: "10.96.7.7".parse().expect("ip"),
+        provisions: Provisions {
+            trust: &trust,
+            webhooks: &webhooks,
+        },
+        gate: &gate,
+    };
+    check(
+        "service-service.json",
+        &deploy::services::service(&names, &plan.services[0]).expect("a port"),
+    );
+    let mut deployment = deploy::services::deployment(&names, &spec);
+    // The CA is made afresh each run: its digest is checked here, a stand-in kept in the file.
+    let annotations = deployment
+        .spec
+        .template
+        .metadata
+        .as_mut()
+        .and_then(|m| m.annotations.as_mut())
+        .expect("annotations");
+    let digest = annotations.insert(
+        crate::runtime::labels::CONFIG.to_owned(),
+        "provisions".to_owned(),
+    );
+    assert_eq!(digest, Some(spec.provisions.digest()));
+    let labels = deployment.metadata.labels.as_mut().expect("labels");
+    labels.insert(
+        crate::runtime::labels::CONFIG.to_owned(),
+        "rendering".to_owned(),
+    );
+    check("service-deployment.json", &deployment);
+    let pod = deployment.spec.template.spec.as_ref().expect("pod");
+    let dns = pod.dns_config.as_ref().expect("dns");
+    assert_eq!(pod.dns_policy.as_deref(), Some("None"));
+    assert_eq!(
+        dns.nameservers.as_deref(),
+        Some(&["10.96.7.7".to_owned()][..])
+    );
+    let init = pod.init_containers.as_ref().expect("the gate");
+    assert_eq!(init[0].name, deploy::services::GATE);
+    for c in init.iter().chain(&pod.containers) {
+        let sc = c.security_context.as_ref().expect("confined");
+        assert_eq!(sc.allow_privilege_escalation, Some(false), "{}", c.name);
+        assert_eq!(
+            sc.capabilities.as_ref().and_then(|c| c.drop.clone()),
+            Some(vec!["ALL".to_owned()])
+        );
+    }
 }

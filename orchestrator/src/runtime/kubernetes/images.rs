@@ -92,29 +92,42 @@ pub async fn probe_image(
         (_, ProbeSource::Image(image)) => here(image).await?,
         (_, ProbeSource::Binary(explicit)) => build(explicit.as_deref(), progress).await?,
     };
-    match delivery {
-        Delivery::K3d(cluster) => {
-            load(
-                progress,
-                "k3d",
-                &["image", "import", &reference, "-c", cluster],
-            )
-            .await?;
-        }
-        Delivery::Kind(cluster) => {
-            load(
-                progress,
-                "kind",
-                &["load", "docker-image", &reference, "--name", cluster],
-            )
-            .await?;
-        }
-        Delivery::Daemon | Delivery::Registry => {}
-    }
+    to_nodes(delivery, "probe", &reference, progress).await?;
     Ok(ProbeImage {
         reference,
         pull_policy: delivery.pull_policy(),
     })
+}
+
+/// Copy `reference` (an image on this machine's Docker daemon, of `what`) into the nodes the
+/// way `delivery` says; nothing to do when the nodes use this daemon or pull.
+pub async fn to_nodes(
+    delivery: &Delivery,
+    what: &str,
+    reference: &str,
+    progress: &dyn Progress,
+) -> Result<(), RuntimeError> {
+    match delivery {
+        Delivery::K3d(cluster) => {
+            load(
+                progress,
+                what,
+                "k3d",
+                &["image", "import", reference, "-c", cluster],
+            )
+            .await
+        }
+        Delivery::Kind(cluster) => {
+            load(
+                progress,
+                what,
+                "kind",
+                &["load", "docker-image", reference, "--name", cluster],
+            )
+            .await
+        }
+        Delivery::Daemon | Delivery::Registry => Ok(()),
+    }
 }
 
 /// `image`, if it is on this machine's Docker daemon (whence the nodes get it): a missing one
@@ -157,10 +170,15 @@ async fn build(
 }
 
 /// Run the cluster tool that copies an image into its nodes.
-async fn load(progress: &dyn Progress, tool: &str, args: &[&str]) -> Result<(), RuntimeError> {
+async fn load(
+    progress: &dyn Progress,
+    what: &str,
+    tool: &str,
+    args: &[&str],
+) -> Result<(), RuntimeError> {
     progress.step(&format!("{tool} {}", args.join(" ")));
     let failed = |message: String, tail: Vec<String>| RuntimeError::ImageBuild {
-        service: "probe".to_owned(),
+        service: what.to_owned(),
         message,
         tail,
     };

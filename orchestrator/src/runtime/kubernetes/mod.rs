@@ -19,6 +19,7 @@
 
 pub mod cluster;
 pub mod confinement;
+pub mod deploy;
 pub mod discovery;
 pub mod images;
 pub mod names;
@@ -35,12 +36,13 @@ mod mock;
 #[cfg(test)]
 mod sequence;
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use af_policy::placement::Placement;
 use futures_util::future::BoxFuture;
+use ipnet::IpNet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Client;
@@ -53,10 +55,14 @@ use self::probe::targets::ProbeTargets;
 use crate::env_id::EnvId;
 use crate::plan::EnvPlan;
 use crate::runtime::labels::{KIND, SERVICE};
+use crate::runtime::local::images::SidecarSource;
 use crate::runtime::{
     Action, AdminEndpoint, Capabilities, DownReport, EnvStatus, ExecOutput, LineStream,
     OwnedObject, Progress, Runtime, RuntimeError, UpReport,
 };
+
+/// Rounds in a row each pod's gate must hold: the sidecar answered and every route failed.
+const GATE_ROUNDS: u32 = 3;
 
 /// How long each stage may take, and how often it is polled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +74,13 @@ pub struct Timeouts {
     pub probe: Duration,
     /// The namespace to be gone after `af down` (`AF_KUBE_DOWN_TIMEOUT`, 120 s).
     pub down: Duration,
+    /// The sidecar's Deployment to be available (`AF_KUBE_SIDECAR_TIMEOUT`, 120 s).
+    pub sidecar: Duration,
+    /// Each service's Deployment to be available, its gate and image included
+    /// (`AF_KUBE_SERVICE_TIMEOUT`, 180 s).
+    pub service: Duration,
+    /// Each pod's gate to pass (`AF_KUBE_GATE_TIMEOUT`, 60 s).
+    pub gate: Duration,
     /// Between two polls.
     pub poll: Duration,
 }
@@ -78,6 +91,9 @@ impl Default for Timeouts {
             namespace: Duration::from_secs(60),
             probe: Duration::from_secs(120),
             down: Duration::from_secs(120),
+            sidecar: Duration::from_secs(120),
+            service: Duration::from_secs(180),
+            gate: Duration::from_secs(60),
             poll: Duration::from_millis(500),
         }
     }
@@ -98,6 +114,12 @@ pub struct KubeOptions {
     pub probe: ProbeTargets,
     /// The cluster resolver's addresses, when not discovered (`AF_KUBE_RESOLVER`).
     pub resolver: Option<Vec<IpAddr>>,
+    /// Where the sidecar image comes from (`AF_PROXY_IMAGE`, `AF_PROXY_BINARY`).
+    pub sidecar_source: SidecarSource,
+    /// The sidecar's resolver for outside names (`AF_UPSTREAM_RESOLVER`), else the cluster's.
+    pub upstream_resolver: Option<SocketAddr>,
+    /// Networks the sidecar's guard may dial although private (`AF_TRUSTED_NETWORKS`; tests).
+    pub trusted_networks: Vec<IpNet>,
     /// The stages' timeouts.
     pub timeouts: Timeouts,
 }
@@ -145,7 +167,40 @@ impl KubeOptions {
                     .collect::<Result<Vec<_>, _>>()
             })
             .transpose()?;
+        let upstream_resolver = var("AF_UPSTREAM_RESOLVER")
+            .map(|text| {
+                text.trim().parse::<SocketAddr>().map_err(|_| {
+                    RuntimeError::Unsupported(format!(
+                        "AF_UPSTREAM_RESOLVER {text:?} is not an address and port such as 10.96.0.10:53."
+                    ))
+                })
+            })
+            .transpose()?;
+        let trusted_networks = var("AF_TRUSTED_NETWORKS")
+            .map(|list| {
+                list.split(',')
+                    .map(str::trim)
+                    .filter(|n| !n.is_empty())
+                    .map(|n| {
+                        n.parse::<IpNet>().map_err(|_| {
+                            RuntimeError::Unsupported(format!(
+                                "AF_TRUSTED_NETWORKS {n:?} is not a network such as 198.51.100.0/24."
+                            ))
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .transpose()?
+            .unwrap_or_default();
+        let sidecar_source = match (var("AF_PROXY_IMAGE"), var("AF_PROXY_BINARY")) {
+            (Some(image), _) => SidecarSource::Image(image),
+            (None, Some(binary)) => SidecarSource::Binary(PathBuf::from(binary)),
+            (None, None) => SidecarSource::Lookup,
+        };
         Ok(Self {
+            sidecar_source,
+            upstream_resolver,
+            trusted_networks,
             context: placement.kubeconfig_context.clone(),
             namespace_prefix: placement
                 .namespace_prefix
@@ -162,6 +217,9 @@ impl KubeOptions {
                 namespace: seconds("AF_KUBE_NAMESPACE_TIMEOUT", defaults.namespace)?,
                 probe: seconds("AF_KUBE_PROBE_TIMEOUT", defaults.probe)?,
                 down: seconds("AF_KUBE_DOWN_TIMEOUT", defaults.down)?,
+                sidecar: seconds("AF_KUBE_SIDECAR_TIMEOUT", defaults.sidecar)?,
+                service: seconds("AF_KUBE_SERVICE_TIMEOUT", defaults.service)?,
+                gate: seconds("AF_KUBE_GATE_TIMEOUT", defaults.gate)?,
                 poll: defaults.poll,
             },
         })
@@ -216,6 +274,9 @@ impl KubernetesRuntime {
         let client = &self.client;
         let names = self.names(&plan.env);
         // What can be refused before anything is made is refused here.
+        if let Some(why) = deploy::unsupported(plan) {
+            return Err(RuntimeError::Unsupported(why));
+        }
         discovery::require_network_policy(client).await?;
         let image =
             images::probe_image(&self.delivery, &self.options.probe_source, progress).await?;
@@ -244,10 +305,34 @@ impl KubernetesRuntime {
             progress,
         )
         .await?;
-        Err(RuntimeError::Unsupported(format!(
-            "The cluster held every route the containment probe tried, but this build's kubernetes runtime does not deploy the sidecar and the services yet; the namespace {} and its policies stay until `af down`.",
-            names.namespace()
-        )))
+
+        let upstream_resolver = match self.options.upstream_resolver {
+            Some(addr) => addr,
+            None => discovery::resolver_service(client).await?.ok_or_else(|| {
+                RuntimeError::Unsupported(format!(
+                    "This cluster has no resolver the sidecar can use for outside names (no kube-system/kube-dns); set AF_UPSTREAM_RESOLVER to one. The namespace {} stays until `af down`.",
+                    names.namespace()
+                ))
+            })?,
+        };
+        let gate = deploy::services::Gate {
+            image: image.reference.clone(),
+            pull_policy: image.pull_policy.to_owned(),
+            escapes: probe::gate_escapes(client, &self.options.probe).await?,
+            rounds: GATE_ROUNDS,
+            deadline_secs: self.options.timeouts.gate.as_secs(),
+        };
+        let deployer = deploy::Deployer {
+            client,
+            names: &names,
+            delivery: &self.delivery,
+            sidecar_source: &self.options.sidecar_source,
+            upstream_resolver,
+            trusted_networks: &self.options.trusted_networks,
+            gate,
+            timeouts: &self.options.timeouts,
+        };
+        deployer.deploy(plan, progress).await
     }
 
     async fn inventory_impl(&self, env: &EnvId) -> Result<Vec<OwnedObject>, RuntimeError> {

@@ -71,6 +71,12 @@ impl Names {
         &self.namespace
     }
 
+    /// `service`'s fully qualified name in the cluster's default domain
+    /// (`worker.af-pr-42.svc.cluster.local`).
+    pub fn cluster_name(&self, service: &str) -> String {
+        format!("{service}.{}.svc.cluster.local", self.namespace)
+    }
+
     /// The labels of an object of `kind`, set in the call that creates it.
     pub fn labels(&self, kind: &str) -> BTreeMap<String, String> {
         BTreeMap::from([

@@ -50,6 +50,9 @@ fn runtime(fake: &Fake) -> KubernetesRuntime {
         namespace: Duration::from_millis(50),
         probe: Duration::from_secs(5),
         down: Duration::from_millis(50),
+        sidecar: Duration::from_millis(50),
+        service: Duration::from_millis(50),
+        gate: Duration::from_secs(1),
         poll: Duration::from_millis(1),
     };
     let cluster = ClusterId {

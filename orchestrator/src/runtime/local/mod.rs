@@ -31,7 +31,7 @@ use bollard::Docker;
 use bollard::query_parameters::{LogsOptionsBuilder, RestartContainerOptionsBuilder};
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
-use ipnet::Ipv4Net;
+use ipnet::{IpNet, Ipv4Net};
 
 use self::images::SidecarSource;
 use self::labels::{Names, kind};
@@ -39,7 +39,7 @@ use self::sidecar::SidecarSettings;
 use crate::env_id::EnvId;
 use crate::plan::{EnvPlan, Kind, short_digest};
 use crate::runtime::service_env::Provisions;
-use crate::runtime::sidecar_doc::{self, Placement, Secrets};
+use crate::runtime::sidecar_doc::{self, InsideNames, Placement, Secrets};
 use crate::runtime::{
     Action, AdminEndpoint, Capabilities, DownReport, EnvStatus, ExecOutput, LineStream, LogLine,
     OwnedObject, Progress, Quiet, Runtime, RuntimeError, ServiceStatus, ServiceUp, UpReport,
@@ -364,7 +364,8 @@ impl LocalRuntime {
         };
         let secrets = Secrets::keep_or_make(previous.as_ref(), &plan.env, SystemTime::now())?;
         let placement = Placement {
-            inside: place.inside,
+            inside: vec![IpNet::V4(place.inside)],
+            names: InsideNames::Resolved,
             inside_addr: place.inside_addr,
             admin: SocketAddr::from((place.edge_addr, Admin::DEFAULT_PORT)),
             inside_resolver: sidecar::DOCKER_RESOLVER,

@@ -45,6 +45,23 @@ pub struct ProbeImage {
     pub pull_policy: &'static str,
 }
 
+/// The routes the probe tries, as the per-pod gate's escape arguments (`tcp:ADDR:PORT`,
+/// `dns:ADDR:PORT:NAME`): every service pod tries them again before its process starts.
+pub async fn gate_escapes(
+    client: &Client,
+    targets: &ProbeTargets,
+) -> Result<Vec<String>, RuntimeError> {
+    let discovered = super::discovery::api_server(client).await?;
+    let (routes, _) = targets.routes(&discovered);
+    Ok(routes
+        .iter()
+        .map(|route| match &route.attempt {
+            targets::Attempt::Tcp(addr) => format!("tcp:{addr}"),
+            targets::Attempt::Dns { server, name } => format!("dns:{server}:{name}"),
+        })
+        .collect())
+}
+
 /// Run the probe in the environment's namespace; `Ok` only if every route held.
 pub async fn run(
     client: &Client,

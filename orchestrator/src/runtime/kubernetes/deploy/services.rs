@@ -1,0 +1,232 @@
+//! A service on a cluster: a Service at the service's own name (so `http://worker:8080` means
+//! it) and a Deployment whose pods run under the confinement every service pod gets, resolve
+//! through the sidecar only, mount the CA files, and start only after their gate passed.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, HTTPGetAction,
+    PodTemplateSpec, Probe, Service, ServicePort, ServiceSpec, TCPSocketAction, Volume,
+    VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::objects::stamp;
+use crate::plan::{EnvPlan, ServicePlan};
+use crate::runtime::kubernetes::confinement;
+use crate::runtime::kubernetes::names::{self, Names, kind, network};
+use crate::runtime::labels::{CONFIG, NETWORK, SERVICE};
+use crate::runtime::service_env::{self, Provisions};
+use crate::trust::{self, TrustFiles};
+
+/// The gate: the init container every service pod runs first.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    /// The image holding `af-probe`.
+    pub image: String,
+    /// Its pull policy.
+    pub pull_policy: String,
+    /// `af-probe gate`'s escape arguments (`tcp:ADDR:PORT`, `dns:ADDR:PORT:NAME`).
+    pub escapes: Vec<String>,
+    /// Rounds in a row that must hold.
+    pub rounds: u32,
+    /// How long it may take in all, in seconds.
+    pub deadline_secs: u64,
+}
+
+/// The gate's container name.
+pub const GATE: &str = "af-gate";
+
+/// What one service's objects are made from.
+pub struct Spec<'a> {
+    /// The whole plan (the service names, for the proxy exceptions).
+    pub plan: &'a EnvPlan,
+    /// The service.
+    pub service: &'a ServicePlan,
+    /// Its image, as the nodes know it.
+    pub image: &'a str,
+    /// Its pull policy.
+    pub pull_policy: &'a str,
+    /// The sidecar's Service address: proxy, DNS, and every outside name.
+    pub sidecar: Ipv4Addr,
+    /// The CA files and webhook secrets.
+    pub provisions: Provisions<'a>,
+    /// The gate.
+    pub gate: &'a Gate,
+}
+
+/// The labels of a service's pods, which its Service and Deployment select.
+pub fn pod_labels(names: &Names, service: &str) -> BTreeMap<String, String> {
+    let mut labels = names.labels(kind::SERVICE);
+    labels.insert(SERVICE.to_owned(), service.to_owned());
+    labels.insert(NETWORK.to_owned(), network::SERVICE.to_owned());
+    labels
+}
+
+fn meta(names: &Names, name: &str, kind_label: &str, service: &str) -> ObjectMeta {
+    let mut labels = names.labels(kind_label);
+    labels.insert(SERVICE.to_owned(), service.to_owned());
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: Some(names.namespace().to_owned()),
+        labels: Some(labels),
+        ..ObjectMeta::default()
+    }
+}
+
+/// The ConfigMap of the CA files every service mounts at `/etc/af` (certificates only: the
+/// CA's key stays in the sidecar's Secret).
+pub fn trust_files(names: &Names, files: &TrustFiles) -> ConfigMap {
+    let file = |path: &str| path.rsplit('/').next().unwrap_or(path).to_owned();
+    stamp(ConfigMap {
+        metadata: meta(names, names::TRUST, kind::TRUST, ""),
+        data: Some(BTreeMap::from([
+            (file(trust::BUNDLE_PATH), files.bundle_pem.clone()),
+            (file(trust::CA_PATH), files.ca_pem.clone()),
+        ])),
+        ..ConfigMap::default()
+    })
+}
+
+/// The service's Service, when it listens on a port.
+pub fn service(names: &Names, service: &ServicePlan) -> Option<Service> {
+    let port = service.port?;
+    Some(stamp(Service {
+        metadata: meta(names, &service.name, kind::SERVICE, &service.name),
+        spec: Some(ServiceSpec {
+            selector: Some(pod_labels(names, &service.name)),
+            ports: Some(vec![ServicePort {
+                name: Some("main".to_owned()),
+                protocol: Some("TCP".to_owned()),
+                port: i32::from(port),
+                target_port: Some(IntOrString::Int(i32::from(port))),
+                ..ServicePort::default()
+            }]),
+            ..ServiceSpec::default()
+        }),
+        status: None,
+    }))
+}
+
+/// The service's Deployment.
+pub fn deployment(names: &Names, spec: &Spec<'_>) -> Deployment {
+    let service = spec.service;
+    let labels = pod_labels(names, &service.name);
+    let env = service_env::environment(spec.plan, service, spec.sidecar, spec.provisions)
+        .into_iter()
+        .filter_map(|pair| {
+            let (name, value) = pair.split_once('=')?;
+            Some(EnvVar {
+                name: name.to_owned(),
+                value: Some(value.to_owned()),
+                value_from: None,
+            })
+        })
+        .collect();
+    let readiness = service.port.map(|port| {
+        let port = IntOrString::Int(i32::from(port));
+        let timeout = i32::try_from(service.health_timeout.as_secs()).unwrap_or(i32::MAX);
+        match &service.health_path {
+            Some(path) => Probe {
+                http_get: Some(HTTPGetAction {
+                    path: Some(path.clone()),
+                    port,
+                    ..HTTPGetAction::default()
+                }),
+                period_seconds: Some(1),
+                failure_threshold: Some(timeout.max(1)),
+                ..Probe::default()
+            },
+            None => Probe {
+                tcp_socket: Some(TCPSocketAction { port, host: None }),
+                period_seconds: Some(1),
+                failure_threshold: Some(timeout.max(1)),
+                ..Probe::default()
+            },
+        }
+    });
+    let main = Container {
+        name: service.name.clone(),
+        image: Some(spec.image.to_owned()),
+        image_pull_policy: Some(spec.pull_policy.to_owned()),
+        command: (!service.command.is_empty()).then(|| service.command.clone()),
+        env: Some(env),
+        ports: service.port.map(|port| {
+            vec![ContainerPort {
+                container_port: i32::from(port),
+                protocol: Some("TCP".to_owned()),
+                ..ContainerPort::default()
+            }]
+        }),
+        readiness_probe: readiness,
+        volume_mounts: Some(vec![VolumeMount {
+            name: "af-trust".to_owned(),
+            mount_path: "/etc/af".to_owned(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        }]),
+        ..Container::default()
+    };
+    let gate = gate_container(spec.gate, spec.sidecar);
+    let mut pod = confinement::pod_spec(vec![main], IpAddr::V4(spec.sidecar));
+    pod.init_containers = Some(vec![confinement::confine(gate)]);
+    confinement::give_back(&mut pod, &service.capabilities);
+    pod.volumes = Some(vec![Volume {
+        name: "af-trust".to_owned(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: names::TRUST.to_owned(),
+            ..ConfigMapVolumeSource::default()
+        }),
+        ..Volume::default()
+    }]);
+    stamp(Deployment {
+        metadata: meta(names, &service.name, kind::SERVICE, &service.name),
+        spec: DeploymentSpec {
+            replicas: Some(1),
+            selector: LabelSelector {
+                match_labels: Some(labels.clone()),
+                ..LabelSelector::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    annotations: Some(BTreeMap::from([(
+                        CONFIG.to_owned(),
+                        spec.provisions.digest(),
+                    )])),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(pod),
+            },
+            ..DeploymentSpec::default()
+        },
+        status: None,
+    })
+}
+
+fn gate_container(gate: &Gate, sidecar: Ipv4Addr) -> Container {
+    let sidecar = SocketAddr::new(
+        IpAddr::V4(sidecar),
+        af_sidecar_api::config::ProxyListener::DEFAULT_PORT,
+    );
+    let mut args = vec![
+        "gate".to_owned(),
+        sidecar.to_string(),
+        gate.rounds.to_string(),
+        gate.deadline_secs.to_string(),
+    ];
+    args.extend(gate.escapes.iter().cloned());
+    Container {
+        name: GATE.to_owned(),
+        image: Some(gate.image.clone()),
+        image_pull_policy: Some(gate.pull_policy.clone()),
+        command: Some(vec![
+            crate::runtime::kubernetes::probe::pod::BINARY.to_owned(),
+        ]),
+        args: Some(args),
+        ..Container::default()
+    }
+}
