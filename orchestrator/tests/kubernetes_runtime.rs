@@ -328,3 +328,60 @@ async fn down_waits_for_the_namespace_and_names_the_finalizer_that_holds_it() {
         "af down returned once the namespace was gone"
     );
 }
+
+/// The names of the running pods of `service` in the world's namespace, and whether each
+/// passed its gate.
+async fn running_pods(world: &World, service: &str) -> Vec<(String, bool)> {
+    let pods: Api<Pod> = Api::namespaced(world.client.clone(), &world.namespace());
+    let lp = ListParams::default().labels(&format!("dev.antifailure.service={service}"));
+    pods.list(&lp)
+        .await
+        .unwrap_or_else(|e| panic!("list pods: {e}"))
+        .items
+        .into_iter()
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        .map(|p| {
+            let gate_passed = p
+                .status
+                .as_ref()
+                .and_then(|s| s.init_container_statuses.as_ref())
+                .and_then(|s| s.iter().find(|c| c.name == "af-gate"))
+                .and_then(|c| c.state.as_ref()?.terminated.as_ref())
+                .is_some_and(|t| t.exit_code == 0);
+            (p.metadata.name.unwrap_or_default(), gate_passed)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_enforcing_cluster_passes_the_probe_and_runs_the_sidecar_then_the_services() {
+    // The control in the same run: the same cluster without enforcement refuses.
+    let decorative = World::new("enforced-control", 6).await;
+    let refused = decorative.af(&["up"], &[]).await;
+    assert_eq!(refused.code, RUNTIME_EXIT, "{}", refused.stderr);
+    assert!(refused.stderr.contains("AF-RUN-043"), "{}", refused.stderr);
+    let _ = decorative.af(&["down"], &[]).await;
+
+    let world = World::enforced("enforced", 7).await;
+    let up = world.af(&["up"], &[]).await;
+    assert_eq!(up.code, 0, "{}{}", up.stdout, up.stderr);
+    assert!(
+        up.stderr.contains("network policies: 5 created"),
+        "the probe ran after the policies: {}",
+        up.stderr
+    );
+    let sidecar = running_pods(&world, "sidecar").await;
+    assert_eq!(sidecar.len(), 1, "{sidecar:?}");
+    let web = running_pods(&world, "web").await;
+    assert_eq!(web.len(), 1, "{web:?}");
+    assert!(web[0].1, "the service started after its gate passed: {web:?}");
+
+    // A second up changes nothing.
+    let again = world.af(&["up"], &[]).await;
+    assert_eq!(again.code, 0, "{}{}", again.stdout, again.stderr);
+    assert_eq!(running_pods(&world, "web").await, web, "the same pod");
+
+    let down = world.af(&["down"], &[]).await;
+    assert_eq!(down.code, 0, "{}{}", down.stdout, down.stderr);
+    assert!(world.read_namespace().await.is_none());
+}

@@ -104,6 +104,11 @@ impl Hosts {
         }
     }
 
+    /// The test resolver the sidecar resolves outside names with.
+    pub(crate) fn resolver(&self) -> SocketAddr {
+        self.dns.addr
+    }
+
     /// The probe's variables: every route aimed at these hosts, and public defaults forbidden.
     pub(crate) fn probe_vars(&self) -> Vec<(&'static str, String)> {
         vec![

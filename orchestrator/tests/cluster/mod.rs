@@ -2,6 +2,7 @@
 //! test's own hosts for the probe to aim at, a manifest placed on that cluster, the `af` binary run against it, and a guard that removes every
 //! namespace the test made or caused, even when it fails.
 
+pub(crate) mod enforcer;
 pub(crate) mod hosts;
 
 use std::path::PathBuf;
@@ -45,14 +46,26 @@ pub(crate) fn context() -> String {
     cluster().context.clone()
 }
 
-/// Start (or find running) the project's own cluster; its script serialises concurrent
-/// callers, so the test processes nextest runs side by side start it once.
-fn start_local_cluster() -> Cluster {
-    let dir = match std::env::var_os("K8S_LOCAL_DIR") {
+/// The project's own cluster's directory, when it is the cluster under test.
+pub(crate) fn local_cluster_dir() -> Option<PathBuf> {
+    (cluster().context == LOCAL_CONTEXT).then(local_dir)
+}
+
+/// The context of the project's own cluster.
+const LOCAL_CONTEXT: &str = "local-af";
+
+fn local_dir() -> PathBuf {
+    match std::env::var_os("K8S_LOCAL_DIR") {
         Some(dir) => PathBuf::from(dir),
         None => PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
             .join(".cache/af-k8s-local"),
-    };
+    }
+}
+
+/// Start (or find running) the project's own cluster; its script serialises concurrent
+/// callers, so the test processes nextest runs side by side start it once.
+fn start_local_cluster() -> Cluster {
+    let dir = local_dir();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/k8s-local/ci-up.sh");
     let status = std::process::Command::new(&script)
         .env("K8S_LOCAL_DIR", &dir)
@@ -66,7 +79,7 @@ fn start_local_cluster() -> Cluster {
         script.display()
     );
     Cluster {
-        context: "local-af".to_owned(),
+        context: LOCAL_CONTEXT.to_owned(),
         kubeconfig: Some(dir.join("run/kubeconfig")),
     }
 }
@@ -107,12 +120,25 @@ pub(crate) struct World {
     pub env: String,
     /// The client.
     pub client: Client,
+    prefix: String,
     dir: PathBuf,
 }
 
 impl World {
-    /// Start `slot`'s hosts and write a manifest with one service placed on the cluster.
+    /// Start `slot`'s hosts and write a manifest with one service placed on the cluster, in a
+    /// namespace no enforcer governs (on the local cluster: a decorative one).
     pub(crate) async fn new(test: &str, slot: u8) -> World {
+        World::make(test, slot, "af-", false).await
+    }
+
+    /// The same in a namespace the enforcer governs, with a service that runs (`af-probe
+    /// serve` on 8080).
+    pub(crate) async fn enforced(test: &str, slot: u8) -> World {
+        enforcer::ensure();
+        World::make(test, slot, enforcer::PREFIX, true).await
+    }
+
+    async fn make(test: &str, slot: u8, prefix: &str, runnable: bool) -> World {
         let context = context();
         let nonce = short_digest(
             format!(
@@ -125,18 +151,25 @@ impl World {
         let env = format!("kt{slot}-{}", &nonce[..8]);
         let dir = std::env::temp_dir().join(format!("af-kube-{env}"));
         std::fs::create_dir_all(dir.join("web")).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(dir.join("web/Dockerfile"), "FROM scratch\n")
-            .unwrap_or_else(|e| panic!("{e}"));
+        let dockerfile = if runnable {
+            std::fs::copy(af_probe_binary(), dir.join("web/af-probe"))
+                .unwrap_or_else(|e| panic!("copy af-probe: {e}"));
+            "FROM scratch\nCOPY af-probe /af-probe\nENTRYPOINT [\"/af-probe\", \"serve\"]\n"
+        } else {
+            "FROM scratch\n"
+        };
+        std::fs::write(dir.join("web/Dockerfile"), dockerfile).unwrap_or_else(|e| panic!("{e}"));
         std::fs::write(
             dir.join("af.yaml"),
             format!(
-                "version: 1\nname: kube-test\nservices:\n  - name: web\n    path: web\n    port: 8080\nruntime:\n  provider: kubernetes\n  kubeconfig_context: {context}\n"
+                "version: 1\nname: kube-test\nservices:\n  - name: web\n    path: web\n    port: 8080\nruntime:\n  provider: kubernetes\n  kubeconfig_context: {context}\n  namespace_prefix: {prefix}\n"
             ),
         )
         .unwrap_or_else(|e| panic!("{e}"));
         World {
             hosts: Hosts::start(slot).await,
             env,
+            prefix: prefix.to_owned(),
             client: client().await,
             dir,
         }
@@ -144,7 +177,7 @@ impl World {
 
     /// The environment's namespace name.
     pub(crate) fn namespace(&self) -> String {
-        format!("af-{}", self.env)
+        format!("{}{}", self.prefix, self.env)
     }
 
     /// Run `af ARGS --env ENV` in the manifest's directory, with `extra` variables, while the
@@ -157,6 +190,8 @@ impl World {
             .args(args)
             .args(["--env", &self.env])
             .env("AF_PROBE_BINARY", &probe)
+            .env("AF_PROXY_BINARY", crate::binaries::static_binaries().join("af-proxy"))
+            .env("AF_UPSTREAM_RESOLVER", self.hosts.resolver().to_string())
             .envs(cluster().kubeconfig.iter().map(|path| ("KUBECONFIG", path)))
             .envs(self.hosts.probe_vars())
             .envs(extra.iter().copied());

@@ -20,6 +20,13 @@ pub const BINARY: &str = "/af-probe";
 /// not exist before the probe has passed.
 pub const NAMESERVER: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
+/// How long each route is tried before an open route counts as open: a new pod is governed
+/// some time after it starts (an enforcer learns its address when the kubelet reports it,
+/// about a second later), so one attempt in that window says nothing about the cluster.
+pub const SETTLE_SECS: u64 = 20;
+/// Failed attempts in a row after which a route counts as held.
+pub const SETTLE_ROUNDS: u32 = 3;
+
 /// What the probe pod is made of.
 pub struct ProbePod<'a> {
     /// The pod's name.
@@ -44,7 +51,12 @@ pub fn render(names: &Names, pod: &ProbePod<'_>) -> Pod {
             image: Some(pod.image.to_owned()),
             image_pull_policy: Some(pod.pull_policy.to_owned()),
             command: Some(vec![BINARY.to_owned()]),
-            args: Some(route.args()),
+            args: Some(
+                ["settle".to_owned(), SETTLE_SECS.to_string(), SETTLE_ROUNDS.to_string()]
+                    .into_iter()
+                    .chain(route.args())
+                    .collect(),
+            ),
             ..Container::default()
         })
         .collect();

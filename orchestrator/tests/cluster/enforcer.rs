@@ -1,0 +1,56 @@
+//! The enforcing half of the local test cluster: the project's NetworkPolicy enforcer
+//! (`fixtures/netpol-enforcer`, a test fixture) governs every namespace whose name starts with
+//! [`PREFIX`], and no other, so one cluster is an enforcing one for these tests and a
+//! decorative one for the rest, side by side. On a cluster `AF_KUBE_CONTEXT` names (other than
+//! the project's own), the cluster's CNI is the enforcer and nothing is started here.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The namespace prefix of the environments the enforcer governs.
+pub(crate) const PREFIX: &str = "afe-";
+
+/// Make sure the enforcer governs [`PREFIX`] (once per test process; its script serialises
+/// the processes nextest runs side by side).
+pub(crate) fn ensure() {
+    static STARTED: OnceLock<()> = OnceLock::new();
+    STARTED.get_or_init(|| {
+        let Some(dir) = super::local_cluster_dir() else {
+            return;
+        };
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let binary = match std::env::var_os("AF_ENFORCER_BIN") {
+            Some(path) => PathBuf::from(path),
+            None => build(&root),
+        };
+        let status = Command::new(root.join("fixtures/k8s-local/enforcer.sh"))
+            .arg("start")
+            .env("K8S_LOCAL_DIR", &dir)
+            .env("AF_ENFORCER_BIN", &binary)
+            .env("AF_ENFORCER_ARGS", format!("--namespace-prefix {PREFIX} --action reject"))
+            .status()
+            .unwrap_or_else(|e| panic!("enforcer.sh start: {e}"));
+        assert!(
+            status.success(),
+            "the NetworkPolicy enforcer did not start (its log: {}/run/logs/enforcer.log)",
+            dir.display()
+        );
+    });
+}
+
+/// Build the enforcer with cargo (its own lock serialises concurrent test processes).
+fn build(root: &Path) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = Command::new(cargo)
+        .current_dir(root)
+        .env("CARGO_TARGET_DIR", &target)
+        .args(["build", "-p", "af-netpol-enforcer"])
+        .status()
+        .unwrap_or_else(|e| panic!("cargo build -p af-netpol-enforcer: {e}"));
+    assert!(status.success(), "the enforcer did not build");
+    target.join("debug/af-netpol-enforcer")
+}
