@@ -20,7 +20,9 @@
 pub mod cluster;
 pub mod confinement;
 pub mod discovery;
+pub mod forward;
 pub mod images;
+pub mod inspect;
 pub mod names;
 pub mod namespace;
 pub mod policies;
@@ -332,7 +334,7 @@ impl Runtime for KubernetesRuntime {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             published_urls: false,
-            admin_api: false,
+            admin_api: true,
             restart_sidecar: false,
         }
     }
@@ -363,12 +365,14 @@ impl Runtime for KubernetesRuntime {
 
     fn logs<'a>(
         &'a self,
-        _env: &'a EnvId,
-        _service: Option<&'a str>,
-        _follow: bool,
-        _tail: Option<usize>,
+        env: &'a EnvId,
+        service: Option<&'a str>,
+        follow: bool,
+        tail: Option<usize>,
     ) -> BoxFuture<'a, Result<LineStream<'a>, RuntimeError>> {
-        Box::pin(async { Err(not_yet("`af logs` (no service is deployed on a cluster)")) })
+        Box::pin(async move {
+            inspect::logs(&self.client, &self.names(env), service, follow, tail).await
+        })
     }
 
     fn down<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<DownReport, RuntimeError>> {
@@ -384,21 +388,17 @@ impl Runtime for KubernetesRuntime {
         Box::pin(self.inventory_impl(env))
     }
 
-    fn admin<'a>(&'a self, _env: &'a EnvId) -> BoxFuture<'a, Result<AdminEndpoint, RuntimeError>> {
-        Box::pin(async {
-            Err(not_yet(
-                "Reaching the sidecar's admin API (`af net log`, `af inbox`, `af webhook trigger`, through a port-forward)",
-            ))
-        })
+    fn admin<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<AdminEndpoint, RuntimeError>> {
+        Box::pin(async move { inspect::admin(&self.client, &self.names(env)).await })
     }
 
     fn exec<'a>(
         &'a self,
-        _env: &'a EnvId,
-        _service: &'a str,
-        _argv: &'a [String],
+        env: &'a EnvId,
+        service: &'a str,
+        argv: &'a [String],
     ) -> BoxFuture<'a, Result<ExecOutput, RuntimeError>> {
-        Box::pin(async { Err(not_yet("Running a command in a service")) })
+        Box::pin(async move { inspect::exec(&self.client, &self.names(env), service, argv).await })
     }
 
     fn restart_sidecar<'a>(&'a self, _env: &'a EnvId) -> BoxFuture<'a, Result<(), RuntimeError>> {
