@@ -47,13 +47,12 @@ pub fn usable(pod: &Pod, container: &str, need: Need) -> bool {
     let Some(status) = pod.status.as_ref() else {
         return false;
     };
-    let running = status.phase.as_deref() == Some("Running")
-        && pod.metadata.deletion_timestamp.is_none()
-        && status
-            .container_statuses
-            .iter()
-            .flatten()
-            .any(|c| c.name == container && c.state.as_ref().is_some_and(|s| s.running.is_some()));
+    let running =
+        status.phase.as_deref() == Some("Running")
+            && pod.metadata.deletion_timestamp.is_none()
+            && status.container_statuses.iter().flatten().any(|c| {
+                c.name == container && c.state.as_ref().is_some_and(|s| s.running.is_some())
+            });
     let ready = status
         .conditions
         .iter()
@@ -209,8 +208,11 @@ pub async fn logs(
         });
     }
     started.sort_by(|(a, p), (b, q)| {
-        a.cmp(b)
-            .then_with(|| p.metadata.creation_timestamp.cmp(&q.metadata.creation_timestamp))
+        a.cmp(b).then_with(|| {
+            p.metadata
+                .creation_timestamp
+                .cmp(&q.metadata.creation_timestamp)
+        })
     });
     let api: Api<Pod> = Api::namespaced(client.clone(), names.namespace());
     let mut streams = Vec::with_capacity(started.len());
