@@ -154,7 +154,7 @@ async fn admin_token(client: &Client, names: &Names) -> Result<String, RuntimeEr
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let missing = |what: &str| {
         RuntimeError::AdminUnreachable(format!(
-            "the Secret {}/{ns} {what}; run `af up` to write it again",
+            "the Secret {ns}/{} {what}; run `af up` to write it again",
             names::SIDECAR_CONFIG
         ))
     };
@@ -324,4 +324,175 @@ pub fn exit_status(status: &Status) -> Option<i64> {
         .trim()
         .parse()
         .ok()
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{StatusCause, StatusDetails};
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    /// How a test pod is.
+    #[derive(Clone, Copy)]
+    pub(in crate::runtime::kubernetes) struct Shape {
+        pub phase: &'static str,
+        pub running: bool,
+        pub ready: bool,
+        pub deleting: bool,
+        /// Seconds past a fixed hour it was made at.
+        pub created: u32,
+    }
+
+    /// Running, its container running and Ready.
+    pub(in crate::runtime::kubernetes) const UP: Shape = Shape {
+        phase: "Running",
+        running: true,
+        ready: true,
+        deleting: false,
+        created: 0,
+    };
+
+    /// The pod `name` of `service` in environment `pr-42`, as the API server returns it.
+    pub(in crate::runtime::kubernetes) fn pod_json(
+        name: &str,
+        service: &str,
+        kind: &str,
+        shape: Shape,
+    ) -> Value {
+        let state = if shape.running {
+            json!({"running": {}})
+        } else {
+            json!({"waiting": {"reason": "ContainerCreating"}})
+        };
+        let mut metadata = json!({
+            "name": name, "namespace": "af-pr-42",
+            "creationTimestamp": format!("2026-01-01T10:00:{:02}Z", shape.created),
+            "labels": {"dev.antifailure.managed": "true", "dev.antifailure.env": "pr-42",
+                       "dev.antifailure.kind": kind, "dev.antifailure.service": service},
+        });
+        if shape.deleting {
+            metadata["deletionTimestamp"] = json!("2026-01-01T11:00:00Z");
+        }
+        json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+            "spec": {"containers": [{"name": container_of(service)}]},
+            "status": {
+                "phase": shape.phase,
+                "conditions": [{"type": "Ready", "status": if shape.ready { "True" } else { "False" }}],
+                "containerStatuses": [{"name": container_of(service), "image": "", "imageID": "",
+                                       "ready": shape.ready, "restartCount": 0, "state": state}],
+            },
+        })
+    }
+
+    fn pod(name: &str, shape: Shape) -> Pod {
+        serde_json::from_value(pod_json(name, "sidecar", kind::SIDECAR, shape)).expect("pod")
+    }
+
+    #[test]
+    fn the_newest_running_ready_pod_is_chosen_and_one_being_deleted_never() {
+        let old = pod("old", UP);
+        let new = pod("new", Shape { created: 30, ..UP });
+        let leaving = pod(
+            "leaving",
+            Shape {
+                created: 50,
+                deleting: true,
+                ..UP
+            },
+        );
+        let starting = pod(
+            "starting",
+            Shape {
+                created: 40,
+                ready: false,
+                ..UP
+            },
+        );
+        let pending = pod(
+            "pending",
+            Shape {
+                created: 45,
+                phase: "Pending",
+                running: false,
+                ready: false,
+                deleting: false,
+            },
+        );
+        let pods = [old, leaving.clone(), new, starting.clone(), pending];
+        assert_eq!(choose(&pods, "sidecar", Need::Ready), Some("new"));
+        // A command can run in a pod not Ready yet, never in one being deleted.
+        assert_eq!(choose(&pods, "sidecar", Need::Running), Some("starting"));
+        assert_eq!(choose(&[leaving], "sidecar", Need::Running), None);
+        assert_eq!(
+            choose(std::slice::from_ref(&starting), "sidecar", Need::Ready),
+            None
+        );
+        // The container asked for must be the one running.
+        assert_eq!(choose(&[starting], "web", Need::Running), None);
+        assert_eq!(choose(&[], "sidecar", Need::Running), None);
+    }
+
+    #[test]
+    fn the_sidecars_container_is_sidecar_and_a_services_is_its_name() {
+        assert_eq!(container_of("sidecar"), "sidecar");
+        assert_eq!(container_of("web"), "web");
+    }
+
+    fn status(state: &str, reason: Option<&str>, causes: &[(&str, &str)]) -> Status {
+        Status {
+            status: Some(state.to_owned()),
+            reason: reason.map(str::to_owned),
+            message: Some("said".to_owned()),
+            details: Some(StatusDetails {
+                causes: Some(
+                    causes
+                        .iter()
+                        .map(|(r, m)| StatusCause {
+                            reason: Some((*r).to_owned()),
+                            message: Some((*m).to_owned()),
+                            field: None,
+                        })
+                        .collect(),
+                ),
+                ..StatusDetails::default()
+            }),
+            ..Status::default()
+        }
+    }
+
+    #[test]
+    fn an_execs_exit_status_is_read_from_its_final_status() {
+        assert_eq!(exit_status(&status("Success", None, &[])), Some(0));
+        assert_eq!(
+            exit_status(&status(
+                "Failure",
+                Some("NonZeroExitCode"),
+                &[("ExitCode", "3")]
+            )),
+            Some(3)
+        );
+        assert_eq!(
+            exit_status(&status(
+                "Failure",
+                Some("NonZeroExitCode"),
+                &[("Other", "x"), ("ExitCode", " 127 ")]
+            )),
+            Some(127)
+        );
+        // A command that never ran has no status to tell.
+        assert_eq!(
+            exit_status(&status("Failure", Some("InternalError"), &[])),
+            None
+        );
+        assert_eq!(
+            exit_status(&status(
+                "Failure",
+                Some("NonZeroExitCode"),
+                &[("ExitCode", "x")]
+            )),
+            None
+        );
+    }
 }

@@ -33,6 +33,8 @@ pub mod wait;
 #[cfg(test)]
 mod golden;
 #[cfg(test)]
+mod inspect_sequence;
+#[cfg(test)]
 mod mock;
 #[cfg(test)]
 mod sequence;
