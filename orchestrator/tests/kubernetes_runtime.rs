@@ -5,6 +5,8 @@
 //! On the local test cluster, whose CNI stores NetworkPolicy and enforces none, the correct
 //! outcome of `af up` is AF-RUN-043 naming every route that got out, each seen arriving at
 //! the test's own host, with no sidecar and no service started, and `af down` leaving nothing.
+//! Reaching an environment (admin API by port-forward, logs, exec) is proven on pods the test
+//! makes itself in a namespace of its own, a busybox standing in for the sidecar.
 
 #[path = "support/binaries.rs"]
 mod binaries;

@@ -8,9 +8,14 @@
 //! policies do not hold is refused with AF-RUN-043 before any sidecar or service exists.
 //! `af down` deletes the namespace, if it is ours, and waits until it is gone ([`teardown`]).
 //!
+//! What runs in the namespace is reached through the API server, found by its labels
+//! ([`inspect`]): the sidecar's admin API, bound to the pod's own loopback, through a
+//! port-forward served on 127.0.0.1 and re-aimed at the sidecar's new pod when a forward fails
+//! ([`forward`]); `af logs` through the pods' log API; a command in a service through exec.
+//!
 //! Not built yet, and refused with AF-RUN-044 rather than pretended: the sidecar and the
 //! services themselves (so `af up` ends with AF-RUN-044 on a cluster that passed the probe),
-//! `af logs`, and the sidecar's admin API (`af net log`, `af inbox`, `af webhook trigger`).
+//! and restarting the sidecar.
 //!
 //! Knobs (environment variables, read by [`KubeOptions::from_env`]): `AF_KUBE_IMAGES`,
 //! `AF_PROBE_IMAGE`, `AF_PROBE_BINARY`, `AF_KUBE_RESOLVER`, `AF_KUBE_NAMESPACE_TIMEOUT`,
