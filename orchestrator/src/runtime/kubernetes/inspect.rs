@@ -66,10 +66,8 @@ pub fn choose<'p>(pods: &'p [Pod], container: &str, need: Need) -> Option<&'p st
     pods.iter()
         .filter(|p| usable(p, container, need))
         .max_by(|a, b| {
-            let created = |p: &Pod| p.metadata.creation_timestamp.clone();
-            created(a)
-                .cmp(&created(b))
-                .then_with(|| a.metadata.name.cmp(&b.metadata.name))
+            (&a.metadata.creation_timestamp, &a.metadata.name)
+                .cmp(&(&b.metadata.creation_timestamp, &b.metadata.name))
         })
         .and_then(|p| p.metadata.name.as_deref())
 }
@@ -77,6 +75,14 @@ pub fn choose<'p>(pods: &'p [Pod], container: &str, need: Need) -> Option<&'p st
 /// The label selector of the pods of `service` (the sidecar's included) in the environment.
 pub fn service_selector(names: &Names, service: &str) -> String {
     format!("{},{SERVICE}={service}", names.selector())
+}
+
+/// The label selector of the sidecar's pods (never a service's, whatever its name).
+pub fn sidecar_selector(names: &Names) -> String {
+    format!(
+        "{},{SERVICE}={SIDECAR_SERVICE}",
+        names.selector_of(kind::SIDECAR)
+    )
 }
 
 /// The environment's namespace, or [`RuntimeError::NoEnvironment`]; AF-RUN-045 for one that is
@@ -99,13 +105,8 @@ async fn workload_pods(
         Some(s) => service_selector(names, s),
         None => names.selector(),
     };
-    let pods: Api<Pod> = Api::namespaced(client.clone(), names.namespace());
-    let listed = pods
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(refused(format!("list the pods of {}", names.namespace())))?;
-    Ok(listed
-        .items
+    Ok(list(client, names, &selector)
+        .await?
         .into_iter()
         .filter_map(|pod| {
             let labels = pod.metadata.labels.as_ref()?;
@@ -119,15 +120,22 @@ async fn workload_pods(
         .collect())
 }
 
+/// The pods of the environment's namespace that `selector` selects.
+async fn list(client: &Client, names: &Names, selector: &str) -> Result<Vec<Pod>, RuntimeError> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), names.namespace());
+    let listed = pods
+        .list(&ListParams::default().labels(selector))
+        .await
+        .map_err(refused(format!("list the pods of {}", names.namespace())))?;
+    Ok(listed.items)
+}
+
 /// The sidecar's admin API through a port-forward to its Running, Ready pod, with the token
 /// of its configuration Secret.
 pub async fn admin(client: &Client, names: &Names) -> Result<AdminEndpoint, RuntimeError> {
     present(client, names).await?;
-    let pods: Vec<Pod> = workload_pods(client, names, Some(SIDECAR_SERVICE))
-        .await?
-        .into_iter()
-        .map(|(_, p)| p)
-        .collect();
+    let selector = sidecar_selector(names);
+    let pods = list(client, names, &selector).await?;
     let ns = names.namespace();
     let pod = choose(&pods, SIDECAR_CONTAINER, Need::Ready).ok_or_else(|| {
         RuntimeError::AdminUnreachable(format!(
@@ -139,7 +147,7 @@ pub async fn admin(client: &Client, names: &Names) -> Result<AdminEndpoint, Runt
     let token = admin_token(client, names).await?;
     let target = Target::new(
         Api::namespaced(client.clone(), ns),
-        service_selector(names, SIDECAR_SERVICE),
+        selector,
         SIDECAR_CONTAINER,
         Admin::DEFAULT_PORT,
         pod.to_owned(),
@@ -197,8 +205,10 @@ pub async fn logs(
         .into_iter()
         // A pod still pending has no log to read yet.
         .filter(|(_, p)| {
-            p.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Pending")
-                && p.status.is_some()
+            p.status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref())
+                .is_some_and(|phase| phase != "Pending")
         })
         .collect();
     if started.is_empty() {

@@ -100,8 +100,9 @@ async fn admin_refuses_naming_what_is_missing_and_changes_nothing() {
     );
     let starting = Shape { ready: false, ..UP };
     put_pod(&fake, "af-sidecar-1", "sidecar", kind::SIDECAR, starting);
-    // A service's pod is never taken for the sidecar's.
+    // A service's pod is never taken for the sidecar's, even a service named sidecar.
     put_pod(&fake, "web", "web", kind::SERVICE, UP);
+    put_pod(&fake, "sidecar-1", "sidecar", kind::SERVICE, UP);
     unreachable_saying(
         &admin_refusal(&fake).await,
         &["running and ready (1 found)", "af up"],
