@@ -5,25 +5,37 @@
 //! On the local test cluster, whose CNI stores NetworkPolicy and enforces none, the correct
 //! outcome of `af up` is AF-RUN-043 naming every route that got out, each seen arriving at
 //! the test's own host, with no sidecar and no service started, and `af down` leaving nothing.
+//! Reaching an environment (admin API by port-forward, logs, exec) is proven on pods the test
+//! makes itself in a namespace of its own, a busybox standing in for the sidecar.
 
 #[path = "support/binaries.rs"]
 mod binaries;
 mod cluster;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
+use af_orchestrator::env_id::EnvId;
+use af_orchestrator::runtime::kubernetes::cluster::ClusterId;
+use af_orchestrator::runtime::kubernetes::names::{self as kube_names, Names, kind};
+use af_orchestrator::runtime::kubernetes::{KubeOptions, KubernetesRuntime, inspect, namespace};
+use af_orchestrator::runtime::{Runtime, RuntimeError, labels};
+use af_policy::placement;
 use bollard::Docker;
 use bollard::query_parameters::ListContainersOptionsBuilder;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 
 use cluster::World;
 
 /// Exit statuses of the codes these tests expect (docs/errors.md).
 const RUNTIME_EXIT: i32 = 4;
 const TEARDOWN_EXIT: i32 = 5;
+/// The local test cluster's busybox (`fixtures/k8s-local/05-images.sh`), on the node already.
+const BUSYBOX: &str = "local/busybox:1.35";
 
 /// The pods of the namespace and the names of its containers on this machine's Docker daemon
 /// (the local test cluster's kubelet runs them there).
@@ -374,7 +386,10 @@ async fn an_enforcing_cluster_passes_the_probe_and_runs_the_sidecar_then_the_ser
     assert_eq!(sidecar.len(), 1, "{sidecar:?}");
     let web = running_pods(&world, "web").await;
     assert_eq!(web.len(), 1, "{web:?}");
-    assert!(web[0].1, "the service started after its gate passed: {web:?}");
+    assert!(
+        web[0].1,
+        "the service started after its gate passed: {web:?}"
+    );
 
     // A second up changes nothing.
     let again = world.af(&["up"], &[]).await;
@@ -384,4 +399,337 @@ async fn an_enforcing_cluster_passes_the_probe_and_runs_the_sidecar_then_the_ser
     let down = world.af(&["down"], &[]).await;
     assert_eq!(down.code, 0, "{}{}", down.stdout, down.stderr);
     assert!(world.read_namespace().await.is_none());
+}
+
+/// The token the stand-in sidecar's document holds.
+const INSPECT_TOKEN: &str = "inspect-test-token-0123456789";
+
+/// A pod of the environment labelled as `service`'s (`sidecar` for the sidecar), running the
+/// cluster's busybox under `script`, Ready when `ready` (a shell test) passes.
+fn workload_pod(names: &Names, name: &str, service: &str, script: &str, ready: &str) -> Pod {
+    let kind = if service == "sidecar" {
+        kind::SIDECAR
+    } else {
+        kind::SERVICE
+    };
+    let mut labels = names.labels(kind);
+    labels.insert(labels::SERVICE.to_owned(), service.to_owned());
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "automountServiceAccountToken": false,
+            "containers": [{
+                "name": inspect::container_of(service),
+                "image": BUSYBOX,
+                "imagePullPolicy": "Never",
+                "command": ["sh", "-c", script],
+                "readinessProbe": {"exec": {"command": ["sh", "-c", ready]}, "periodSeconds": 1},
+            }],
+        },
+    }))
+    .unwrap_or_else(|e| panic!("pod {name}: {e}"))
+}
+
+/// A stand-in sidecar: busybox's httpd on the pod's loopback at the admin port, its
+/// `/healthz` a file holding `said`.
+fn stand_in_sidecar(names: &Names, name: &str, said: &str) -> Pod {
+    let script = format!(
+        "mkdir -p /www && echo {said} > /www/healthz && echo sidecar {said} serving && exec httpd -f -p 127.0.0.1:9901 -h /www"
+    );
+    workload_pod(
+        names,
+        name,
+        "sidecar",
+        &script,
+        "wget -q -O /dev/null http://127.0.0.1:9901/healthz",
+    )
+}
+
+/// Wait until `name` is Ready, or fail.
+async fn wait_ready(pods: &Api<Pod>, name: &str) {
+    for _ in 0..120 {
+        let pod = pods.get_opt(name).await.unwrap_or_else(|e| panic!("{e}"));
+        if pod.as_ref().is_some_and(|p| {
+            inspect::usable(
+                p,
+                inspect::container_of(service_of(p)),
+                inspect::Need::Ready,
+            )
+        }) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let pod = pods.get_opt(name).await.ok().flatten();
+    panic!(
+        "pod {name} was not ready within 60 s: {:?}",
+        pod.and_then(|p| p.status)
+    );
+}
+
+fn service_of(pod: &Pod) -> &str {
+    pod.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(labels::SERVICE))
+        .map_or("", String::as_str)
+}
+
+/// `GET path` on `addr`: the status and body.
+async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap_or_else(|e| panic!("handshake: {e}"));
+    tokio::spawn(conn);
+    let request = hyper::Request::get(path)
+        .header("host", addr.to_string())
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let response = tokio::time::timeout(Duration::from_secs(20), sender.send_request(request))
+        .await
+        .unwrap_or_else(|_| panic!("GET {path} through {addr}: no answer in 20 s"))
+        .unwrap_or_else(|e| panic!("GET {path} through {addr}: {e}"));
+    let status = response.status().as_u16();
+    let body = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+async fn read_logs(
+    runtime: &KubernetesRuntime,
+    env: &EnvId,
+    service: Option<&str>,
+    tail: Option<usize>,
+) -> Vec<(String, String)> {
+    runtime
+        .logs(env, service, false, tail)
+        .await
+        .unwrap_or_else(|e| panic!("logs {service:?}: {}", e.report()))
+        .map(|l| {
+            let l = l.unwrap_or_else(|e| panic!("a log line: {}", e.report()));
+            (l.service, l.line)
+        })
+        .collect()
+        .await
+}
+
+/// The runtime under test, in this process, on the harness's client.
+fn kubernetes_runtime(world: &World) -> KubernetesRuntime {
+    let section = placement::Runtime {
+        provider: Some("kubernetes".to_owned()),
+        kubeconfig_context: Some(cluster::context()),
+        ..placement::Runtime::default()
+    };
+    let placed = placement::place(&section).unwrap_or_else(|e| panic!("{e}"));
+    let options = KubeOptions::from_vars(&placed, &|_| None).unwrap_or_else(|e| panic!("{e:?}"));
+    let id = ClusterId {
+        context: cluster::context(),
+        server: "(the harness's client)".to_owned(),
+    };
+    KubernetesRuntime::new(world.client.clone(), id, options).unwrap_or_else(|e| panic!("{e:?}"))
+}
+
+#[tokio::test]
+async fn the_sidecars_admin_api_its_logs_and_a_services_shell_are_reached_through_the_api_server() {
+    let world = World::new("inspect", 9).await;
+    let env = EnvId::parse(&world.env).unwrap_or_else(|e| panic!("{e:?}"));
+    let names = Names::new(kube_names::DEFAULT_PREFIX, &env);
+    let runtime = kubernetes_runtime(&world);
+    let refused = runtime.admin(&env).await.map(|_| ());
+    assert!(
+        matches!(refused, Err(RuntimeError::NoEnvironment(_))),
+        "before the namespace exists: {refused:?}"
+    );
+
+    // The environment as `af up` leaves it, made by hand: namespace, the sidecar's Secret, a
+    // stand-in sidecar and one service, all with our labels. Nothing else is aimed at.
+    Api::<Namespace>::all(world.client.clone())
+        .create(&PostParams::default(), &namespace::render(&names))
+        .await
+        .unwrap_or_else(|e| panic!("create the namespace: {e}"));
+    let ns = names.namespace();
+    let accounts = Api::<ServiceAccount>::namespaced(world.client.clone(), ns);
+    for _ in 0..60 {
+        if accounts.get_opt("default").await.ok().flatten().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let pods = Api::<Pod>::namespaced(world.client.clone(), ns);
+    pods.create(
+        &PostParams::default(),
+        &stand_in_sidecar(&names, "af-sidecar-one", "first"),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("create the sidecar pod: {e}"));
+    pods.create(
+        &PostParams::default(),
+        &workload_pod(
+            &names,
+            "web",
+            "web",
+            "echo web line 1; echo web line 2; exec sleep 3600",
+            "true",
+        ),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("create the web pod: {e}"));
+    wait_ready(&pods, "af-sidecar-one").await;
+    wait_ready(&pods, "web").await;
+
+    let no_secret = runtime.admin(&env).await.map(|_| ());
+    assert!(
+        matches!(&no_secret, Err(RuntimeError::AdminUnreachable(m)) if m.contains("af-sidecar-config") && m.contains("af up")),
+        "without the sidecar's Secret: {no_secret:?}"
+    );
+    let mut secret_labels = names.labels(kind::SIDECAR);
+    secret_labels.insert(labels::SERVICE.to_owned(), "sidecar".to_owned());
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": kube_names::SIDECAR_CONFIG, "labels": secret_labels},
+        "stringData": {
+            kube_names::SIDECAR_CONFIG_KEY: serde_json::json!({"admin": {"token": INSPECT_TOKEN}}).to_string()
+        },
+    }))
+    .unwrap_or_else(|e| panic!("{e}"));
+    Api::<Secret>::namespaced(world.client.clone(), ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap_or_else(|e| panic!("create the Secret: {e}"));
+
+    // The admin API: a real HTTP request through the endpoint reaches the pod's loopback.
+    let endpoint = runtime
+        .admin(&env)
+        .await
+        .unwrap_or_else(|e| panic!("admin: {}", e.report()));
+    assert!(endpoint.addr.ip().is_loopback(), "{}", endpoint.addr);
+    assert_eq!(endpoint.token, INSPECT_TOKEN);
+    af_orchestrator::admin::healthz(endpoint.addr)
+        .await
+        .unwrap_or_else(|e| panic!("healthz: {}", e.report()));
+    assert_eq!(
+        get(endpoint.addr, "/healthz").await,
+        (200, "first\n".to_owned())
+    );
+
+    // The sidecar's pod replaced (a restart, a rollout): the same endpoint reaches the new one.
+    pods.delete("af-sidecar-one", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap_or_else(|e| panic!("delete the first sidecar pod: {e}"));
+    pods.create(
+        &PostParams::default(),
+        &stand_in_sidecar(&names, "af-sidecar-two", "second"),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("create the second sidecar pod: {e}"));
+    wait_ready(&pods, "af-sidecar-two").await;
+    for _ in 0..60 {
+        if pods
+            .get_opt("af-sidecar-one")
+            .await
+            .ok()
+            .flatten()
+            .is_none()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(
+        get(endpoint.addr, "/healthz").await,
+        (200, "second\n".to_owned()),
+        "the forward found the new sidecar pod"
+    );
+
+    // Logs: one service, its tail, and every pod prefixed by its service.
+    let web = |line: &str| ("web".to_owned(), line.to_owned());
+    assert_eq!(
+        read_logs(&runtime, &env, Some("web"), None).await,
+        vec![web("web line 1"), web("web line 2")]
+    );
+    assert_eq!(
+        read_logs(&runtime, &env, Some("web"), Some(1)).await,
+        vec![web("web line 2")]
+    );
+    let all = read_logs(&runtime, &env, None, None).await;
+    for want in [
+        ("sidecar".to_owned(), "sidecar second serving".to_owned()),
+        web("web line 1"),
+    ] {
+        assert!(all.contains(&want), "{want:?} in {all:?}");
+    }
+    let mut following = runtime
+        .logs(&env, Some("web"), true, Some(1))
+        .await
+        .unwrap_or_else(|e| panic!("logs --follow: {}", e.report()));
+    let first = tokio::time::timeout(Duration::from_secs(20), following.next())
+        .await
+        .unwrap_or_else(|_| panic!("no followed line in 20 s"));
+    assert_eq!(
+        first.map(|l| l.map(|l| l.line).ok()),
+        Some(Some("web line 2".to_owned()))
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_secs(1), following.next())
+            .await
+            .is_err(),
+        "a followed log stays open while the pod runs"
+    );
+    drop(following);
+
+    // A command in the service: its output, apart, and its exit status.
+    let argv = |words: &[&str]| words.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
+    let ran = runtime
+        .exec(
+            &env,
+            "web",
+            &argv(&["sh", "-c", "echo out; echo err >&2; exit 3"]),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("exec: {}", e.report()));
+    assert_eq!(
+        (ran.exit, ran.stdout.as_str(), ran.stderr.as_str()),
+        (Some(3), "out\n", "err\n")
+    );
+    let ran = runtime
+        .exec(&env, "web", &argv(&["cat", "/proc/1/cmdline"]))
+        .await
+        .unwrap_or_else(|e| panic!("exec: {}", e.report()));
+    assert_eq!(ran.exit, Some(0), "{ran:?}");
+    assert!(
+        ran.stdout.contains("sleep"),
+        "it ran in the web pod: {ran:?}"
+    );
+    let absent = runtime.exec(&env, "worker", &argv(&["true"])).await;
+    assert!(
+        matches!(&absent, Err(RuntimeError::NoService { service, .. }) if service == "worker"),
+        "{absent:?}"
+    );
+
+    // The endpoint's listener goes with its last clone.
+    let addr = endpoint.addr;
+    let kept = endpoint.clone();
+    drop(endpoint);
+    assert_eq!(get(addr, "/healthz").await.0, 200, "a clone keeps it open");
+    drop(kept);
+    let mut closed = false;
+    for _ in 0..50 {
+        if tokio::net::TcpStream::connect(addr).await.is_err() {
+            closed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        closed,
+        "nothing listens on {addr} once the endpoint is dropped"
+    );
 }

@@ -455,10 +455,7 @@ async fn serve(fake: Arc<FakeSidecar>) -> Scripted {
     });
     Scripted {
         down: Mutex::new(None),
-        admin: Some(AdminEndpoint {
-            addr,
-            token: TOKEN.to_owned(),
-        }),
+        admin: Some(AdminEndpoint::direct(addr, TOKEN.to_owned())),
         ctrl_c_during: None,
     }
 }

@@ -16,10 +16,12 @@ pub mod sidecar_doc;
 
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use futures_util::Stream;
 use futures_util::future::BoxFuture;
 use serde::Serialize;
+use tokio::task::AbortHandle;
 
 pub use error::RuntimeError;
 
@@ -185,13 +187,48 @@ pub struct DownReport {
     pub failed: Vec<(String, String)>,
 }
 
-/// How to reach an environment's sidecar admin API from this machine.
+/// How to reach an environment's sidecar admin API from this machine: an address on it and
+/// the token. On a cluster the address is a port-forward's listener, served while any clone
+/// of the endpoint is held.
 #[derive(Debug, Clone)]
 pub struct AdminEndpoint {
     /// Address of the admin API.
     pub addr: SocketAddr,
     /// The bearer token.
     pub token: String,
+    /// Held, never read: what serves `addr`, stopped with the last clone.
+    _serving: Option<Arc<Serving>>,
+}
+
+impl AdminEndpoint {
+    /// The admin API at `addr` itself (a port the engine publishes).
+    pub fn direct(addr: SocketAddr, token: String) -> Self {
+        Self {
+            addr,
+            token,
+            _serving: None,
+        }
+    }
+
+    /// The admin API through a task of ours that serves `addr` (a port-forward), stopped when
+    /// the last clone of the endpoint is dropped.
+    pub fn served(addr: SocketAddr, token: String, task: AbortHandle) -> Self {
+        Self {
+            addr,
+            token,
+            _serving: Some(Arc::new(Serving(task))),
+        }
+    }
+}
+
+/// The task behind an endpoint's address.
+#[derive(Debug)]
+struct Serving(AbortHandle);
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// The output of a command run inside a service.

@@ -28,7 +28,10 @@ pub(crate) fn ensure() {
             .arg("start")
             .env("K8S_LOCAL_DIR", &dir)
             .env("AF_ENFORCER_BIN", &binary)
-            .env("AF_ENFORCER_ARGS", format!("--namespace-prefix {PREFIX} --action reject"))
+            .env(
+                "AF_ENFORCER_ARGS",
+                format!("--namespace-prefix {PREFIX} --action reject"),
+            )
             .status()
             .unwrap_or_else(|e| panic!("enforcer.sh start: {e}"));
         assert!(

@@ -190,7 +190,10 @@ impl World {
             .args(args)
             .args(["--env", &self.env])
             .env("AF_PROBE_BINARY", &probe)
-            .env("AF_PROXY_BINARY", crate::binaries::static_binaries().join("af-proxy"))
+            .env(
+                "AF_PROXY_BINARY",
+                crate::binaries::static_binaries().join("af-proxy"),
+            )
             .env("AF_UPSTREAM_RESOLVER", self.hosts.resolver().to_string())
             .envs(cluster().kubeconfig.iter().map(|path| ("KUBECONFIG", path)))
             .envs(self.hosts.probe_vars())

@@ -8,9 +8,14 @@
 //! policies do not hold is refused with AF-RUN-043 before any sidecar or service exists.
 //! `af down` deletes the namespace, if it is ours, and waits until it is gone ([`teardown`]).
 //!
+//! What runs in the namespace is reached through the API server, found by its labels
+//! ([`inspect`]): the sidecar's admin API, bound to the pod's own loopback, through a
+//! port-forward served on 127.0.0.1 and re-aimed at the sidecar's new pod when a forward fails
+//! ([`forward`]); `af logs` through the pods' log API; a command in a service through exec.
+//!
 //! Not built yet, and refused with AF-RUN-044 rather than pretended: the sidecar and the
 //! services themselves (so `af up` ends with AF-RUN-044 on a cluster that passed the probe),
-//! `af logs`, and the sidecar's admin API (`af net log`, `af inbox`, `af webhook trigger`).
+//! and restarting the sidecar.
 //!
 //! Knobs (environment variables, read by [`KubeOptions::from_env`]): `AF_KUBE_IMAGES`,
 //! `AF_PROBE_IMAGE`, `AF_PROBE_BINARY`, `AF_KUBE_RESOLVER`, `AF_KUBE_NAMESPACE_TIMEOUT`,
@@ -21,7 +26,9 @@ pub mod cluster;
 pub mod confinement;
 pub mod deploy;
 pub mod discovery;
+pub mod forward;
 pub mod images;
+pub mod inspect;
 pub mod names;
 pub mod namespace;
 pub mod policies;
@@ -31,6 +38,8 @@ pub mod wait;
 
 #[cfg(test)]
 mod golden;
+#[cfg(test)]
+mod inspect_sequence;
 #[cfg(test)]
 mod mock;
 #[cfg(test)]
@@ -417,7 +426,7 @@ impl Runtime for KubernetesRuntime {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             published_urls: false,
-            admin_api: false,
+            admin_api: true,
             restart_sidecar: false,
         }
     }
@@ -448,12 +457,14 @@ impl Runtime for KubernetesRuntime {
 
     fn logs<'a>(
         &'a self,
-        _env: &'a EnvId,
-        _service: Option<&'a str>,
-        _follow: bool,
-        _tail: Option<usize>,
+        env: &'a EnvId,
+        service: Option<&'a str>,
+        follow: bool,
+        tail: Option<usize>,
     ) -> BoxFuture<'a, Result<LineStream<'a>, RuntimeError>> {
-        Box::pin(async { Err(not_yet("`af logs` (no service is deployed on a cluster)")) })
+        Box::pin(async move {
+            inspect::logs(&self.client, &self.names(env), service, follow, tail).await
+        })
     }
 
     fn down<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<DownReport, RuntimeError>> {
@@ -469,21 +480,17 @@ impl Runtime for KubernetesRuntime {
         Box::pin(self.inventory_impl(env))
     }
 
-    fn admin<'a>(&'a self, _env: &'a EnvId) -> BoxFuture<'a, Result<AdminEndpoint, RuntimeError>> {
-        Box::pin(async {
-            Err(not_yet(
-                "Reaching the sidecar's admin API (`af net log`, `af inbox`, `af webhook trigger`, through a port-forward)",
-            ))
-        })
+    fn admin<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<AdminEndpoint, RuntimeError>> {
+        Box::pin(async move { inspect::admin(&self.client, &self.names(env)).await })
     }
 
     fn exec<'a>(
         &'a self,
-        _env: &'a EnvId,
-        _service: &'a str,
-        _argv: &'a [String],
+        env: &'a EnvId,
+        service: &'a str,
+        argv: &'a [String],
     ) -> BoxFuture<'a, Result<ExecOutput, RuntimeError>> {
-        Box::pin(async { Err(not_yet("Running a command in a service")) })
+        Box::pin(async move { inspect::exec(&self.client, &self.names(env), service, argv).await })
     }
 
     fn restart_sidecar<'a>(&'a self, _env: &'a EnvId) -> BoxFuture<'a, Result<(), RuntimeError>> {

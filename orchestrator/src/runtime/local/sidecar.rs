@@ -206,10 +206,10 @@ pub async fn admin(docker: &Docker, names: &Names) -> Result<AdminEndpoint, Runt
     let token = kept.token().map(str::to_owned).ok_or_else(|| {
         RuntimeError::AdminUnreachable("the sidecar's configuration has no admin token".to_owned())
     })?;
-    Ok(AdminEndpoint {
-        addr: SocketAddr::from(([127, 0, 0, 1], port)),
+    Ok(AdminEndpoint::direct(
+        SocketAddr::from(([127, 0, 0, 1], port)),
         token,
-    })
+    ))
 }
 
 /// What the configuration document inside a sidecar container (running or not) keeps.

@@ -52,10 +52,14 @@ pub fn render(names: &Names, pod: &ProbePod<'_>) -> Pod {
             image_pull_policy: Some(pod.pull_policy.to_owned()),
             command: Some(vec![BINARY.to_owned()]),
             args: Some(
-                ["settle".to_owned(), SETTLE_SECS.to_string(), SETTLE_ROUNDS.to_string()]
-                    .into_iter()
-                    .chain(route.args())
-                    .collect(),
+                [
+                    "settle".to_owned(),
+                    SETTLE_SECS.to_string(),
+                    SETTLE_ROUNDS.to_string(),
+                ]
+                .into_iter()
+                .chain(route.args())
+                .collect(),
             ),
             ..Container::default()
         })
