@@ -174,7 +174,7 @@ impl Drop for Hosts {
 
 /// `ip addr add|del IP/LEN dev lo [nodad]`; an address already there (or already gone) is
 /// fine.
-fn ip_addr(verb: &str, ip: IpAddr, len: u8) {
+pub(crate) fn ip_addr(verb: &str, ip: IpAddr, len: u8) {
     let family = if ip.is_ipv6() { "-6" } else { "-4" };
     let mut args = vec![family, "addr", verb];
     let addr = format!("{ip}/{len}");

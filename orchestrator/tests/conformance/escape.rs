@@ -8,11 +8,11 @@
 use std::time::Duration;
 
 use crate::conformance::{allowed_is_reached, up};
-use crate::support::{Harness, HostForwarding, field, probe, probe_plan};
+use crate::support::{HostEscapes, HostForwarding, field, probe, probe_plan};
 
 /// A service cannot open a raw or packet socket, nor can its migration; a container with the
 /// runtime's default capabilities can.
-pub(crate) async fn a_service_cannot_open_a_raw_or_packet_socket(h: &dyn Harness) {
+pub(crate) async fn a_service_cannot_open_a_raw_or_packet_socket(h: &dyn HostEscapes) {
     let env = h.env("raw");
     let mut plan = probe_plan(h, &env, &["probe"]);
     // The migration runs under the same confinement: it exits 4 if a packet socket opens.
@@ -42,7 +42,7 @@ pub(crate) async fn a_service_cannot_open_a_raw_or_packet_socket(h: &dyn Harness
 /// bridge, over IPv4 or IPv6 link-local, whether the host forwards IPv6 or not.
 /// `dual` listens on `[::]:dual`, `v4` on `0.0.0.0:v4`; both accept from the host itself.
 pub(crate) async fn a_service_cannot_reach_a_host_listener_by_any_bridge_address(
-    h: &dyn Harness,
+    h: &dyn HostEscapes,
     dual: u16,
     v4: u16,
 ) {
@@ -113,7 +113,7 @@ pub(crate) async fn a_service_cannot_reach_a_host_listener_by_any_bridge_address
 /// A service cannot have an IPv6 packet routed on by the host, whether the host forwards IPv6
 /// or not: neither through its routes nor in a frame it builds itself. An unconfined container
 /// on the same network gets its frame through exactly when the host forwards.
-pub(crate) async fn a_service_cannot_have_an_ipv6_packet_forwarded_by_the_host(h: &dyn Harness) {
+pub(crate) async fn a_service_cannot_have_an_ipv6_packet_forwarded_by_the_host(h: &dyn HostEscapes) {
     let env = h.env("fwd6");
     up(h, &env, &["probe"]).await;
     allowed_is_reached(h, &env, "probe").await;
@@ -173,7 +173,7 @@ pub(crate) async fn a_service_cannot_have_an_ipv6_packet_forwarded_by_the_host(h
 
 /// What the island received, waiting up to a few seconds for `expected` when it should come.
 async fn wait_for(
-    h: &dyn Harness,
+    h: &dyn HostEscapes,
     island: &crate::support::Island,
     expected: &str,
     should_arrive: bool,

@@ -28,7 +28,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use super::binaries::static_binaries;
-use super::{Harness, HostAddr, Internet, Island};
+use super::{Harness, HostAddr, HostEscapes, Internet, Island};
 
 /// The label every object of a test run carries (besides the product's own on environments).
 pub(crate) const TEST_LABEL: &str = "dev.antifailure.test";
@@ -397,6 +397,21 @@ impl Harness for DockerHarness {
         })
     }
 
+    fn foreign_object_exists<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, bool> {
+        Box::pin(async move {
+            match self
+                .docker
+                .inspect_network(&Names::new(env).internal(), None)
+                .await
+            {
+                Ok(n) => !n.labels.unwrap_or_default().contains_key(MANAGED),
+                Err(_) => false,
+            }
+        })
+    }
+}
+
+impl HostEscapes for DockerHarness {
     fn unconfined_probe<'a>(&'a self, env: &'a EnvId, args: &'a [&'a str]) -> BoxFuture<'a, Value> {
         Box::pin(async move {
             let network = Names::new(env).internal();
@@ -418,19 +433,6 @@ impl Harness for DockerHarness {
 
     fn island_received<'a>(&'a self, island: &'a Island) -> BoxFuture<'a, Vec<String>> {
         Box::pin(self.inner_island_received(island))
-    }
-
-    fn foreign_object_exists<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, bool> {
-        Box::pin(async move {
-            match self
-                .docker
-                .inspect_network(&Names::new(env).internal(), None)
-                .await
-            {
-                Ok(n) => !n.labels.unwrap_or_default().contains_key(MANAGED),
-                Err(_) => false,
-            }
-        })
     }
 }
 
@@ -543,7 +545,7 @@ async fn build_sim_image(docker: &Docker, bins: &Path) -> String {
 }
 
 /// A build context with the probe binary and a Dockerfile.
-fn probe_context(bins: &Path, run: &str) -> PathBuf {
+pub(crate) fn probe_context(bins: &Path, run: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("af-probe-{run}"));
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
     std::fs::copy(bins.join("af-probe"), dir.join("af-probe"))

@@ -67,6 +67,11 @@ pub(crate) trait Harness: Send + Sync {
     ) -> BoxFuture<'a, Option<Vec<u8>>>;
     /// The variables a service's processes start with, as `NAME=value`.
     fn service_env<'a>(&'a self, env: &'a EnvId, service: &'a str) -> BoxFuture<'a, Vec<String>>;
+}
+
+/// What the escape cases need besides: the host's own bridges, seen from beside the
+/// environment (a runtime whose services sit on this machine's bridges).
+pub(crate) trait HostEscapes: Harness {
     /// Run the probe outside the environment's confinement (the runtime's defaults: its
     /// capabilities, IPv6 on) on the services' network; its last JSON line. The escape cases'
     /// positive control: the way out exists on this host, so only the confinement closes it.

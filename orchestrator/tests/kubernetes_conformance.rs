@@ -1,0 +1,382 @@
+//! The conformance suite against the Kubernetes runtime, on a cluster that enforces
+//! NetworkPolicy: the one `AF_KUBE_CONTEXT` names, or the project's own local cluster with its
+//! enforcer governing the `afe-` namespaces ([`cluster::enforcer`]). Every egress behaviour
+//! runs with its positive control in the same environment; none can be skipped.
+//!
+//! The simulated internet is this machine's: documentation-range addresses put on loopback,
+//! each served by the test itself (an HTTP host per name, a resolver on port 53, a
+//! link-local stand-in for the metadata endpoint), which a pod reaches through its bridge's
+//! gateway. Nothing is aimed at a real address.
+
+#[allow(
+    dead_code,
+    reason = "the suite is shared with the local runtime, which runs every case"
+)]
+mod conformance;
+#[allow(dead_code, reason = "shared with the other Kubernetes tests")]
+mod cluster;
+#[allow(dead_code, reason = "shared with the local runtime's tests")]
+mod support;
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use af_fixtures::sim;
+use af_fixtures::test_resolver::TestResolver;
+use af_orchestrator::env_id::EnvId;
+use af_orchestrator::plan::short_digest;
+use af_orchestrator::runtime::Runtime;
+use af_orchestrator::runtime::kubernetes::cluster::ClusterId;
+use af_orchestrator::runtime::kubernetes::{KubeOptions, KubernetesRuntime};
+use af_orchestrator::runtime::labels::{MANAGED, SERVICE};
+use af_policy::placement::{self, Runtime as Section};
+use futures_util::future::BoxFuture;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::{Client, ResourceExt};
+use tokio::net::TcpListener;
+
+use cluster::enforcer;
+use cluster::hosts::{self, Hosts};
+use support::{Harness, Internet};
+
+pub(crate) use support::binaries;
+
+/// One test's world: the enforcing cluster, the simulated internet on its own addresses, and
+/// a runtime pointed at both.
+struct KubeHarness {
+    runtime: KubernetesRuntime,
+    client: Client,
+    internet: Internet,
+    /// The probe's and the gates' targets (they must hold too).
+    _probe_hosts: Hosts,
+    _resolver: TestResolver,
+    servers: Vec<tokio::task::JoinHandle<()>>,
+    addrs: Vec<IpAddr>,
+    probe_dir: PathBuf,
+    run: String,
+    envs: Mutex<Vec<EnvId>>,
+}
+
+impl KubeHarness {
+    /// The world of test `test`, on `slot`'s addresses (each test its own slot, 8 to 15).
+    async fn start(test: &str, slot: u8) -> KubeHarness {
+        enforcer::ensure();
+        let bins = tokio::task::spawn_blocking(binaries::static_binaries)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let run = format!(
+            "{}{}",
+            &test[..test.len().min(6)],
+            &short_digest(format!("{test}{}{:?}", std::process::id(), std::time::SystemTime::now()).as_bytes())[..4]
+        );
+        let base = 128 + 4 * (slot % 16);
+        let v4 = |n: u8| IpAddr::V4(Ipv4Addr::new(198, 51, 100, base + n));
+        let internet = Internet {
+            allowed: ("api.allowed.test".to_owned(), v4(0)),
+            unlisted: ("other.test".to_owned(), v4(1)),
+            resolver: v4(2),
+            metadata: IpAddr::V4(Ipv4Addr::new(169, 254, 44, 128 + slot % 16)),
+        };
+        let addrs = vec![
+            internet.allowed.1,
+            internet.unlisted.1,
+            internet.resolver,
+            internet.metadata,
+        ];
+        for ip in &addrs {
+            hosts::ip_addr("add", *ip, 32);
+        }
+        let mut servers = Vec::new();
+        for (ip, name) in [
+            (internet.allowed.1, "api.allowed.test"),
+            (internet.unlisted.1, "other.test"),
+            (internet.metadata, "metadata"),
+        ] {
+            for port in [80, 443] {
+                servers.push(upstream(SocketAddr::new(ip, port), name).await);
+            }
+        }
+        let resolver = TestResolver::start_at(
+            SocketAddr::new(internet.resolver, 53),
+            [
+                (internet.allowed.0.clone(), vec![internet.allowed.1]),
+                (internet.unlisted.0.clone(), vec![internet.unlisted.1]),
+            ],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("resolver on {}: {e}", internet.resolver));
+        let probe_hosts = Hosts::start(slot).await;
+
+        let context = cluster::context();
+        let mut vars: BTreeMap<&str, String> = probe_hosts.probe_vars().into_iter().collect();
+        vars.insert("AF_PROBE_BINARY", bins.join("af-probe").display().to_string());
+        vars.insert("AF_PROXY_BINARY", bins.join("af-proxy").display().to_string());
+        vars.insert(
+            "AF_UPSTREAM_RESOLVER",
+            SocketAddr::new(internet.resolver, 53).to_string(),
+        );
+        let section = Section {
+            provider: Some("kubernetes".to_owned()),
+            kubeconfig_context: Some(context.clone()),
+            namespace_prefix: Some(enforcer::PREFIX.to_owned()),
+            ..Section::default()
+        };
+        let placement = placement::place(&section).unwrap_or_else(|e| panic!("{e:?}"));
+        let options = KubeOptions::from_vars(&placement, &|k| vars.get(k).cloned())
+            .unwrap_or_else(|e| panic!("{}", e.report()));
+        let client = cluster::client().await;
+        let id = ClusterId {
+            context,
+            server: "the cluster under test".to_owned(),
+        };
+        let runtime = KubernetesRuntime::new(client.clone(), id, options)
+            .unwrap_or_else(|e| panic!("{}", e.report()));
+        KubeHarness {
+            runtime,
+            client,
+            internet,
+            _probe_hosts: probe_hosts,
+            _resolver: resolver,
+            servers,
+            addrs,
+            probe_dir: support::docker::probe_context(&bins, &run),
+            run,
+            envs: Mutex::default(),
+        }
+    }
+
+    fn namespace(&self, env: &EnvId) -> String {
+        format!("{}{env}", enforcer::PREFIX)
+    }
+
+    /// The newest running pod of `service`.
+    async fn pod(&self, env: &EnvId, service: &str) -> Option<Pod> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace(env));
+        let lp = ListParams::default().labels(&format!("{SERVICE}={service}"));
+        let mut running: Vec<Pod> = pods
+            .list(&lp)
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .collect();
+        running.sort_by_key(|p| p.creation_timestamp().map(|t| t.0));
+        running.pop()
+    }
+}
+
+/// A host of the simulated internet: every request answered with a body naming it.
+async fn upstream(addr: SocketAddr, name: &'static str) -> tokio::task::JoinHandle<()> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .unwrap_or_else(|e| panic!("listen on {addr}: {e}"));
+    tokio::spawn(async move {
+        let _ = sim::serve(listener, move |seen| {
+            let body = format!(
+                "upstream {name} saw {} {} host={}\n",
+                seen.method, seen.target, seen.host
+            );
+            async move { (200, "text/plain", body) }
+        })
+        .await;
+    })
+}
+
+impl Drop for KubeHarness {
+    fn drop(&mut self) {
+        for s in &self.servers {
+            s.abort();
+        }
+        for ip in &self.addrs {
+            hosts::ip_addr("del", *ip, 32);
+        }
+        let namespaces: Vec<String> = self
+            .envs
+            .lock()
+            .map(|e| e.iter().map(|env| self.namespace(env)).collect())
+            .unwrap_or_default();
+        let _ = std::fs::remove_dir_all(&self.probe_dir);
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async {
+                let api = Api::<Namespace>::all(cluster::client().await);
+                for ns in namespaces {
+                    let _ = api.delete(&ns, &DeleteParams::background()).await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+impl Harness for KubeHarness {
+    fn runtime(&self) -> &dyn Runtime {
+        &self.runtime
+    }
+
+    fn internet(&self) -> &Internet {
+        &self.internet
+    }
+
+    fn probe_context(&self) -> PathBuf {
+        self.probe_dir.clone()
+    }
+
+    fn env(&self, tag: &str) -> EnvId {
+        let id = EnvId::parse(&format!("k{}-{tag}", &short_digest(self.run.as_bytes())[..6]))
+            .unwrap_or_else(|e| panic!("{e}"));
+        if let Ok(mut envs) = self.envs.lock() {
+            envs.push(id.clone());
+        }
+        id
+    }
+
+    fn service_addr<'a>(
+        &'a self,
+        env: &'a EnvId,
+        service: &'a str,
+    ) -> BoxFuture<'a, Option<IpAddr>> {
+        Box::pin(async move {
+            self.pod(env, service)
+                .await?
+                .status?
+                .pod_ip?
+                .parse()
+                .ok()
+        })
+    }
+
+    fn host_side_addrs<'a>(&'a self, _env: &'a EnvId) -> BoxFuture<'a, Vec<IpAddr>> {
+        // The node as its pods see it: its bridge's gateway and the address the cluster's
+        // daemons listen on (fixtures/k8s-local).
+        Box::pin(async {
+            vec![
+                IpAddr::V4(Ipv4Addr::new(10, 244, 0, 1)),
+                IpAddr::V4(Ipv4Addr::new(10, 250, 0, 1)),
+            ]
+        })
+    }
+
+    fn plant_foreign_object<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, String> {
+        Box::pin(async move {
+            let name = self.namespace(env);
+            Api::<Namespace>::all(self.client.clone())
+                .create(
+                    &PostParams::default(),
+                    &Namespace {
+                        metadata: ObjectMeta {
+                            name: Some(name.clone()),
+                            ..ObjectMeta::default()
+                        },
+                        ..Namespace::default()
+                    },
+                )
+                .await
+                .unwrap_or_else(|e| panic!("plant {name}: {e}"));
+            format!("namespace {name}")
+        })
+    }
+
+    fn foreign_object_exists<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, bool> {
+        Box::pin(async move {
+            Api::<Namespace>::all(self.client.clone())
+                .get_opt(&self.namespace(env))
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|ns| !ns.labels().contains_key(MANAGED))
+        })
+    }
+
+    fn service_file<'a>(
+        &'a self,
+        env: &'a EnvId,
+        _service: &'a str,
+        path: &'a str,
+    ) -> BoxFuture<'a, Option<Vec<u8>>> {
+        // The only files the runtime gives a service are the CA files, from its ConfigMap.
+        Box::pin(async move {
+            let file = path.strip_prefix("/etc/af/")?;
+            let maps: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.namespace(env));
+            let map = maps.get_opt("af-trust").await.ok()??;
+            map.data?.get(file).map(|text| text.clone().into_bytes())
+        })
+    }
+
+    fn service_env<'a>(&'a self, env: &'a EnvId, service: &'a str) -> BoxFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            let ns = self.namespace(env);
+            let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), &ns);
+            let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
+            let Ok(Some(d)) = deployments.get_opt(service).await else {
+                return Vec::new();
+            };
+            let Some(pod) = d.spec.template.spec else {
+                return Vec::new();
+            };
+            let Some(container) = pod.containers.into_iter().find(|c| c.name == service) else {
+                return Vec::new();
+            };
+            let mut out = Vec::new();
+            for var in container.env.unwrap_or_default() {
+                let value = match (var.value, var.value_from.and_then(|f| f.secret_key_ref)) {
+                    (Some(v), _) => v,
+                    (None, Some(key)) => secrets
+                        .get_opt(&key.name)
+                        .await
+                        .ok()
+                        .flatten()
+                        .and_then(|s| s.data)
+                        .and_then(|d| d.get(&key.key).cloned())
+                        .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+                        .unwrap_or_default(),
+                    (None, None) => String::new(),
+                };
+                out.push(format!("{}={value}", var.name));
+            }
+            out
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn allowed_host_is_reached_through_the_proxy() {
+    let h = KubeHarness::start("allowed", 8).await;
+    conformance::allowed_host_is_reached_through_the_proxy(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn host_without_rule_is_refused_and_journaled() {
+    let h = KubeHarness::start("norule", 9).await;
+    conformance::host_without_rule_is_refused_and_journaled(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn client_ignoring_proxy_variables_is_still_decided() {
+    let h = KubeHarness::start("noproxy", 10).await;
+    conformance::client_ignoring_proxy_variables_is_still_decided(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn direct_connection_udp_dns_and_metadata_fail() {
+    let h = KubeHarness::start("direct", 11).await;
+    conformance::direct_connection_to_an_address_fails(&h).await;
+    conformance::udp_dns_to_an_outside_resolver_fails(&h).await;
+    conformance::metadata_address_is_unreachable(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn environments_cannot_reach_each_other() {
+    let h = KubeHarness::start("twoenvs", 12).await;
+    conformance::environments_cannot_reach_each_other(&h).await;
+}
