@@ -34,14 +34,15 @@ use af_orchestrator::runtime::labels::{MANAGED, SERVICE};
 use af_policy::placement::{self, Runtime as Section};
 use futures_util::future::BoxFuture;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Namespace, Pod, PodSpec, Secret};
+use kube::api::{Api, DeleteParams, ListParams, LogParams, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 use tokio::net::TcpListener;
 
 use cluster::enforcer;
 use cluster::hosts::{self, Hosts};
-use support::{Harness, Internet};
+use serde_json::Value;
+use support::{Harness, Internet, Unconfined};
 
 pub(crate) use support::binaries;
 
@@ -345,6 +346,64 @@ impl Harness for KubeHarness {
                 out.push(format!("{}={value}", var.name));
             }
             out
+        })
+    }
+}
+
+impl Unconfined for KubeHarness {
+    fn unconfined_probe<'a>(&'a self, env: &'a EnvId, args: &'a [&'a str]) -> BoxFuture<'a, Value> {
+        // A plain pod of the test's own in the environment's namespace, from the image the
+        // runtime built for the probe service: the cluster's defaults, none of af's rules.
+        Box::pin(async move {
+            let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace(env));
+            let name = format!("unconfined-{}", &short_digest(format!("{args:?}{:?}", std::time::SystemTime::now()).as_bytes())[..8]);
+            let mut command = vec!["/af-probe".to_owned()];
+            command.extend(args.iter().map(|a| (*a).to_owned()));
+            let pod = Pod {
+                metadata: ObjectMeta {
+                    name: Some(name.clone()),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(PodSpec {
+                    containers: vec![Container {
+                        name: "probe".to_owned(),
+                        image: Some(format!("af/{env}/probe:latest")),
+                        image_pull_policy: Some("Never".to_owned()),
+                        command: Some(command),
+                        ..Container::default()
+                    }],
+                    restart_policy: Some("Never".to_owned()),
+                    ..PodSpec::default()
+                }),
+                status: None,
+            };
+            pods.create(&PostParams::default(), &pod)
+                .await
+                .unwrap_or_else(|e| panic!("unconfined pod: {e}"));
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+            loop {
+                let phase = pods
+                    .get_opt(&name)
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|p| p.status?.phase);
+                if matches!(phase.as_deref(), Some("Succeeded" | "Failed")) {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the unconfined pod did not finish ({phase:?})"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+            let log = pods
+                .logs(&name, &LogParams::default())
+                .await
+                .unwrap_or_else(|e| panic!("unconfined pod's log: {e}"));
+            let _ = pods.delete(&name, &DeleteParams::background()).await;
+            let line = log.lines().last().unwrap_or_default();
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{line:?}: {e}"))
         })
     }
 }

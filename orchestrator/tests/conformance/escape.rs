@@ -8,11 +8,11 @@
 use std::time::Duration;
 
 use crate::conformance::{allowed_is_reached, up};
-use crate::support::{HostEscapes, HostForwarding, field, probe, probe_plan};
+use crate::support::{HostEscapes, HostForwarding, Unconfined, field, probe, probe_plan};
 
 /// A service cannot open a raw or packet socket, nor can its migration; a container with the
 /// runtime's default capabilities can.
-pub(crate) async fn a_service_cannot_open_a_raw_or_packet_socket(h: &dyn HostEscapes) {
+pub(crate) async fn a_service_cannot_open_a_raw_or_packet_socket(h: &dyn Unconfined) {
     let env = h.env("raw");
     let mut plan = probe_plan(h, &env, &["probe"]);
     // The migration runs under the same confinement: it exits 4 if a packet socket opens.

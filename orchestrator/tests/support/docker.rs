@@ -28,7 +28,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use super::binaries::static_binaries;
-use super::{Harness, HostAddr, HostEscapes, Internet, Island};
+use super::{Harness, HostAddr, HostEscapes, Internet, Island, Unconfined};
 
 /// The label every object of a test run carries (besides the product's own on environments).
 pub(crate) const TEST_LABEL: &str = "dev.antifailure.test";
@@ -411,14 +411,16 @@ impl Harness for DockerHarness {
     }
 }
 
-impl HostEscapes for DockerHarness {
+impl Unconfined for DockerHarness {
     fn unconfined_probe<'a>(&'a self, env: &'a EnvId, args: &'a [&'a str]) -> BoxFuture<'a, Value> {
         Box::pin(async move {
             let network = Names::new(env).internal();
             self.inner_unconfined_probe(env, &network, args).await
         })
     }
+}
 
+impl HostEscapes for DockerHarness {
     fn host_addrs<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Vec<HostAddr>> {
         Box::pin(self.inner_host_addrs(env))
     }

@@ -69,13 +69,17 @@ pub(crate) trait Harness: Send + Sync {
     fn service_env<'a>(&'a self, env: &'a EnvId, service: &'a str) -> BoxFuture<'a, Vec<String>>;
 }
 
-/// What the escape cases need besides: the host's own bridges, seen from beside the
-/// environment (a runtime whose services sit on this machine's bridges).
-pub(crate) trait HostEscapes: Harness {
+/// A probe beside the environment without its confinement: the escape cases' positive
+/// control (the way out exists here, so only the confinement closes it).
+pub(crate) trait Unconfined: Harness {
     /// Run the probe outside the environment's confinement (the runtime's defaults: its
-    /// capabilities, IPv6 on) on the services' network; its last JSON line. The escape cases'
-    /// positive control: the way out exists on this host, so only the confinement closes it.
+    /// capabilities, IPv6 on) on the services' network; its last JSON line.
     fn unconfined_probe<'a>(&'a self, env: &'a EnvId, args: &'a [&'a str]) -> BoxFuture<'a, Value>;
+}
+
+/// What the host escape cases need besides: the host's own bridges, seen from beside the
+/// environment (a runtime whose services sit on this machine's bridges).
+pub(crate) trait HostEscapes: Unconfined {
     /// Every address the host has on a bridge, IPv4 and IPv6 (link-local included).
     fn host_addrs<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Vec<HostAddr>>;
     /// The MAC address of the host's side of the services' network (the next hop a frame

@@ -111,7 +111,7 @@ pub struct Inside {
     pub names: Vec<String>,
     /// Inside names with the addresses the runtime gave them (a cluster's Services), answered
     /// by the sidecar itself and never asked of any resolver; every address in `subnets`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub hosts: BTreeMap<String, Vec<IpAddr>>,
 }
 
