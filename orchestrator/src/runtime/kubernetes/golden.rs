@@ -124,17 +124,18 @@ fn the_sidecar_is_a_service_a_secret_and_one_pod_with_one_capability() {
     assert_eq!(pod.automount_service_account_token, Some(false));
 }
 
-/// A plan of `services` with what their objects are made from.
-struct Fixture {
-    names: Names,
-    plan: crate::plan::EnvPlan,
+/// A plan of `services` with what their objects are made from (the deploy sequence tests
+/// use it too).
+pub(super) struct Fixture {
+    pub(super) names: Names,
+    pub(super) plan: crate::plan::EnvPlan,
     trust: crate::trust::TrustFiles,
     webhooks: crate::webhook::WebhookSecrets,
-    gate: deploy::services::Gate,
+    pub(super) gate: deploy::services::Gate,
 }
 
 impl Fixture {
-    fn new(services: Vec<crate::plan::ServicePlan>) -> Self {
+    pub(super) fn new(services: Vec<crate::plan::ServicePlan>) -> Self {
         let names = names();
         let plan = crate::plan::EnvPlan::new(
             names.env().clone(),
@@ -163,7 +164,7 @@ impl Fixture {
         }
     }
 
-    fn spec(&self, service: &str) -> deploy::services::Spec<'_> {
+    pub(super) fn spec(&self, service: &str) -> deploy::services::Spec<'_> {
         deploy::services::Spec {
             plan: &self.plan,
             service: self.plan.service(service).expect("a service"),

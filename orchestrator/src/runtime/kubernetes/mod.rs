@@ -37,6 +37,8 @@ pub mod teardown;
 pub mod wait;
 
 #[cfg(test)]
+mod deploy_sequence;
+#[cfg(test)]
 mod golden;
 #[cfg(test)]
 mod inspect_sequence;
