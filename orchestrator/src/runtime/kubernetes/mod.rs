@@ -19,7 +19,8 @@
 //!
 //! Knobs (environment variables, read by [`KubeOptions::from_env`]): `AF_KUBE_IMAGES`,
 //! `AF_PROBE_IMAGE`, `AF_PROBE_BINARY`, `AF_KUBE_RESOLVER`, `AF_KUBE_NAMESPACE_TIMEOUT`,
-//! `AF_KUBE_PROBE_TIMEOUT`, `AF_KUBE_DOWN_TIMEOUT`, and the probe's targets
+//! `AF_KUBE_PROBE_TIMEOUT`, `AF_KUBE_DOWN_TIMEOUT`, `AF_KUBE_MIGRATION_TIMEOUT`,
+//! `AF_KUBE_INGRESS_CLASS`, `AF_KUBE_INGRESS_FROM`, and the probe's targets
 //! ([`probe::targets`]). `docs/kubernetes-runtime.md` describes each.
 
 pub mod cluster;
