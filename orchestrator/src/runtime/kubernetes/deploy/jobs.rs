@@ -98,7 +98,12 @@ pub async fn migrate(
         .map_err(refused(format!("read {what}")))?;
     let same = |j: &Job| digest(j).is_some() && digest(j) == digest(&wanted);
     let (job, action) = match found {
-        Some(j) if same(&j) && outcome(&j) == Outcome::Complete => return Ok(Action::Reused),
+        Some(j) if same(&j) && outcome(&j) == Outcome::Complete => {
+            progress.step(&format!(
+                "migration of {service}: completed before and unchanged, not run again"
+            ));
+            return Ok(Action::Reused);
+        }
         Some(j) if same(&j) && outcome(&j) == Outcome::Running => (j, Action::Reused),
         Some(_) => {
             progress.begin(&format!("replacing the migration of {service}"))?;
