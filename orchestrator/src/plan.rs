@@ -73,6 +73,10 @@ pub struct ServicePlan {
     pub depends_on: Vec<String>,
     /// Run once, before the service starts, never retried.
     pub migrate: Vec<String>,
+    /// When a cron service runs: five cron fields (`*/15 * * * *`). Left out of the digest's
+    /// text when absent, so a service without one keeps the digest it had.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
     /// The capabilities it keeps; every other one is dropped.
     pub capabilities: Vec<Capability>,
 }
@@ -92,6 +96,7 @@ impl ServicePlan {
             env: BTreeMap::new(),
             depends_on: Vec::new(),
             migrate: Vec::new(),
+            schedule: None,
             capabilities: Vec::new(),
         }
     }
@@ -157,6 +162,7 @@ impl EnvPlan {
                 env: s.env.clone(),
                 depends_on: s.depends_on.clone(),
                 migrate: s.migrate.clone(),
+                schedule: s.schedule.clone(),
                 capabilities: s.capabilities.clone(),
             })
             .collect();

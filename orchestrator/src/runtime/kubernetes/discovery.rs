@@ -14,7 +14,7 @@ use super::policies::ClusterResolver;
 use crate::runtime::RuntimeError;
 
 /// The label every namespace carries from Kubernetes 1.21 on: its own name.
-const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 /// Where the cluster resolver's Service conventionally is.
 const RESOLVER: (&str, &str) = ("kube-system", "kube-dns");
 /// The Service every cluster has in front of its API server.

@@ -124,6 +124,228 @@ fn the_sidecar_is_a_service_a_secret_and_one_pod_with_one_capability() {
     assert_eq!(pod.automount_service_account_token, Some(false));
 }
 
+/// A plan of `services` with what their objects are made from (the deploy sequence tests
+/// use it too).
+pub(super) struct Fixture {
+    pub(super) names: Names,
+    pub(super) plan: crate::plan::EnvPlan,
+    trust: crate::trust::TrustFiles,
+    webhooks: crate::webhook::WebhookSecrets,
+    pub(super) gate: deploy::services::Gate,
+}
+
+impl Fixture {
+    pub(super) fn new(services: Vec<crate::plan::ServicePlan>) -> Self {
+        let names = names();
+        let plan = crate::plan::EnvPlan::new(
+            names.env().clone(),
+            "shop",
+            services,
+            af_policy::egress::EgressSpec::default(),
+        )
+        .expect("plan");
+        let ca =
+            crate::trust::EnvCa::generate(names.env(), std::time::SystemTime::now()).expect("a CA");
+        Self {
+            names,
+            plan,
+            trust: crate::trust::TrustFiles::new("", &ca),
+            webhooks: crate::webhook::WebhookSecrets::derive("0123456789abcdef0123456789abcdef"),
+            gate: deploy::services::Gate {
+                image: "af-probe:0123456789ab".to_owned(),
+                pull_policy: "Never".to_owned(),
+                escapes: vec![
+                    "tcp:198.51.100.10:8443".to_owned(),
+                    "dns:198.51.100.10:5353:probe.test".to_owned(),
+                ],
+                rounds: 3,
+                deadline_secs: 60,
+            },
+        }
+    }
+
+    pub(super) fn spec(&self, service: &str) -> deploy::services::Spec<'_> {
+        deploy::services::Spec {
+            plan: &self.plan,
+            service: self.plan.service(service).expect("a service"),
+            image: "af/pr-42/web:latest",
+            pull_policy: "Never",
+            sidecar: "10.96.7.7".parse().expect("ip"),
+            provisions: crate::runtime::service_env::Provisions {
+                trust: &self.trust,
+                webhooks: &self.webhooks,
+            },
+            gate: &self.gate,
+        }
+    }
+}
+
+/// The CA is made afresh each run: the digests that follow from it are checked here and
+/// stand-ins kept in the files (the pod's annotation, the object's own digest label).
+fn steady(
+    template: &mut k8s_openapi::api::core::v1::PodTemplateSpec,
+    labels: &mut BTreeMap<String, String>,
+    spec: &deploy::services::Spec<'_>,
+) {
+    use crate::runtime::labels::CONFIG;
+    let annotations = template
+        .metadata
+        .as_mut()
+        .and_then(|m| m.annotations.as_mut())
+        .expect("annotations");
+    let digest = annotations.insert(CONFIG.to_owned(), "provisions".to_owned());
+    assert_eq!(digest, Some(spec.provisions.digest()));
+    labels.insert(CONFIG.to_owned(), "rendering".to_owned());
+}
+
+/// Every container of `pod` confined, the gate first.
+fn confined_behind_the_gate(pod: &k8s_openapi::api::core::v1::PodSpec) {
+    assert_eq!(pod.automount_service_account_token, Some(false));
+    assert_eq!(pod.dns_policy.as_deref(), Some("None"));
+    let init = pod.init_containers.as_ref().expect("the gate");
+    assert_eq!(init[0].name, deploy::services::GATE);
+    for c in init.iter().chain(&pod.containers) {
+        let sc = c.security_context.as_ref().expect("confined");
+        assert_eq!(sc.allow_privilege_escalation, Some(false), "{}", c.name);
+        assert_eq!(
+            sc.capabilities.as_ref().and_then(|c| c.drop.clone()),
+            Some(vec!["ALL".to_owned()])
+        );
+    }
+}
+
+#[test]
+fn a_migration_is_the_services_own_pod_run_once_never_retried_and_bounded() {
+    use crate::plan::{Kind, ServicePlan};
+
+    let mut web = ServicePlan::new("web", Kind::Web, "/src/web");
+    web.port = Some(8080);
+    web.command = vec!["./serve".to_owned()];
+    web.migrate = vec!["./manage".to_owned(), "migrate".to_owned()];
+    let fixture = Fixture::new(vec![web]);
+    let spec = fixture.spec("web");
+    let mut job = deploy::jobs::job(&fixture.names, &spec, Duration::from_secs(600));
+    let deployment = deploy::services::deployment(&fixture.names, &spec);
+    let job_spec = job.spec.as_mut().expect("spec");
+    assert_eq!(job_spec.backoff_limit, Some(0));
+    assert_eq!(job_spec.active_deadline_seconds, Some(600));
+    let pod = job_spec.template.spec.as_ref().expect("pod");
+    assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
+    assert_eq!(
+        pod.containers[0].command.as_deref(),
+        Some(&spec.service.migrate[..])
+    );
+    confined_behind_the_gate(pod);
+    // The same pod as the service's but for what a run-once pod does not have.
+    let mut served = deployment.spec.template.spec.clone().expect("pod");
+    served.restart_policy = Some("Never".to_owned());
+    served.containers[0].command = Some(spec.service.migrate.clone());
+    served.containers[0].ports = None;
+    served.containers[0].readiness_probe = None;
+    assert_eq!(pod, &served);
+    // Its pods are not the Deployment's, nor behind the Service.
+    let labels = job_spec
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.as_ref());
+    let selected = deployment
+        .spec
+        .selector
+        .match_labels
+        .as_ref()
+        .expect("selector");
+    assert!(
+        !selected
+            .iter()
+            .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v)),
+        "the Deployment's selector must not match the migration's pods"
+    );
+    steady(
+        &mut job_spec.template,
+        job.metadata.labels.as_mut().expect("labels"),
+        &spec,
+    );
+    check("migration-job.json", &job);
+}
+
+#[test]
+fn a_cron_service_is_a_cronjob_of_its_pod_never_two_at_once() {
+    use crate::plan::{Kind, ServicePlan};
+
+    let mut report = ServicePlan::new("report", Kind::Cron, "/src/report");
+    report.command = vec!["./report".to_owned()];
+    report.schedule = Some("*/15 * * * *".to_owned());
+    let fixture = Fixture::new(vec![report]);
+    let spec = fixture.spec("report");
+    let mut cron = deploy::cron::cron_job(&fixture.names, &spec);
+    assert_eq!(cron.spec.schedule, "*/15 * * * *");
+    assert_eq!(cron.spec.concurrency_policy.as_deref(), Some("Forbid"));
+    let job = cron.spec.job_template.spec.as_mut().expect("job");
+    assert_eq!(job.backoff_limit, Some(0));
+    let pod = job.template.spec.as_ref().expect("pod");
+    assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
+    confined_behind_the_gate(pod);
+    steady(
+        &mut job.template,
+        cron.metadata.labels.as_mut().expect("labels"),
+        &spec,
+    );
+    check("cron-job.json", &cron);
+    let beta = deploy::cron::as_served(&cron, deploy::cron::CronApi::V1Beta1).expect("sent");
+    let sent = serde_json::to_value(&beta).expect("json");
+    assert_eq!(sent["apiVersion"], "batch/v1beta1");
+    let mut typed = serde_json::to_value(&cron).expect("json");
+    typed["apiVersion"] = "batch/v1beta1".into();
+    assert_eq!(sent, typed, "the same object under the other version");
+}
+
+#[test]
+fn a_web_service_gets_an_ingress_and_only_the_controller_reaches_its_port() {
+    use crate::plan::{Kind, ServicePlan};
+    use deploy::ingress::{self, IngressOptions};
+
+    let mut web = ServicePlan::new("web", Kind::Web, "/src/web");
+    web.port = Some(8080);
+    let fixture = Fixture::new(vec![web]);
+    let options = IngressOptions::from_vars(Some("preview.example.com".to_owned()), &|_| None)
+        .expect("options");
+    let service = &fixture.plan.services[0];
+    check(
+        "ingress.json",
+        &ingress::ingress(&fixture.names, service, &options).expect("ingress"),
+    );
+    let policy = ingress::policy(&fixture.names, service, &options).expect("policy");
+    check("ingress-policy.json", &policy);
+    let spec = policy.spec.as_ref().expect("spec");
+    for peer in spec
+        .ingress
+        .iter()
+        .flatten()
+        .flat_map(|r| r.from.iter().flatten())
+    {
+        let namespaces = peer.namespace_selector.as_ref().expect("a namespace");
+        assert!(
+            namespaces
+                .match_labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key("kubernetes.io/metadata.name")),
+            "a namespace by its own name, never every namespace: {peer:?}"
+        );
+        assert!(
+            peer.pod_selector
+                .as_ref()
+                .is_some_and(|p| p.match_labels.is_some())
+        );
+    }
+    assert_eq!(
+        spec.pod_selector
+            .as_ref()
+            .and_then(|p| p.match_labels.clone()),
+        Some(deploy::services::pod_labels(&fixture.names, "web"))
+    );
+}
+
 #[test]
 fn a_service_pod_resolves_through_the_sidecar_only_and_starts_after_its_gate() {
     use crate::plan::{EnvPlan, Kind, ServicePlan};

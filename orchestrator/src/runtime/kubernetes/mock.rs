@@ -2,7 +2,9 @@
 //! service, answering from an in-memory store of objects keyed by their paths, and recording
 //! every call in order. It does what the tests need of a cluster and no more: create, read,
 //! list by labels, replace, delete; a namespace brings its default service account; a pod
-//! ends as the test says; a namespace's deletion completes at once or is held by a finalizer.
+//! ends as the test says; a Deployment is available at once; a Job runs one pod and ends as
+//! the test says; the batch group serves CronJob under the versions the test says; a
+//! namespace's deletion completes at once or is held by a finalizer.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -22,6 +24,17 @@ pub(super) enum PodEnd {
     Stuck(&'static str),
 }
 
+/// How Jobs end once created: their condition, and the one pod each runs.
+#[derive(Clone)]
+pub(super) enum JobEnd {
+    /// Its pod's containers exit 0; the Job completes.
+    Complete,
+    /// Its main container exits with this status; the Job fails.
+    Failed(i32),
+    /// Its gate exits 1; the main container never starts; the Job fails.
+    GateFailed,
+}
+
 /// What the fake knows and has been asked.
 pub(super) struct State {
     /// Objects by path (`/api/v1/namespaces/af-pr-42`).
@@ -36,6 +49,10 @@ pub(super) struct State {
     pub hold_namespaces: Option<&'static str>,
     /// Whether `networking.k8s.io/v1` serves NetworkPolicy.
     pub serves_network_policy: bool,
+    /// How created Jobs end.
+    pub jobs: JobEnd,
+    /// The batch group versions that list cronjobs (`batch/v1` serves Jobs either way).
+    pub cron_versions: Vec<&'static str>,
 }
 
 /// The fake API server.
@@ -66,6 +83,8 @@ impl Fake {
                 pods: PodEnd::Ran,
                 hold_namespaces: None,
                 serves_network_policy: true,
+                jobs: JobEnd::Complete,
+                cron_versions: vec!["batch/v1"],
             })),
         }
     }
@@ -107,7 +126,7 @@ impl Fake {
 }
 
 /// Resource names that end a collection's path.
-const COLLECTIONS: [&str; 7] = [
+const COLLECTIONS: [&str; 11] = [
     "namespaces",
     "pods",
     "networkpolicies",
@@ -115,6 +134,10 @@ const COLLECTIONS: [&str; 7] = [
     "serviceaccounts",
     "endpoints",
     "configmaps",
+    "deployments",
+    "jobs",
+    "cronjobs",
+    "ingresses",
 ];
 
 impl State {
@@ -139,6 +162,29 @@ impl State {
                 reply(
                     200,
                     &json!({"kind": "APIResourceList", "groupVersion": "networking.k8s.io/v1", "resources": resources}),
+                )
+            }
+            ("GET", "v1" | "v1beta1") if path.starts_with("/apis/batch/") => {
+                let version = path.trim_start_matches("/apis/");
+                let mut resources = Vec::new();
+                if version == "batch/v1" {
+                    resources.push(
+                        json!({"name": "jobs", "singularName": "", "namespaced": true,
+                                          "kind": "Job", "verbs": ["create", "get", "list"]}),
+                    );
+                }
+                if self.cron_versions.contains(&version) {
+                    resources.push(
+                        json!({"name": "cronjobs", "singularName": "", "namespaced": true,
+                                          "kind": "CronJob", "verbs": ["create", "get", "list"]}),
+                    );
+                }
+                if resources.is_empty() {
+                    return not_found(&path);
+                }
+                reply(
+                    200,
+                    &json!({"kind": "APIResourceList", "groupVersion": version, "resources": resources}),
                 )
             }
             ("GET", "log") => {
@@ -181,6 +227,9 @@ impl State {
                     .unwrap_or(0);
                 object["metadata"]["resourceVersion"] = json!((version + 1).to_string());
                 object["metadata"]["uid"] = old["metadata"]["uid"].clone();
+                if path.contains("/deployments/") {
+                    object["status"] = available();
+                }
                 self.objects.insert(path, object.clone());
                 reply(200, &object)
             }
@@ -218,8 +267,57 @@ impl State {
         if collection.ends_with("/pods") {
             object["status"] = self.pod_status(&object);
         }
+        if collection.ends_with("/deployments") {
+            object["status"] = available();
+        }
+        if collection.ends_with("/jobs") {
+            self.run_job(collection, &mut object);
+        }
         self.objects.insert(path, object.clone());
         reply(201, &object)
+    }
+
+    /// Give the Job the selector the API server would, and its one pod, ended as `jobs` says.
+    fn run_job(&mut self, collection: &str, job: &mut Value) {
+        let name = job["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let uid = job["metadata"]["uid"].clone();
+        job["spec"]["selector"] = json!({"matchLabels": {"controller-uid": uid}});
+        let mut labels = job["spec"]["template"]["metadata"]["labels"].clone();
+        labels["controller-uid"] = uid.clone();
+        labels["job-name"] = json!(name);
+        let main = job["spec"]["template"]["spec"]["containers"][0]["name"].clone();
+        let ended = |code: i32| json!({"terminated": {"exitCode": code}});
+        let (condition, gate, container) = match self.jobs {
+            JobEnd::Complete => ("Complete", ended(0), ended(0)),
+            JobEnd::Failed(code) => ("Failed", ended(0), ended(code)),
+            JobEnd::GateFailed => (
+                "Failed",
+                json!({"terminated": {"exitCode": 1, "message": "direct TCP to 198.51.100.10:8443 connected"}}),
+                json!({"waiting": {"reason": "PodInitializing"}}),
+            ),
+        };
+        job["status"] = json!({"conditions": [{"type": condition, "status": "True",
+            "reason": if condition == "Failed" { "BackoffLimitExceeded" } else { "" }}]});
+        let namespace = collection
+            .strip_prefix("/apis/batch/v1/namespaces/")
+            .and_then(|rest| rest.split('/').next())
+            .unwrap_or_default();
+        let status = |name: &Value, state: &Value| {
+            json!({"name": name, "image": "", "imageID": "", "ready": false,
+                   "restartCount": 0, "state": state})
+        };
+        let pod = format!("{name}-{}", self.objects.len());
+        self.objects.insert(
+            format!("/api/v1/namespaces/{namespace}/pods/{pod}"),
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": pod, "namespace": namespace, "labels": labels},
+                   "status": {"phase": if condition == "Complete" { "Succeeded" } else { "Failed" },
+                              "initContainerStatuses": [status(&json!("af-gate"), &gate)],
+                              "containerStatuses": [status(&main, &container)]}}),
+        );
     }
 
     fn pod_status(&self, pod: &Value) -> Value {
@@ -276,6 +374,11 @@ impl State {
             }
         }
     }
+}
+
+/// A Deployment of one replica, updated and available.
+fn available() -> Value {
+    json!({"replicas": 1, "updatedReplicas": 1, "availableReplicas": 1, "readyReplicas": 1})
 }
 
 fn matches(object: &Value, selector: &str) -> bool {

@@ -19,7 +19,8 @@
 //!
 //! Knobs (environment variables, read by [`KubeOptions::from_env`]): `AF_KUBE_IMAGES`,
 //! `AF_PROBE_IMAGE`, `AF_PROBE_BINARY`, `AF_KUBE_RESOLVER`, `AF_KUBE_NAMESPACE_TIMEOUT`,
-//! `AF_KUBE_PROBE_TIMEOUT`, `AF_KUBE_DOWN_TIMEOUT`, and the probe's targets
+//! `AF_KUBE_PROBE_TIMEOUT`, `AF_KUBE_DOWN_TIMEOUT`, `AF_KUBE_MIGRATION_TIMEOUT`,
+//! `AF_KUBE_INGRESS_CLASS`, `AF_KUBE_INGRESS_FROM`, and the probe's targets
 //! ([`probe::targets`]). `docs/kubernetes-runtime.md` describes each.
 
 pub mod cluster;
@@ -36,6 +37,8 @@ pub mod probe;
 pub mod teardown;
 pub mod wait;
 
+#[cfg(test)]
+mod deploy_sequence;
 #[cfg(test)]
 mod golden;
 #[cfg(test)]
@@ -90,6 +93,9 @@ pub struct Timeouts {
     pub service: Duration,
     /// Each pod's gate to pass (`AF_KUBE_GATE_TIMEOUT`, 60 s).
     pub gate: Duration,
+    /// Each migration Job to finish, its gate included: its `activeDeadlineSeconds`
+    /// (`AF_KUBE_MIGRATION_TIMEOUT`, 600 s).
+    pub migration: Duration,
     /// Between two polls.
     pub poll: Duration,
 }
@@ -103,6 +109,7 @@ impl Default for Timeouts {
             sidecar: Duration::from_secs(120),
             service: Duration::from_secs(180),
             gate: Duration::from_secs(60),
+            migration: Duration::from_secs(600),
             poll: Duration::from_millis(500),
         }
     }
@@ -131,6 +138,8 @@ pub struct KubeOptions {
     pub trusted_networks: Vec<IpNet>,
     /// The stages' timeouts.
     pub timeouts: Timeouts,
+    /// Preview URLs: the placement's domain, the Ingress class, the controllers let in.
+    pub ingress: deploy::ingress::IngressOptions,
 }
 
 impl KubeOptions {
@@ -221,6 +230,7 @@ impl KubeOptions {
                 None => ProbeSource::Binary(var("AF_PROBE_BINARY").map(PathBuf::from)),
             },
             probe: ProbeTargets::from_vars(var)?,
+            ingress: deploy::ingress::IngressOptions::from_vars(placement.domain.clone(), var)?,
             resolver,
             timeouts: Timeouts {
                 namespace: seconds("AF_KUBE_NAMESPACE_TIMEOUT", defaults.namespace)?,
@@ -229,6 +239,7 @@ impl KubeOptions {
                 sidecar: seconds("AF_KUBE_SIDECAR_TIMEOUT", defaults.sidecar)?,
                 service: seconds("AF_KUBE_SERVICE_TIMEOUT", defaults.service)?,
                 gate: seconds("AF_KUBE_GATE_TIMEOUT", defaults.gate)?,
+                migration: seconds("AF_KUBE_MIGRATION_TIMEOUT", defaults.migration)?,
                 poll: defaults.poll,
             },
         })
@@ -283,10 +294,11 @@ impl KubernetesRuntime {
         let client = &self.client;
         let names = self.names(&plan.env);
         // What can be refused before anything is made is refused here.
-        if let Some(why) = deploy::unsupported(plan) {
+        if let Some(why) = deploy::unsupported(plan, &names, &self.options.ingress) {
             return Err(RuntimeError::Unsupported(why));
         }
         discovery::require_network_policy(client).await?;
+        let cron = deploy::cron::preflight(client, plan).await?;
         let image =
             images::probe_image(&self.delivery, &self.options.probe_source, progress).await?;
 
@@ -340,6 +352,8 @@ impl KubernetesRuntime {
             trusted_networks: &self.options.trusted_networks,
             gate,
             timeouts: &self.options.timeouts,
+            cron,
+            ingress: &self.options.ingress,
         };
         deployer.deploy(plan, progress).await
     }

@@ -25,6 +25,13 @@ pub mod kind {
     pub const SERVICE: &str = "service";
     /// The environment CA files every service mounts.
     pub const TRUST: &str = "trust";
+    /// A service's migration Job and its pod.
+    pub const MIGRATION: &str = "migration";
+    /// A cron service's CronJob, its Jobs and their pods.
+    pub const CRON: &str = "cron";
+    /// A web service's Ingress and the NetworkPolicy letting the ingress controller in (not
+    /// `network-policy`: those are the environment's own five, applied and pruned together).
+    pub const INGRESS: &str = "ingress";
 }
 
 /// The sidecar's objects: its Deployment and Service.

@@ -53,6 +53,7 @@ pub(super) fn runtime(fake: &Fake) -> KubernetesRuntime {
         sidecar: Duration::from_millis(50),
         service: Duration::from_millis(50),
         gate: Duration::from_secs(1),
+        migration: Duration::from_millis(50),
         poll: Duration::from_millis(1),
     };
     let cluster = ClusterId {

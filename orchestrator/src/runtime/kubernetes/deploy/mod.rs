@@ -1,17 +1,25 @@
 //! The environment itself, once the cluster passed the containment probe: the sidecar first
 //! (its Service, whose address every outside name resolves to; its configuration Secret; its
 //! Deployment, available before anything else starts), then each service in the plan's order
-//! (its Service, its Deployment, available before the next), then what the manifest no longer
-//! has goes. Every object is reused when its digest is unchanged and replaced in place when not.
+//! ([`Deployer::start`]): its migration Job run to completion ([`jobs`]), then its Deployment,
+//! available before the next (a cron service: its CronJob, [`cron`]), then with a domain its
+//! Ingress and the policy letting the ingress controller in ([`ingress`]); then what the
+//! manifest no longer has goes ([`stale`]). Every object is reused when its digest is unchanged
+//! and replaced in place when not (a Job, which cannot change, is made again).
 //!
 //! The sidecar's document is the one every runtime writes ([`sidecar_doc`]); on a cluster the
 //! environment's names are fixed ([`InsideNames::Fixed`]): each service's name and the
 //! sidecar's alias, with the Service addresses made here, answered by the sidecar itself. No
 //! query goes to the cluster's resolver, and nothing of another namespace is inside.
 
+pub mod cron;
+pub mod ingress;
+pub mod jobs;
 pub mod objects;
+pub mod pods;
 pub mod services;
 pub mod sidecar;
+pub mod stale;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -20,17 +28,21 @@ use std::time::{Duration, SystemTime};
 use af_sidecar_api::config::Admin;
 use ipnet::IpNet;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
-use kube::api::{Api, DeleteParams, ListParams, LogParams};
+use k8s_openapi::api::networking::v1::{Ingress, NetworkPolicy};
+use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
+use self::cron::CronApi;
+use self::ingress::IngressOptions;
 use self::services::{Gate, Spec};
 use super::Timeouts;
 use super::cluster::refused;
 use super::images::{self, Delivery};
 use super::names::{self, Names, kind};
 use super::wait::{self, Poll};
-use crate::plan::{EnvPlan, Kind};
+use crate::plan::{EnvPlan, Kind, ServicePlan};
 use crate::runtime::labels::SERVICE;
 use crate::runtime::local::images::SidecarSource;
 use crate::runtime::local::{client, images as local_images, labels as local_labels};
@@ -39,16 +51,6 @@ use crate::runtime::sidecar_doc::{self, ALIAS, InsideNames, Kept, Placement, Sec
 use crate::runtime::{Action, Progress, RuntimeError, ServiceUp, UpReport};
 use crate::trust::{self, TrustFiles};
 use crate::webhook::WebhookSecrets;
-
-/// Container states after which a pod will not start without a change.
-const STUCK: [&str; 6] = [
-    "ErrImageNeverPull",
-    "ErrImagePull",
-    "ImagePullBackOff",
-    "InvalidImageName",
-    "CreateContainerConfigError",
-    "CrashLoopBackOff",
-];
 
 /// What deploying needs besides the plan.
 pub struct Deployer<'a> {
@@ -68,29 +70,32 @@ pub struct Deployer<'a> {
     pub gate: Gate,
     /// The stages' timeouts.
     pub timeouts: &'a Timeouts,
+    /// The CronJob API the cluster serves, when the plan has cron services ([`cron::preflight`]).
+    pub cron: Option<CronApi>,
+    /// The domain and the ingress controllers of preview URLs.
+    pub ingress: &'a IngressOptions,
 }
 
-/// What this runtime does not deploy yet, refused before anything is made (AF-RUN-044).
-pub fn unsupported(plan: &EnvPlan) -> Option<String> {
-    let named = |pick: &dyn Fn(&crate::plan::ServicePlan) -> bool| -> Vec<&str> {
-        plan.services
-            .iter()
-            .filter(|s| pick(s))
-            .map(|s| s.name.as_str())
-            .collect()
-    };
-    let migrate = named(&|s| !s.migrate.is_empty());
-    let cron = named(&|s| s.kind == Kind::Cron);
-    let what = if !migrate.is_empty() {
-        format!("migrations (of {})", migrate.join(", "))
-    } else if !cron.is_empty() {
-        format!("cron services ({})", cron.join(", "))
-    } else {
-        return None;
-    };
-    Some(format!(
-        "The kubernetes runtime does not run {what} yet; nothing was created. Run this environment on the local runtime, or without them."
-    ))
+/// What this runtime cannot deploy, refused before anything is made (AF-RUN-044): a cron
+/// service without a schedule or with a name too long for a CronJob, a preview host longer
+/// than a DNS name.
+pub fn unsupported(plan: &EnvPlan, names: &Names, ingress: &IngressOptions) -> Option<String> {
+    let cron = || plan.services.iter().filter(|s| s.kind == Kind::Cron);
+    if let Some(s) = cron().find(|s| s.schedule.is_none()) {
+        return Some(format!(
+            "The cron service {} has no schedule, so there is nothing to make its CronJob with; nothing was created.",
+            s.name
+        ));
+    }
+    if let Some(s) = cron().find(|s| s.name.len() > cron::MAX_NAME) {
+        return Some(format!(
+            "The cron service {} has a name longer than the {} characters a CronJob's name may have; nothing was created. Shorten it.",
+            s.name,
+            cron::MAX_NAME
+        ));
+    }
+    let domain = ingress.domain.as_deref()?;
+    ingress::unsupported(names, &plan.services, domain)
 }
 
 impl Deployer<'_> {
@@ -114,7 +119,7 @@ impl Deployer<'_> {
             )));
         };
         let mut hosts = BTreeMap::from([(ALIAS.to_owned(), vec![sidecar_ip])]);
-        for service in &plan.services {
+        for service in plan.services.iter().filter(|s| s.kind != Kind::Cron) {
             if let Some(rendered) = services::service(self.names, service) {
                 let (ip, _) = self.ensure_service(rendered).await?;
                 hosts.insert(service.name.clone(), vec![ip]);
@@ -158,11 +163,57 @@ impl Deployer<'_> {
                 provisions,
                 gate: &self.gate,
             };
-            progress.begin(&format!("starting {}", service.name))?;
+            let up = self.start(&spec, progress).await?;
+            progress.service(&up);
+            report.services.push(up);
+        }
+        self.remove_stale(plan, progress).await?;
+        Ok(report)
+    }
+
+    /// Start one service whose image the nodes have: its migration first, run to completion
+    /// (or reused when it completed and has not changed); then its CronJob (a cron service) or
+    /// its Deployment, available; then, with a domain, the policy letting the ingress
+    /// controller in and its Ingress, whose URL is the service's.
+    pub async fn start(
+        &self,
+        spec: &Spec<'_>,
+        progress: &dyn Progress,
+    ) -> Result<ServiceUp, RuntimeError> {
+        let service = spec.service;
+        let namespace = self.names.namespace();
+        if !service.migrate.is_empty() {
+            let job = jobs::job(self.names, spec, self.timeouts.migration);
+            jobs::migrate(
+                self.client,
+                self.names,
+                &service.name,
+                job,
+                self.timeouts,
+                progress,
+            )
+            .await?;
+        }
+        progress.begin(&format!("starting {}", service.name))?;
+        let action = if service.kind == Kind::Cron {
+            let api = self.cron.ok_or_else(|| {
+                RuntimeError::Unsupported(format!(
+                    "No CronJob API was found for the cron service {}; `af down` removes the namespace.",
+                    service.name
+                ))
+            })?;
+            cron::ensure(
+                self.client,
+                self.names,
+                api,
+                &cron::cron_job(self.names, spec),
+            )
+            .await?
+        } else {
             let (_, action) = objects::ensure(
                 self.client,
-                self.names.namespace(),
-                services::deployment(self.names, &spec),
+                namespace,
+                services::deployment(self.names, spec),
                 |_, _| {},
             )
             .await?;
@@ -173,18 +224,25 @@ impl Deployer<'_> {
                 progress,
             )
             .await?;
-            let up = ServiceUp {
-                name: service.name.clone(),
-                kind: service.kind,
-                ready: true,
-                url: None,
-                action,
-            };
-            progress.service(&up);
-            report.services.push(up);
+            action
+        };
+        let mut url = None;
+        if let (Some(policy), Some(ingress), Some(domain)) = (
+            ingress::policy(self.names, service, self.ingress),
+            ingress::ingress(self.names, service, self.ingress),
+            self.ingress.domain.as_deref(),
+        ) {
+            objects::ensure(self.client, namespace, policy, |_, _| {}).await?;
+            objects::ensure(self.client, namespace, ingress, |_, _| {}).await?;
+            url = Some(ingress::url(self.names, &service.name, domain));
         }
-        self.remove_stale(plan, progress).await?;
-        Ok(report)
+        Ok(ServiceUp {
+            name: service.name.clone(),
+            kind: service.kind,
+            ready: true,
+            url,
+            action,
+        })
     }
 
     /// Make or reuse a Service; its cluster address is kept when it is replaced.
@@ -286,7 +344,7 @@ impl Deployer<'_> {
     ) -> Result<(), RuntimeError> {
         let namespace = self.names.namespace();
         let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), namespace);
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let pod_api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let selector = format!("{},{SERVICE}={service}", self.names.selector());
         let stage = format!("{service} to be available");
         let outcome = wait::until(&stage, timeout, self.timeouts.poll, progress, || async {
@@ -297,28 +355,16 @@ impl Deployer<'_> {
             if found.as_ref().is_some_and(available) {
                 return Ok(Poll::Ready(()));
             }
-            let listed = pods
+            let listed: Vec<Pod> = pod_api
                 .list(&ListParams::default().labels(&selector))
                 .await
-                .map_err(refused(format!("list the pods of {service}")))?;
-            for pod in &listed.items {
-                if let Some(route) = gate_failed(pod) {
-                    let log = gate_log(&pods, &pod.name_any()).await;
-                    return Err(RuntimeError::Ungoverned {
-                        service: service.to_owned(),
-                        namespace: namespace.to_owned(),
-                        route: log.unwrap_or(route),
-                    });
-                }
-                if let Some(stuck) = stuck(pod) {
-                    return Err(RuntimeError::NotReady {
-                        service: service.to_owned(),
-                        seconds: 0,
-                        tail: vec![stuck],
-                    });
-                }
-            }
-            Ok(Poll::Pending(pod_states(&listed.items)))
+                .map_err(refused(format!("list the pods of {service}")))?
+                .items
+                .into_iter()
+                .filter(|p| !pods::runs_once(p))
+                .collect();
+            pods::refuse_stuck(&pod_api, &listed, service, namespace).await?;
+            Ok(Poll::Pending(pods::pod_states(&listed)))
         })
         .await?;
         outcome.map_err(|state| RuntimeError::Timeout {
@@ -333,45 +379,57 @@ impl Deployer<'_> {
         })
     }
 
-    /// Delete the Deployments and Services of services the plan no longer has.
+    /// Delete what the plan no longer has: the Deployment and Service of a service gone (or
+    /// now a cron service), the Job of a migration gone, the CronJob of a cron service gone,
+    /// the Ingress and its policy of a service no longer published (or of every service, with
+    /// no domain).
     async fn remove_stale(
         &self,
         plan: &EnvPlan,
         progress: &dyn Progress,
     ) -> Result<(), RuntimeError> {
         let namespace = self.names.namespace();
-        let wanted: BTreeSet<&str> = plan.services.iter().map(|s| s.name.as_str()).collect();
-        let lp = ListParams::default().labels(&self.names.selector_of(kind::SERVICE));
-        let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), namespace);
-        let services: Api<Service> = Api::namespaced(self.client.clone(), namespace);
-        let stale = |labels: &BTreeMap<String, String>| {
-            !wanted.contains(labels.get(SERVICE).map_or("", String::as_str))
+        let client = self.client.clone();
+        let kept = |pick: fn(&ServicePlan) -> bool| -> BTreeSet<String> {
+            plan.services
+                .iter()
+                .filter(|s| pick(s))
+                .map(|s| s.name.clone())
+                .collect()
         };
-        for d in deployments
-            .list(&lp)
-            .await
-            .map_err(refused(format!("list the Deployments of {namespace}")))?
-        {
-            if stale(d.labels()) {
-                progress.begin(&format!("removing {}", d.name_any()))?;
-                deployments
-                    .delete(&d.name_any(), &DeleteParams::background())
-                    .await
-                    .map_err(refused(format!("delete Deployment {}", d.name_any())))?;
-            }
+        let serving = kept(|s| s.kind != Kind::Cron);
+        let selector = self.names.selector_of(kind::SERVICE);
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+        stale::remove(&deployments, "Deployment", &selector, &serving, progress).await?;
+        let services: Api<Service> = Api::namespaced(client.clone(), namespace);
+        stale::remove(&services, "Service", &selector, &serving, progress).await?;
+
+        let migrating = kept(|s| !s.migrate.is_empty());
+        let jobs: Api<Job> = Api::namespaced(client.clone(), namespace);
+        let selector = self.names.selector_of(kind::MIGRATION);
+        stale::remove(&jobs, "Job", &selector, &migrating, progress).await?;
+
+        let cron_api = match self.cron {
+            Some(api) => Some(api),
+            None => cron::served(self.client).await?,
+        };
+        if let Some(api) = cron_api {
+            let scheduled = kept(|s| s.kind == Kind::Cron);
+            let selector = self.names.selector_of(kind::CRON);
+            let api = cron::api_in(self.client, namespace, api);
+            stale::remove(&api, "CronJob", &selector, &scheduled, progress).await?;
         }
-        for s in services
-            .list(&lp)
-            .await
-            .map_err(refused(format!("list the Services of {namespace}")))?
-        {
-            if stale(s.labels()) {
-                services
-                    .delete(&s.name_any(), &DeleteParams::background())
-                    .await
-                    .map_err(refused(format!("delete Service {}", s.name_any())))?;
-            }
-        }
+
+        let published = if self.ingress.domain.is_some() {
+            kept(ingress::published)
+        } else {
+            BTreeSet::new()
+        };
+        let selector = self.names.selector_of(kind::INGRESS);
+        let ingresses: Api<Ingress> = Api::namespaced(client.clone(), namespace);
+        stale::remove(&ingresses, "Ingress", &selector, &published, progress).await?;
+        let policies: Api<NetworkPolicy> = Api::namespaced(client, namespace);
+        stale::remove(&policies, "NetworkPolicy", &selector, &published, progress).await?;
         Ok(())
     }
 }
@@ -386,86 +444,4 @@ fn available(d: &Deployment) -> bool {
         && status.updated_replicas.unwrap_or(0) >= want
         && status.available_replicas.unwrap_or(0) >= want
         && status.replicas.unwrap_or(0) == want
-}
-
-/// The gate's own account, when it exited non-zero.
-fn gate_failed(pod: &Pod) -> Option<String> {
-    let statuses = pod.status.as_ref()?.init_container_statuses.as_ref()?;
-    let gate = statuses.iter().find(|s| s.name == services::GATE)?;
-    let terminated = gate
-        .state
-        .as_ref()
-        .and_then(|s| s.terminated.as_ref())
-        .or_else(|| gate.last_state.as_ref().and_then(|s| s.terminated.as_ref()))?;
-    (terminated.exit_code != 0).then(|| {
-        terminated
-            .message
-            .clone()
-            .unwrap_or_else(|| format!("its gate exited with status {}", terminated.exit_code))
-    })
-}
-
-/// The route the gate's last line names.
-async fn gate_log(pods: &Api<Pod>, pod: &str) -> Option<String> {
-    let params = LogParams {
-        container: Some(services::GATE.to_owned()),
-        previous: false,
-        tail_lines: Some(5),
-        ..LogParams::default()
-    };
-    let text = pods.logs(pod, &params).await.ok()?;
-    let line = text.lines().rev().find(|l| l.contains("\"route\""))?;
-    let value: serde_json::Value = serde_json::from_str(line).ok()?;
-    value.get("route")?.as_str().map(str::to_owned)
-}
-
-/// A container of `pod` waiting in a state it will not leave by itself.
-fn stuck(pod: &Pod) -> Option<String> {
-    let status = pod.status.as_ref()?;
-    status
-        .init_container_statuses
-        .iter()
-        .chain(status.container_statuses.iter())
-        .flatten()
-        .find_map(|c| {
-            let waiting = c.state.as_ref()?.waiting.as_ref()?;
-            let reason = waiting.reason.as_deref()?;
-            STUCK.contains(&reason).then(|| {
-                format!(
-                    "{}: {reason}{}",
-                    c.name,
-                    waiting
-                        .message
-                        .as_deref()
-                        .map(|m| format!(" ({m})"))
-                        .unwrap_or_default()
-                )
-            })
-        })
-}
-
-/// `2 pods: Pending, Init:0/1` for progress lines.
-fn pod_states(pods: &[Pod]) -> String {
-    if pods.is_empty() {
-        return "no pod yet".to_owned();
-    }
-    let states: Vec<String> = pods
-        .iter()
-        .map(|p| {
-            let status = p.status.as_ref();
-            let gate_running = status
-                .and_then(|s| s.init_container_statuses.as_ref())
-                .and_then(|s| s.iter().find(|c| c.name == services::GATE))
-                .and_then(|c| c.state.as_ref())
-                .is_some_and(|s| s.running.is_some());
-            if gate_running {
-                "gate running".to_owned()
-            } else {
-                status
-                    .and_then(|s| s.phase.clone())
-                    .unwrap_or_else(|| "Pending".to_owned())
-            }
-        })
-        .collect();
-    states.join(", ")
 }

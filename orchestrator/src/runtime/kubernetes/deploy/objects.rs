@@ -43,8 +43,22 @@ where
         + DeserializeOwned,
 {
     let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    let what = format!("{} {} in {namespace}", K::kind(&()), wanted.name_any());
+    ensure_in(&api, &what, wanted, keep).await
+}
+
+/// [`ensure`] through `api`, for an object whose type is only known at run time (a CronJob
+/// under the version the cluster serves); `what` names it in errors.
+pub async fn ensure_in<K>(
+    api: &Api<K>,
+    what: &str,
+    wanted: K,
+    keep: impl FnOnce(&K, &mut K),
+) -> Result<(K, Action), RuntimeError>
+where
+    K: Resource + Clone + Debug + Serialize + DeserializeOwned,
+{
     let name = wanted.name_any();
-    let what = format!("{} {name} in {namespace}", K::kind(&()));
     let existing = api
         .get_opt(&name)
         .await
@@ -74,6 +88,7 @@ where
     }
 }
 
-fn digest<K: Resource>(object: &K) -> Option<&String> {
+/// The digest `object` was stamped with.
+pub fn digest<K: Resource>(object: &K) -> Option<&String> {
     object.meta().labels.as_ref().and_then(|l| l.get(CONFIG))
 }

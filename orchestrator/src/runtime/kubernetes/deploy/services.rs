@@ -1,6 +1,8 @@
 //! A service on a cluster: a Service at the service's own name (so `http://worker:8080` means
 //! it) and a Deployment whose pods run under the confinement every service pod gets, resolve
-//! through the sidecar only, mount the CA files, and start only after their gate passed.
+//! through the sidecar only, mount the CA files, and start only after their gate passed. The
+//! pod template is built once ([`pod_template`]) for every [`Role`]: the Deployment's, the
+//! migration Job's ([`super::jobs`]) and the CronJob's ([`super::cron`]).
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -60,13 +62,11 @@ pub struct Spec<'a> {
 
 /// The labels of a service's pods, which its Service and Deployment select.
 pub fn pod_labels(names: &Names, service: &str) -> BTreeMap<String, String> {
-    let mut labels = names.labels(kind::SERVICE);
-    labels.insert(SERVICE.to_owned(), service.to_owned());
-    labels.insert(NETWORK.to_owned(), network::SERVICE.to_owned());
-    labels
+    role_labels(names, service, Role::Serve)
 }
 
-fn meta(names: &Names, name: &str, kind_label: &str, service: &str) -> ObjectMeta {
+/// The metadata of `name`, an object of `kind_label` made for `service`.
+pub fn meta(names: &Names, name: &str, kind_label: &str, service: &str) -> ObjectMeta {
     let mut labels = names.labels(kind_label);
     labels.insert(SERVICE.to_owned(), service.to_owned());
     ObjectMeta {
@@ -111,10 +111,49 @@ pub fn service(names: &Names, service: &ServicePlan) -> Option<Service> {
     }))
 }
 
-/// The service's Deployment.
-pub fn deployment(names: &Names, spec: &Spec<'_>) -> Deployment {
+/// What a pod of a service is for: the role decides its `dev.antifailure.kind`, its command,
+/// whether it serves (port, readiness) and whether it restarts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The long-running service of a Deployment.
+    Serve,
+    /// The service's migration, run once by a Job.
+    Migrate,
+    /// One run of a cron service, by its CronJob.
+    Cron,
+}
+
+impl Role {
+    /// The kind label of the role's objects and pods.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Role::Serve => kind::SERVICE,
+            Role::Migrate => kind::MIGRATION,
+            Role::Cron => kind::CRON,
+        }
+    }
+}
+
+/// The labels of a service's pods in `role`: a Deployment's selector never matches the pods
+/// of the service's Job or CronJob, nor does its Service.
+pub fn role_labels(names: &Names, service: &str, role: Role) -> BTreeMap<String, String> {
+    let mut labels = names.labels(role.kind());
+    labels.insert(SERVICE.to_owned(), service.to_owned());
+    labels.insert(NETWORK.to_owned(), network::SERVICE.to_owned());
+    labels
+}
+
+/// The metadata of the service's object in `role` (named as the service: a Job, a CronJob and a
+/// Deployment of one name are different objects).
+pub fn object_meta(names: &Names, service: &str, role: Role) -> ObjectMeta {
+    meta(names, service, role.kind(), service)
+}
+
+/// The service's pod in `role`: its image, environment, CA files and capabilities, confined,
+/// resolving through the sidecar only, behind the gate. Every pod of a service, whatever runs
+/// it, is this one template.
+pub fn pod_template(names: &Names, spec: &Spec<'_>, role: Role) -> PodTemplateSpec {
     let service = spec.service;
-    let labels = pod_labels(names, &service.name);
     let env = service_env::environment(spec.plan, service, spec.sidecar, spec.provisions)
         .into_iter()
         .filter_map(|pair| {
@@ -126,42 +165,25 @@ pub fn deployment(names: &Names, spec: &Spec<'_>) -> Deployment {
             })
         })
         .collect();
-    let readiness = service.port.map(|port| {
-        let port = IntOrString::Int(i32::from(port));
-        let timeout = i32::try_from(service.health_timeout.as_secs()).unwrap_or(i32::MAX);
-        match &service.health_path {
-            Some(path) => Probe {
-                http_get: Some(HTTPGetAction {
-                    path: Some(path.clone()),
-                    port,
-                    ..HTTPGetAction::default()
-                }),
-                period_seconds: Some(1),
-                failure_threshold: Some(timeout.max(1)),
-                ..Probe::default()
-            },
-            None => Probe {
-                tcp_socket: Some(TCPSocketAction { port, host: None }),
-                period_seconds: Some(1),
-                failure_threshold: Some(timeout.max(1)),
-                ..Probe::default()
-            },
-        }
-    });
+    let serves = role == Role::Serve;
+    let command = match role {
+        Role::Migrate => &service.migrate,
+        Role::Serve | Role::Cron => &service.command,
+    };
     let main = Container {
         name: service.name.clone(),
         image: Some(spec.image.to_owned()),
         image_pull_policy: Some(spec.pull_policy.to_owned()),
-        command: (!service.command.is_empty()).then(|| service.command.clone()),
+        command: (!command.is_empty()).then(|| command.clone()),
         env: Some(env),
-        ports: service.port.map(|port| {
+        ports: service.port.filter(|_| serves).map(|port| {
             vec![ContainerPort {
                 container_port: i32::from(port),
                 protocol: Some("TCP".to_owned()),
                 ..ContainerPort::default()
             }]
         }),
-        readiness_probe: readiness,
+        readiness_probe: if serves { readiness(service) } else { None },
         volume_mounts: Some(vec![VolumeMount {
             name: "af-trust".to_owned(),
             mount_path: "/etc/af".to_owned(),
@@ -182,25 +204,60 @@ pub fn deployment(names: &Names, spec: &Spec<'_>) -> Deployment {
         }),
         ..Volume::default()
     }]);
+    if !serves {
+        // Run once: a failure is reported, never retried in place.
+        pod.restart_policy = Some("Never".to_owned());
+    }
+    PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: Some(role_labels(names, &service.name, role)),
+            annotations: Some(BTreeMap::from([(
+                CONFIG.to_owned(),
+                spec.provisions.digest(),
+            )])),
+            ..ObjectMeta::default()
+        }),
+        spec: Some(pod),
+    }
+}
+
+/// TCP when the service has no `health_path`, HTTP when it has (Kubernetes counts 4xx and 5xx
+/// as not ready).
+fn readiness(service: &ServicePlan) -> Option<Probe> {
+    let port = IntOrString::Int(i32::from(service.port?));
+    let timeout = i32::try_from(service.health_timeout.as_secs()).unwrap_or(i32::MAX);
+    Some(match &service.health_path {
+        Some(path) => Probe {
+            http_get: Some(HTTPGetAction {
+                path: Some(path.clone()),
+                port,
+                ..HTTPGetAction::default()
+            }),
+            period_seconds: Some(1),
+            failure_threshold: Some(timeout.max(1)),
+            ..Probe::default()
+        },
+        None => Probe {
+            tcp_socket: Some(TCPSocketAction { port, host: None }),
+            period_seconds: Some(1),
+            failure_threshold: Some(timeout.max(1)),
+            ..Probe::default()
+        },
+    })
+}
+
+/// The service's Deployment.
+pub fn deployment(names: &Names, spec: &Spec<'_>) -> Deployment {
+    let service = spec.service;
     stamp(Deployment {
-        metadata: meta(names, &service.name, kind::SERVICE, &service.name),
+        metadata: object_meta(names, &service.name, Role::Serve),
         spec: DeploymentSpec {
             replicas: Some(1),
             selector: LabelSelector {
-                match_labels: Some(labels.clone()),
+                match_labels: Some(pod_labels(names, &service.name)),
                 ..LabelSelector::default()
             },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels),
-                    annotations: Some(BTreeMap::from([(
-                        CONFIG.to_owned(),
-                        spec.provisions.digest(),
-                    )])),
-                    ..ObjectMeta::default()
-                }),
-                spec: Some(pod),
-            },
+            template: pod_template(names, spec, Role::Serve),
             ..DeploymentSpec::default()
         },
         status: None,
