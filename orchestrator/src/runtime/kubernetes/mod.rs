@@ -33,6 +33,8 @@ pub mod names;
 pub mod namespace;
 pub mod policies;
 pub mod probe;
+pub mod restart;
+pub mod status;
 pub mod teardown;
 pub mod wait;
 
@@ -63,6 +65,7 @@ use self::names::{Names, kind};
 use self::probe::targets::ProbeTargets;
 use crate::env_id::EnvId;
 use crate::plan::EnvPlan;
+use crate::runtime::error::NamespaceFate;
 use crate::runtime::labels::{KIND, SERVICE};
 use crate::runtime::local::images::SidecarSource;
 use crate::runtime::{
@@ -131,6 +134,8 @@ pub struct KubeOptions {
     pub trusted_networks: Vec<IpNet>,
     /// The stages' timeouts.
     pub timeouts: Timeouts,
+    /// Keep the namespace a failed `af up` made, for inspection (`AF_PRESERVE=1`).
+    pub preserve: bool,
 }
 
 impl KubeOptions {
@@ -206,7 +211,17 @@ impl KubeOptions {
             (None, Some(binary)) => SidecarSource::Binary(PathBuf::from(binary)),
             (None, None) => SidecarSource::Lookup,
         };
+        let preserve = match var("AF_PRESERVE").as_deref().map(str::trim) {
+            None | Some("0") => false,
+            Some("1") => true,
+            Some(other) => {
+                return Err(RuntimeError::Unsupported(format!(
+                    "AF_PRESERVE {other:?} is neither 1 (keep a failed environment's namespace) nor 0."
+                )));
+            }
+        };
         Ok(Self {
+            preserve,
             sidecar_source,
             upstream_resolver,
             trusted_networks,
@@ -296,20 +311,75 @@ impl KubernetesRuntime {
             names.namespace(),
             said(&action)
         ));
+        match self.in_namespace(plan, &names, &image, progress).await {
+            Ok(report) => Ok(report),
+            // Ctrl-C leaves everything in place, as its message says; `af down` removes it.
+            Err(e @ RuntimeError::Interrupted { .. }) => Err(e),
+            Err(cause) => Err(self.after_failure(&names, &action, cause, progress).await),
+        }
+    }
+
+    /// What becomes of the namespace after `af up` failed in it: one this `af up` made is
+    /// removed unless `AF_PRESERVE=1`; one that was there before stays as it is.
+    async fn after_failure(
+        &self,
+        names: &Names,
+        action: &Action,
+        cause: RuntimeError,
+        progress: &dyn Progress,
+    ) -> RuntimeError {
+        let namespace = names.namespace().to_owned();
+        let fate = if *action != Action::Created {
+            NamespaceFate::Existed
+        } else if self.options.preserve {
+            NamespaceFate::Preserved
+        } else {
+            progress.step(&format!(
+                "removing namespace {namespace} (AF_PRESERVE=1 keeps it)"
+            ));
+            match teardown::down(&self.client, names, &self.options.timeouts).await {
+                Ok(report) if report.failed.is_empty() => NamespaceFate::Removed,
+                Ok(report) => NamespaceFate::NotRemoved(
+                    report
+                        .failed
+                        .iter()
+                        .map(|(n, why)| format!("{n}: {why}"))
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                ),
+                Err(e) => NamespaceFate::NotRemoved(e.report().statement),
+            }
+        };
+        RuntimeError::FailedUp {
+            cause: Box::new(cause),
+            namespace,
+            fate,
+        }
+    }
+
+    /// Everything `af up` does once the namespace is there.
+    async fn in_namespace(
+        &self,
+        plan: &EnvPlan,
+        names: &Names,
+        image: &probe::ProbeImage,
+        progress: &dyn Progress,
+    ) -> Result<UpReport, RuntimeError> {
+        let client = &self.client;
         let resolver =
             discovery::cluster_resolver(client, self.options.resolver.as_deref()).await?;
         if resolver == policies::ClusterResolver::Unknown {
             progress.step("no cluster resolver found (kube-system/kube-dns, AF_KUBE_RESOLVER): the sidecar's policy reaches none");
         }
-        let wanted = policies::render(&names, &resolver);
-        let done = policies::apply(client, &names, &wanted, progress).await?;
+        let wanted = policies::render(names, &resolver);
+        let done = policies::apply(client, names, &wanted, progress).await?;
         progress.step(&format!("network policies: {}", summary(&done)));
 
         probe::run(
             client,
-            &names,
+            names,
             &self.options.probe,
-            &image,
+            image,
             &self.options.timeouts,
             progress,
         )
@@ -319,8 +389,7 @@ impl KubernetesRuntime {
             Some(addr) => addr,
             None => discovery::resolver_service(client).await?.ok_or_else(|| {
                 RuntimeError::Unsupported(format!(
-                    "This cluster has no resolver the sidecar can use for outside names (no kube-system/kube-dns); set AF_UPSTREAM_RESOLVER to one. The namespace {} stays until `af down`.",
-                    names.namespace()
+                    "This cluster has no resolver the sidecar can use for outside names (no kube-system/kube-dns); set AF_UPSTREAM_RESOLVER to one."
                 ))
             })?,
         };
@@ -333,7 +402,7 @@ impl KubernetesRuntime {
         };
         let deployer = deploy::Deployer {
             client,
-            names: &names,
+            names,
             delivery: &self.delivery,
             sidecar_source: &self.options.sidecar_source,
             upstream_resolver,
@@ -411,13 +480,6 @@ fn summary(done: &[(String, Action)]) -> String {
         .join(", ")
 }
 
-/// The refusal of what this build's kubernetes runtime does not do yet.
-fn not_yet(what: &str) -> RuntimeError {
-    RuntimeError::Unsupported(format!(
-        "{what} does not work on the kubernetes runtime yet; nothing was touched."
-    ))
-}
-
 impl Runtime for KubernetesRuntime {
     fn name(&self) -> &'static str {
         "kubernetes"
@@ -427,7 +489,7 @@ impl Runtime for KubernetesRuntime {
         Capabilities {
             published_urls: false,
             admin_api: true,
-            restart_sidecar: false,
+            restart_sidecar: true,
         }
     }
 
@@ -444,15 +506,7 @@ impl Runtime for KubernetesRuntime {
     }
 
     fn status<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<EnvStatus, RuntimeError>> {
-        Box::pin(async move {
-            let found = namespace::ours(&self.client, &self.names(env)).await?;
-            Ok(EnvStatus {
-                env: env.clone(),
-                exists: found.is_some(),
-                sidecar: None,
-                services: Vec::new(),
-            })
-        })
+        Box::pin(async move { status::status(&self.client, &self.names(env)).await })
     }
 
     fn logs<'a>(
@@ -493,7 +547,9 @@ impl Runtime for KubernetesRuntime {
         Box::pin(async move { inspect::exec(&self.client, &self.names(env), service, argv).await })
     }
 
-    fn restart_sidecar<'a>(&'a self, _env: &'a EnvId) -> BoxFuture<'a, Result<(), RuntimeError>> {
-        Box::pin(async { Err(not_yet("Restarting the sidecar")) })
+    fn restart_sidecar<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<(), RuntimeError>> {
+        Box::pin(async move {
+            restart::sidecar(&self.client, &self.names(env), &self.options.timeouts).await
+        })
     }
 }
