@@ -166,6 +166,21 @@ mod tests {
             position("SSL_CERT_FILE=/etc/af") < position("SSL_CERT_FILE=/mine.pem"),
             "the manifest's own value comes last, so it wins"
         );
+        let secret: Vec<String> = variables(
+            &plan,
+            &plan.services[0],
+            Ipv4Addr::new(10, 0, 0, 2),
+            provisions,
+        )
+        .into_iter()
+        .filter(|v| v.secret)
+        .map(|v| format!("{}={}", v.name, v.value))
+        .collect();
+        assert_eq!(
+            secret,
+            webhooks.variables(),
+            "the webhook secrets, and only they"
+        );
         let other = WebhookSecrets::derive("another-token-456789");
         let changed = Provisions {
             trust: &trust,

@@ -43,6 +43,8 @@ mod golden;
 #[cfg(test)]
 mod inspect_sequence;
 #[cfg(test)]
+mod lifecycle_sequence;
+#[cfg(test)]
 mod mock;
 #[cfg(test)]
 mod sequence;
@@ -388,9 +390,9 @@ impl KubernetesRuntime {
         let upstream_resolver = match self.options.upstream_resolver {
             Some(addr) => addr,
             None => discovery::resolver_service(client).await?.ok_or_else(|| {
-                RuntimeError::Unsupported(format!(
-                    "This cluster has no resolver the sidecar can use for outside names (no kube-system/kube-dns); set AF_UPSTREAM_RESOLVER to one."
-                ))
+                RuntimeError::Unsupported(
+                    "This cluster has no resolver the sidecar can use for outside names (no kube-system/kube-dns); set AF_UPSTREAM_RESOLVER to one.".to_owned(),
+                )
             })?,
         };
         let gate = deploy::services::Gate {
