@@ -13,13 +13,16 @@
 //! port-forward served on 127.0.0.1 and re-aimed at the sidecar's new pod when a forward fails
 //! ([`forward`]); `af logs` through the pods' log API; a command in a service through exec.
 //!
-//! Not built yet, and refused with AF-RUN-044 rather than pretended: the sidecar and the
-//! services themselves (so `af up` ends with AF-RUN-044 on a cluster that passed the probe),
-//! and restarting the sidecar.
+//! Once the probe passed, [`deploy`] makes the sidecar (its journal on a claim of the default
+//! StorageClass, else in its pod) and the services. `af status` reads their Deployments and
+//! pods ([`status`]); the sidecar is restarted by rolling its Deployment ([`restart`]). When
+//! `af up` fails after the namespace is there, a namespace this `af up` made is removed again
+//! unless `AF_PRESERVE=1`, and the error says which ([`RuntimeError::FailedUp`]).
 //!
 //! Knobs (environment variables, read by [`KubeOptions::from_env`]): `AF_KUBE_IMAGES`,
 //! `AF_PROBE_IMAGE`, `AF_PROBE_BINARY`, `AF_KUBE_RESOLVER`, `AF_KUBE_NAMESPACE_TIMEOUT`,
-//! `AF_KUBE_PROBE_TIMEOUT`, `AF_KUBE_DOWN_TIMEOUT`, and the probe's targets
+//! `AF_KUBE_PROBE_TIMEOUT`, `AF_KUBE_DOWN_TIMEOUT`, `AF_KUBE_SIDECAR_TIMEOUT`,
+//! `AF_KUBE_SERVICE_TIMEOUT`, `AF_KUBE_GATE_TIMEOUT`, `AF_PRESERVE`, and the probe's targets
 //! ([`probe::targets`]). `docs/kubernetes-runtime.md` describes each.
 
 pub mod cluster;
