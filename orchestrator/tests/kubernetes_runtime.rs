@@ -84,7 +84,8 @@ fn is_probe(pod: &Pod) -> bool {
 #[tokio::test]
 async fn a_decorative_cluster_is_refused_naming_every_route_that_got_out() {
     let world = World::new("decorative", 1).await;
-    let up = world.af(&["up"], &[]).await;
+    // Kept, so that what ran in it can be looked at.
+    let up = world.af(&["up"], &[("AF_PRESERVE", "1")]).await;
     assert_eq!(up.code, RUNTIME_EXIT, "{}{}", up.stdout, up.stderr);
     assert!(up.stderr.contains("AF-RUN-043"), "{}", up.stderr);
     assert!(
@@ -117,6 +118,12 @@ async fn a_decorative_cluster_is_refused_naming_every_route_that_got_out() {
         up.stderr
     );
     assert!(up.stderr.contains("No sidecar and no service was started"));
+    assert!(
+        up.stderr
+            .contains("is kept for inspection (AF_PRESERVE=1); `af down` removes it."),
+        "{}",
+        up.stderr
+    );
 
     // Nothing but the probe ran.
     let (pods, containers) = pods_and_containers(&world).await;
@@ -176,7 +183,7 @@ async fn up_again_reuses_the_namespace_and_its_policies() {
                 .collect();
         (ns.metadata.uid, policies)
     };
-    let first = world.af(&["up"], &[]).await;
+    let first = world.af(&["up"], &[("AF_PRESERVE", "1")]).await;
     assert_eq!(first.code, RUNTIME_EXIT, "{}", first.stderr);
     assert!(
         first
@@ -196,6 +203,13 @@ async fn up_again_reuses_the_namespace_and_its_policies() {
     let second = world.af(&["up"], &[]).await;
     assert_eq!(second.code, RUNTIME_EXIT, "{}", second.stderr);
     assert!(second.stderr.contains("AF-RUN-043"), "{}", second.stderr);
+    assert!(
+        second
+            .stderr
+            .contains("was there before this `af up` and stays; `af down` removes it."),
+        "{}",
+        second.stderr
+    );
     assert!(
         second
             .stderr
@@ -288,7 +302,7 @@ async fn a_namespace_with_our_name_but_not_our_label_is_refused_and_left_untouch
 #[tokio::test]
 async fn down_waits_for_the_namespace_and_names_the_finalizer_that_holds_it() {
     let world = World::new("finalizer", 4).await;
-    let up = world.af(&["up"], &[]).await;
+    let up = world.af(&["up"], &[("AF_PRESERVE", "1")]).await;
     assert_eq!(up.code, RUNTIME_EXIT, "{}", up.stderr);
     const HOLD: &str = "dev.antifailure.test/hold";
     let maps = Api::<ConfigMap>::namespaced(world.client.clone(), &world.namespace());
@@ -372,7 +386,15 @@ async fn an_enforcing_cluster_passes_the_probe_and_runs_the_sidecar_then_the_ser
     let refused = decorative.af(&["up"], &[]).await;
     assert_eq!(refused.code, RUNTIME_EXIT, "{}", refused.stderr);
     assert!(refused.stderr.contains("AF-RUN-043"), "{}", refused.stderr);
-    let _ = decorative.af(&["down"], &[]).await;
+    assert!(
+        refused.stderr.contains(&format!(
+            "The namespace {} this `af up` made was removed again",
+            decorative.namespace()
+        )),
+        "{}",
+        refused.stderr
+    );
+    assert!(decorative.read_namespace().await.is_none(), "removed");
 
     let world = World::enforced("enforced", 7).await;
     let up = world.af(&["up"], &[]).await;
@@ -395,6 +417,29 @@ async fn an_enforcing_cluster_passes_the_probe_and_runs_the_sidecar_then_the_ser
     let again = world.af(&["up"], &[]).await;
     assert_eq!(again.code, 0, "{}{}", again.stdout, again.stderr);
     assert_eq!(running_pods(&world, "web").await, web, "the same pod");
+
+    // `af status` names each, and where the journal is: this cluster has no StorageClass.
+    let status = world.af(&["status"], &[]).await;
+    assert_eq!(status.code, 0, "{}{}", status.stdout, status.stderr);
+    assert!(status.stdout.contains("✓ sidecar"), "{}", status.stdout);
+    assert!(status.stdout.contains("✓ web"), "{}", status.stdout);
+    assert!(
+        status
+            .stdout
+            .contains(&format!("journal: in the pod {}", sidecar[0].0)),
+        "{}",
+        status.stdout
+    );
+
+    // A restart of the sidecar gives it a new pod, Ready when the restart returns.
+    kubernetes_runtime(&world)
+        .restart_sidecar(&EnvId::parse(&world.env).unwrap_or_else(|e| panic!("{e}")))
+        .await
+        .unwrap_or_else(|e| panic!("{}", e.report()));
+    let restarted = running_pods(&world, "sidecar").await;
+    assert_eq!(restarted.len(), 1, "{restarted:?}");
+    assert_ne!(restarted[0].0, sidecar[0].0, "a new pod");
+    assert!(restarted[0].1, "Ready: {restarted:?}");
 
     let down = world.af(&["down"], &[]).await;
     assert_eq!(down.code, 0, "{}{}", down.stdout, down.stderr);

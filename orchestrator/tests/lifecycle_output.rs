@@ -30,8 +30,9 @@ use af_orchestrator::env_id::EnvId;
 use af_orchestrator::lifecycle::{self, output::Format};
 use af_orchestrator::plan::{EnvPlan, Kind, ServicePlan};
 use af_orchestrator::runtime::{
-    Action, AdminEndpoint, Capabilities, DownReport, EnvStatus, ExecOutput, LineStream,
-    OwnedObject, Progress, Runtime, RuntimeError, ServiceUp, UpReport,
+    Action, AdminEndpoint, Capabilities, DownReport, EnvStatus, ExecOutput, JournalPlace,
+    JournalStorage, LineStream, OwnedObject, Progress, Runtime, RuntimeError, ServiceStatus,
+    ServiceUp, UpReport,
 };
 use af_policy::egress::{EgressSpec, Mode};
 use af_policy::error::ExitStatus;
@@ -46,6 +47,8 @@ struct Scripted {
     admin: Option<AdminEndpoint>,
     /// Ctrl-C arrives while this step of `up` runs.
     ctrl_c_during: Option<(&'static str, Interrupt)>,
+    /// What `status` answers; an environment that does not exist when `None`.
+    status: Option<EnvStatus>,
 }
 
 impl Scripted {
@@ -54,6 +57,7 @@ impl Scripted {
             down: Mutex::new(None),
             admin: None,
             ctrl_c_during: None,
+            status: None,
         }
     }
 }
@@ -109,12 +113,13 @@ impl Runtime for Scripted {
     }
     fn status<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<EnvStatus, RuntimeError>> {
         Box::pin(async move {
-            Ok(EnvStatus {
+            Ok(self.status.clone().unwrap_or_else(|| EnvStatus {
                 env: env.clone(),
                 exists: false,
                 sidecar: None,
                 services: Vec::new(),
-            })
+                journal: None,
+            }))
         })
     }
     fn logs<'a>(
@@ -171,6 +176,7 @@ async fn down_that_leaves_something_names_it_and_ends_with_af_run_030_status_5()
     let runtime = Scripted {
         admin: None,
         ctrl_c_during: None,
+        status: None,
         down: Mutex::new(Some(DownReport {
             removed: vec!["container af-demo-main-abc123-sidecar".to_owned()],
             failed: vec![(
@@ -251,6 +257,69 @@ async fn status_of_an_unknown_environment_says_it_is_not_running() {
         .expect("status");
     assert!(!status.exists);
     assert!(String::from_utf8_lossy(&out).contains("not running"));
+}
+
+fn running(name: &str, state: &str, running: bool) -> ServiceStatus {
+    ServiceStatus {
+        name: name.to_owned(),
+        state: state.to_owned(),
+        running,
+        url: None,
+    }
+}
+
+#[tokio::test]
+async fn status_names_each_state_and_where_the_journal_lives() {
+    let claim = JournalPlace {
+        storage: JournalStorage::PersistentVolumeClaim,
+        name: "af-sidecar-journal".to_owned(),
+        reason: None,
+    };
+    let pod = JournalPlace {
+        storage: JournalStorage::Pod,
+        name: "af-sidecar-5d8f".to_owned(),
+        reason: Some("the cluster has no default StorageClass".to_owned()),
+    };
+    for (journal, says) in [
+        (
+            claim,
+            "  journal: PersistentVolumeClaim af-sidecar-journal (kept when the sidecar is restarted or replaced)\n",
+        ),
+        (
+            pod,
+            "  journal: in the pod af-sidecar-5d8f (lost when the sidecar's pod is restarted or replaced; the cluster has no default StorageClass)\n",
+        ),
+    ] {
+        let mut runtime = Scripted::new();
+        runtime.status = Some(EnvStatus {
+            env: env(),
+            exists: true,
+            sidecar: Some(running("sidecar", "running", true)),
+            services: vec![
+                running("api", "crashloop", false),
+                running("web", "pending (gate running)", false),
+            ],
+            journal: Some(journal),
+        });
+        let mut out = Vec::new();
+        lifecycle::status::run(&runtime, &env(), Format::Human, &mut out)
+            .await
+            .expect("status");
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.contains("✓ sidecar          running\n"), "{text}");
+        assert!(text.contains("✗ api              crashloop"), "{text}");
+        assert!(
+            text.contains("✗ web              pending (gate running)"),
+            "{text}"
+        );
+        assert!(text.contains(says), "{text}");
+        let mut json = Vec::new();
+        lifecycle::status::run(&runtime, &env(), Format::Json, &mut json)
+            .await
+            .expect("status");
+        let value: Value = serde_json::from_slice(&json).expect("json");
+        assert!(value["journal"]["storage"].is_string(), "{value}");
+    }
 }
 
 const TOKEN: &str = "fake-admin-token-0123456789";
@@ -457,6 +526,7 @@ async fn serve(fake: Arc<FakeSidecar>) -> Scripted {
         down: Mutex::new(None),
         admin: Some(AdminEndpoint::direct(addr, TOKEN.to_owned())),
         ctrl_c_during: None,
+        status: None,
     }
 }
 

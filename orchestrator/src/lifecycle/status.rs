@@ -6,7 +6,7 @@ use af_policy::error::Report;
 
 use super::output::{Format, print_json};
 use crate::env_id::EnvId;
-use crate::runtime::{EnvStatus, Runtime};
+use crate::runtime::{EnvStatus, JournalPlace, JournalStorage, Runtime};
 
 /// Run `af status`.
 pub async fn run(
@@ -36,10 +36,33 @@ pub async fn run(
                     s.state
                 );
             }
+            if let Some(journal) = &status.journal {
+                let _ = writeln!(out, "  journal: {}", journal_line(journal));
+            }
             let _ = writeln!(out, "env {env}");
         }
     }
     Ok(status)
+}
+
+/// `volume af-pr-42-journal (kept when the sidecar is replaced)`, or where it is lost.
+fn journal_line(journal: &JournalPlace) -> String {
+    let what = match journal.storage {
+        JournalStorage::Volume => "volume",
+        JournalStorage::PersistentVolumeClaim => "PersistentVolumeClaim",
+        JournalStorage::Pod => "in the pod",
+    };
+    let fate = if journal.outlives_the_sidecar() {
+        "kept when the sidecar is restarted or replaced"
+    } else {
+        "lost when the sidecar's pod is restarted or replaced"
+    };
+    let reason = journal
+        .reason
+        .as_deref()
+        .map(|r| format!("; {r}"))
+        .unwrap_or_default();
+    format!("{what} {} ({fate}{reason})", journal.name)
 }
 
 fn mark(running: bool) -> &'static str {

@@ -143,6 +143,16 @@ pub enum RuntimeError {
     /// The container engine stopped answering in the middle of `up`.
     #[error("the Docker daemon stopped answering while af up was trying to {0}")]
     DaemonLost(String),
+    /// `af up` failed on a cluster after its namespace was there; says what became of it.
+    #[error("{cause}")]
+    FailedUp {
+        /// Why `af up` failed.
+        cause: Box<RuntimeError>,
+        /// The environment's namespace.
+        namespace: String,
+        /// What became of it.
+        fate: NamespaceFate,
+    },
     /// Any other engine failure.
     #[error("{context}: {message}")]
     Engine {
@@ -151,6 +161,39 @@ pub enum RuntimeError {
         /// What the engine said.
         message: String,
     },
+}
+
+/// What became of a namespace after `af up` failed in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NamespaceFate {
+    /// This `af up` made it and removed it again.
+    Removed,
+    /// This `af up` made it and kept it, as `AF_PRESERVE=1` asks.
+    Preserved,
+    /// It was there before this `af up` and stays.
+    Existed,
+    /// This `af up` made it and could not remove it, for this reason.
+    NotRemoved(String),
+}
+
+impl NamespaceFate {
+    /// The sentence that ends the failure's statement.
+    fn sentence(&self, namespace: &str) -> String {
+        match self {
+            NamespaceFate::Removed => format!(
+                "The namespace {namespace} this `af up` made was removed again (AF_PRESERVE=1 keeps it for inspection)."
+            ),
+            NamespaceFate::Preserved => format!(
+                "The namespace {namespace} is kept for inspection (AF_PRESERVE=1); `af down` removes it."
+            ),
+            NamespaceFate::Existed => format!(
+                "The namespace {namespace} was there before this `af up` and stays; `af down` removes it."
+            ),
+            NamespaceFate::NotRemoved(why) => format!(
+                "The namespace {namespace} this `af up` made could not be removed ({why}); `af down` removes it."
+            ),
+        }
+    }
 }
 
 impl RuntimeError {
@@ -208,11 +251,11 @@ impl RuntimeError {
                 Report::new(
                     &codes::RUN_NOT_CONTAINING,
                     format!(
-                        "The cluster does not contain the environment: from a pod under the services' rules, {}. No sidecar and no service was started; the namespace {namespace} and its policies stay until `af down`.",
+                        "The cluster does not contain the environment: from a pod under the services' rules in {namespace}, {}. No sidecar and no service was started.",
                         found.join("; and ")
                     ),
                 )
-                .with_next("Use a cluster whose CNI enforces NetworkPolicy (the probe is the judge), then run `af up` again; `af down` removes the namespace.")
+                .with_next("Use a cluster whose CNI enforces NetworkPolicy (the probe is the judge), then run `af up` again.")
             }
             RuntimeError::Ungoverned { service, namespace, route } => Report::new(
                 &codes::RUN_NOT_CONTAINING,
@@ -220,7 +263,7 @@ impl RuntimeError {
                     "The pod of {service} in {namespace} was not governed before its gate gave up: {route}; {service}'s own process never started."
                 ),
             )
-            .with_next("The cluster's policies reach new pods late or not at all: use a CNI that enforces NetworkPolicy (raise AF_KUBE_GATE_TIMEOUT if it is only slow), then `af up` again; `af down` removes the namespace."),
+            .with_next("The cluster's policies reach new pods late or not at all: use a CNI that enforces NetworkPolicy (raise AF_KUBE_GATE_TIMEOUT if it is only slow), then `af up` again."),
             RuntimeError::ImageBuild { service, message, tail } => Report::new(
                 &codes::RUN_IMAGE_BUILD,
                 format!("The image of {service} did not build: {message}.{}", lines(tail)),
@@ -285,6 +328,11 @@ impl RuntimeError {
                 format!("The Docker daemon stopped answering while af up was trying to {context}; what af up had made is left in place."),
             )
             .with_next("When `af doctor` reaches Docker again, run af down to remove it, or af up to finish it."),
+            RuntimeError::FailedUp { cause, namespace, fate } => {
+                let mut report = cause.report();
+                report.statement = format!("{} {}", report.statement, fate.sentence(namespace));
+                report
+            }
             RuntimeError::Engine { context, message } => Report::new(
                 &codes::RUN_DOCKER_UNREACHABLE,
                 format!("The Docker daemon refused to {context}: {message}."),

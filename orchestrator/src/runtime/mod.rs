@@ -163,6 +163,38 @@ pub struct EnvStatus {
     pub sidecar: Option<ServiceStatus>,
     /// The services that exist, by name.
     pub services: Vec<ServiceStatus>,
+    /// Where the sidecar's journal is kept, if the runtime made a place for it.
+    pub journal: Option<JournalPlace>,
+}
+
+/// What keeps the sidecar's journal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JournalStorage {
+    /// A volume of the container engine, kept when the sidecar's container is replaced.
+    Volume,
+    /// A PersistentVolumeClaim, kept when the sidecar's pod is replaced.
+    PersistentVolumeClaim,
+    /// A directory of the sidecar's pod (an emptyDir): lost when the pod is replaced.
+    Pod,
+}
+
+/// Where the sidecar's journal is kept, and whether it outlives the sidecar.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JournalPlace {
+    /// What keeps it.
+    pub storage: JournalStorage,
+    /// The volume's, claim's or pod's name.
+    pub name: String,
+    /// Why it is kept there, when that is a choice the runtime made (no default StorageClass).
+    pub reason: Option<String>,
+}
+
+impl JournalPlace {
+    /// Whether the journal outlives a restart or replacement of the sidecar.
+    pub fn outlives_the_sidecar(&self) -> bool {
+        self.storage != JournalStorage::Pod
+    }
 }
 
 /// One object a runtime made, as found by its labels.

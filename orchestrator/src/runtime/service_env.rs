@@ -26,14 +26,59 @@ impl Provisions<'_> {
     }
 }
 
-/// The environment variables of a service, in order: proxy, identity, CA files, webhook
-/// secrets, port, then the manifest's (which may override any of them).
+/// One variable of a service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Variable {
+    /// Its name.
+    pub name: String,
+    /// Its value.
+    pub value: String,
+    /// Whether the value is a secret of the environment's (a runtime that can keep it out of
+    /// the service's definition does: a cluster puts it in a Secret).
+    pub secret: bool,
+}
+
+/// The environment variables of a service as `NAME=value`, in the order of [`variables`].
 pub fn environment(
     plan: &EnvPlan,
     service: &ServicePlan,
     sidecar: Ipv4Addr,
     provisions: Provisions<'_>,
 ) -> Vec<String> {
+    variables(plan, service, sidecar, provisions)
+        .into_iter()
+        .map(|v| format!("{}={}", v.name, v.value))
+        .collect()
+}
+
+/// The environment's secret variables every service gets (the webhook secrets), by name.
+pub fn secrets(provisions: Provisions<'_>) -> Vec<Variable> {
+    provisions
+        .webhooks
+        .variables()
+        .iter()
+        .filter_map(|pair| split(pair, true))
+        .collect()
+}
+
+fn split(pair: &str, secret: bool) -> Option<Variable> {
+    let (name, value) = pair.split_once('=')?;
+    Some(Variable {
+        name: name.to_owned(),
+        value: value.to_owned(),
+        secret,
+    })
+}
+
+/// The environment variables of a service, in order: proxy, identity, CA files, webhook
+/// secrets (marked secret), port, then the manifest's (which may override any of them: a
+/// later variable of the same name wins).
+pub fn variables(
+    plan: &EnvPlan,
+    service: &ServicePlan,
+    sidecar: Ipv4Addr,
+    provisions: Provisions<'_>,
+) -> Vec<Variable> {
     let proxy = format!("http://{sidecar}:{}", ProxyListener::DEFAULT_PORT);
     let mut no_proxy = vec![
         "localhost".to_owned(),
@@ -53,12 +98,17 @@ pub fn environment(
         format!("AF_SERVICE={}", service.name),
     ];
     env.extend(trust::variables());
-    env.extend(provisions.webhooks.variables());
+    let mut vars: Vec<Variable> = env.iter().filter_map(|p| split(p, false)).collect();
+    vars.extend(secrets(provisions));
     if let Some(port) = service.port {
-        env.push(format!("PORT={port}"));
+        vars.extend(split(&format!("PORT={port}"), false));
     }
-    env.extend(service.env.iter().map(|(k, v)| format!("{k}={v}")));
-    env
+    vars.extend(service.env.iter().map(|(k, v)| Variable {
+        name: k.clone(),
+        value: v.clone(),
+        secret: false,
+    }));
+    vars
 }
 
 #[cfg(test)]
@@ -115,6 +165,21 @@ mod tests {
         assert!(
             position("SSL_CERT_FILE=/etc/af") < position("SSL_CERT_FILE=/mine.pem"),
             "the manifest's own value comes last, so it wins"
+        );
+        let secret: Vec<String> = variables(
+            &plan,
+            &plan.services[0],
+            Ipv4Addr::new(10, 0, 0, 2),
+            provisions,
+        )
+        .into_iter()
+        .filter(|v| v.secret)
+        .map(|v| format!("{}={}", v.name, v.value))
+        .collect();
+        assert_eq!(
+            secret,
+            webhooks.variables(),
+            "the webhook secrets, and only they"
         );
         let other = WebhookSecrets::derive("another-token-456789");
         let changed = Provisions {

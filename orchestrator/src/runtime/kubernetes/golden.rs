@@ -107,8 +107,10 @@ fn the_probe_pod_runs_each_route_under_the_services_rules() {
 fn the_sidecar_is_a_service_a_secret_and_one_pod_with_one_capability() {
     let names = names();
     check("sidecar-service.json", &deploy::sidecar::service(&names));
+    let in_pod =
+        deploy::journal::Journal::InPod("the cluster has no default StorageClass".to_owned());
     let deployment =
-        deploy::sidecar::deployment(&names, "af-proxy:0123456789ab", "Never", "d1g3st");
+        deploy::sidecar::deployment(&names, "af-proxy:0123456789ab", "Never", "d1g3st", &in_pod);
     check("sidecar-deployment.json", &deployment);
     let pod = deployment.spec.template.spec.as_ref().expect("pod");
     let caps = pod.containers[0]
@@ -347,6 +349,38 @@ fn a_web_service_gets_an_ingress_and_only_the_controller_reaches_its_port() {
 }
 
 #[test]
+fn on_a_default_storage_class_the_journal_is_a_claim_the_sidecar_mounts() {
+    let names = names();
+    let claim = deploy::journal::Journal::Claim {
+        class: "standard".to_owned(),
+        made: false,
+    };
+    check(
+        "sidecar-journal-claim.json",
+        &deploy::journal::claim(&names, "standard"),
+    );
+    let deployment =
+        deploy::sidecar::deployment(&names, "af-proxy:0123456789ab", "Never", "d1g3st", &claim);
+    let pod = deployment.spec.template.spec.as_ref().expect("pod");
+    check("sidecar-journal-volume.json", &pod.volumes);
+    let place = deploy::journal::place(&deployment, Some("af-sidecar-1")).expect("a place");
+    assert_eq!(
+        place.storage,
+        crate::runtime::JournalStorage::PersistentVolumeClaim
+    );
+    assert_eq!(place.name, super::names::JOURNAL_CLAIM);
+    assert!(place.outlives_the_sidecar());
+    let in_pod = deploy::journal::Journal::InPod("no default StorageClass".to_owned());
+    let deployment =
+        deploy::sidecar::deployment(&names, "af-proxy:0123456789ab", "Never", "d1g3st", &in_pod);
+    let place = deploy::journal::place(&deployment, Some("af-sidecar-1")).expect("a place");
+    assert_eq!(place.storage, crate::runtime::JournalStorage::Pod);
+    assert_eq!(place.name, "af-sidecar-1");
+    assert_eq!(place.reason.as_deref(), Some("no default StorageClass"));
+    assert!(!place.outlives_the_sidecar());
+}
+
+#[test]
 fn a_service_pod_resolves_through_the_sidecar_only_and_starts_after_its_gate() {
     use crate::plan::{EnvPlan, Kind, ServicePlan};
     use crate::runtime::service_env::Provisions;
@@ -413,7 +447,34 @@ fn a_service_pod_resolves_through_the_sidecar_only_and_starts_after_its_gate() {
         "rendering".to_owned(),
     );
     check("service-deployment.json", &deployment);
+    check(
+        "service-env-secret.json",
+        &deploy::services::env_secret(&names, spec.provisions),
+    );
     let pod = deployment.spec.template.spec.as_ref().expect("pod");
+    // No secret's value is in the Deployment: each is named in the Secret, in order.
+    let rendered = serde_json::to_string(&deployment).expect("json");
+    let env = pod.containers[0].env.as_ref().expect("env");
+    for provider in crate::webhook::Provider::ALL {
+        let secret = webhooks.get(provider);
+        assert!(!rendered.contains(secret), "{secret} in the Deployment");
+        let upper = provider.name().to_ascii_uppercase();
+        for name in [
+            format!("{upper}_WEBHOOK_SECRET"),
+            format!("AF_WEBHOOK_SECRET_{upper}"),
+        ] {
+            let var = env.iter().find(|v| v.name == name).expect("the variable");
+            let key = var
+                .value_from
+                .as_ref()
+                .and_then(|f| f.secret_key_ref.as_ref())
+                .expect("by reference");
+            assert_eq!(
+                (key.name.as_str(), key.key.as_str()),
+                (super::names::SERVICE_ENV, name.as_str())
+            );
+        }
+    }
     let dns = pod.dns_config.as_ref().expect("dns");
     assert_eq!(pod.dns_policy.as_deref(), Some("None"));
     assert_eq!(

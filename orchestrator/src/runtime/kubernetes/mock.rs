@@ -53,6 +53,8 @@ pub(super) struct State {
     pub jobs: JobEnd,
     /// The batch group versions that list cronjobs (`batch/v1` serves Jobs either way).
     pub cron_versions: Vec<&'static str>,
+    /// Paths answered 403 Forbidden (a user without the right to read them).
+    pub forbidden: Vec<String>,
 }
 
 /// The fake API server.
@@ -85,6 +87,7 @@ impl Fake {
                 serves_network_policy: true,
                 jobs: JobEnd::Complete,
                 cron_versions: vec!["batch/v1"],
+                forbidden: Vec::new(),
             })),
         }
     }
@@ -126,7 +129,7 @@ impl Fake {
 }
 
 /// Resource names that end a collection's path.
-const COLLECTIONS: [&str; 11] = [
+const COLLECTIONS: [&str; 14] = [
     "namespaces",
     "pods",
     "networkpolicies",
@@ -138,6 +141,9 @@ const COLLECTIONS: [&str; 11] = [
     "jobs",
     "cronjobs",
     "ingresses",
+    "secrets",
+    "persistentvolumeclaims",
+    "storageclasses",
 ];
 
 impl State {
@@ -150,6 +156,13 @@ impl State {
             .unwrap_or_default();
         let method = parts.method.as_str().to_owned();
         self.calls.push(format!("{method} {path}"));
+        if self.forbidden.contains(&path) {
+            return reply(
+                403,
+                &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                        "reason": "Forbidden", "code": 403, "message": format!("{path} is forbidden")}),
+            );
+        }
         let last = path.rsplit('/').next().unwrap_or_default();
         match (method.as_str(), last) {
             ("GET", "v1") if path == "/apis/networking.k8s.io/v1" => {
@@ -234,6 +247,7 @@ impl State {
                 reply(200, &object)
             }
             ("DELETE", _) => self.delete(&path),
+            ("PATCH", _) => self.patch(&path, body),
             _ => reply(405, &json!({"kind": "Status", "code": 405})),
         }
     }
@@ -320,6 +334,76 @@ impl State {
         );
     }
 
+    /// A JSON merge patch; a Deployment's template patched is rolled out at once: its
+    /// generation bumped, its pods replaced by one Running and Ready, its status available.
+    fn patch(&mut self, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+        let Ok(patch) = serde_json::from_slice::<Value>(body) else {
+            return reply(400, &json!({"kind": "Status", "code": 400}));
+        };
+        let Some(object) = self.objects.get_mut(path) else {
+            return not_found(path);
+        };
+        merge(object, &patch);
+        let object = object.clone();
+        if path.contains("/deployments/") {
+            self.roll(path, &object);
+        }
+        reply(200, &self.objects.get(path).cloned().unwrap_or(object))
+    }
+
+    /// What the Deployment and ReplicaSet controllers would do with `deployment`'s new template.
+    fn roll(&mut self, path: &str, deployment: &Value) {
+        let generation = deployment["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
+        let Some(namespace) = path
+            .strip_prefix("/apis/apps/v1/namespaces/")
+            .and_then(|rest| rest.split('/').next())
+            .map(str::to_owned)
+        else {
+            return;
+        };
+        let pods = format!("/api/v1/namespaces/{namespace}/pods/");
+        let selector = &deployment["spec"]["selector"]["matchLabels"];
+        let selects = |pod: &Value| {
+            selector.as_object().is_some_and(|labels| {
+                labels
+                    .iter()
+                    .all(|(k, v)| pod["metadata"]["labels"][k] == *v)
+            })
+        };
+        self.objects
+            .retain(|k, v| !(k.starts_with(&pods) && selects(v)));
+        let name = format!(
+            "{}-{generation}",
+            deployment["metadata"]["name"].as_str().unwrap_or("pod")
+        );
+        let template = &deployment["spec"]["template"];
+        let statuses: Vec<Value> = template["spec"]["containers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                json!({"name": c["name"], "image": "", "imageID": "", "ready": true,
+                       "restartCount": 0, "state": {"running": {}}})
+            })
+            .collect();
+        self.objects.insert(
+            format!("{pods}{name}"),
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": name, "namespace": namespace,
+                                "labels": template["metadata"]["labels"],
+                                "creationTimestamp": "2026-12-01T00:00:00Z"},
+                   "spec": template["spec"],
+                   "status": {"phase": "Running", "containerStatuses": statuses,
+                              "conditions": [{"type": "Ready", "status": "True"}]}}),
+        );
+        if let Some(d) = self.objects.get_mut(path) {
+            d["metadata"]["generation"] = json!(generation);
+            d["status"] = json!({"observedGeneration": generation, "replicas": 1,
+                                 "updatedReplicas": 1, "readyReplicas": 1,
+                                 "availableReplicas": 1});
+        }
+    }
+
     fn pod_status(&self, pod: &Value) -> Value {
         let names: Vec<String> = pod["spec"]["containers"]
             .as_array()
@@ -379,6 +463,26 @@ impl State {
 /// A Deployment of one replica, updated and available.
 fn available() -> Value {
     json!({"replicas": 1, "updatedReplicas": 1, "availableReplicas": 1, "readyReplicas": 1})
+}
+
+/// RFC 7386: `patch` merged into `target`, `null` removing a key.
+fn merge(target: &mut Value, patch: &Value) {
+    let Some(fields) = patch.as_object() else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
+    }
+    for (k, v) in fields {
+        if v.is_null() {
+            if let Some(map) = target.as_object_mut() {
+                map.remove(k);
+            }
+        } else {
+            merge(&mut target[k], v);
+        }
+    }
 }
 
 fn matches(object: &Value, selector: &str) -> bool {

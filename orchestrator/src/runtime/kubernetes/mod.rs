@@ -13,14 +13,17 @@
 //! port-forward served on 127.0.0.1 and re-aimed at the sidecar's new pod when a forward fails
 //! ([`forward`]); `af logs` through the pods' log API; a command in a service through exec.
 //!
-//! Not built yet, and refused with AF-RUN-044 rather than pretended: the sidecar and the
-//! services themselves (so `af up` ends with AF-RUN-044 on a cluster that passed the probe),
-//! and restarting the sidecar.
+//! Once the probe passed, [`deploy`] makes the sidecar (its journal on a claim of the default
+//! StorageClass, else in its pod) and the services. `af status` reads their Deployments and
+//! pods ([`status`]); the sidecar is restarted by rolling its Deployment ([`restart`]). When
+//! `af up` fails after the namespace is there, a namespace this `af up` made is removed again
+//! unless `AF_PRESERVE=1`, and the error says which ([`RuntimeError::FailedUp`]).
 //!
 //! Knobs (environment variables, read by [`KubeOptions::from_env`]): `AF_KUBE_IMAGES`,
 //! `AF_PROBE_IMAGE`, `AF_PROBE_BINARY`, `AF_KUBE_RESOLVER`, `AF_KUBE_NAMESPACE_TIMEOUT`,
-//! `AF_KUBE_PROBE_TIMEOUT`, `AF_KUBE_DOWN_TIMEOUT`, `AF_KUBE_MIGRATION_TIMEOUT`,
-//! `AF_KUBE_INGRESS_CLASS`, `AF_KUBE_INGRESS_FROM`, and the probe's targets
+//! `AF_KUBE_PROBE_TIMEOUT`, `AF_KUBE_DOWN_TIMEOUT`, `AF_KUBE_SIDECAR_TIMEOUT`,
+//! `AF_KUBE_SERVICE_TIMEOUT`, `AF_KUBE_GATE_TIMEOUT`, `AF_KUBE_MIGRATION_TIMEOUT`,
+//! `AF_KUBE_INGRESS_CLASS`, `AF_KUBE_INGRESS_FROM`, `AF_PRESERVE`, and the probe's targets
 //! ([`probe::targets`]). `docs/kubernetes-runtime.md` describes each.
 
 pub mod cluster;
@@ -34,6 +37,8 @@ pub mod names;
 pub mod namespace;
 pub mod policies;
 pub mod probe;
+pub mod restart;
+pub mod status;
 pub mod teardown;
 pub mod wait;
 
@@ -43,6 +48,8 @@ mod deploy_sequence;
 mod golden;
 #[cfg(test)]
 mod inspect_sequence;
+#[cfg(test)]
+mod lifecycle_sequence;
 #[cfg(test)]
 mod mock;
 #[cfg(test)]
@@ -66,6 +73,7 @@ use self::names::{Names, kind};
 use self::probe::targets::ProbeTargets;
 use crate::env_id::EnvId;
 use crate::plan::EnvPlan;
+use crate::runtime::error::NamespaceFate;
 use crate::runtime::labels::{KIND, SERVICE};
 use crate::runtime::local::images::SidecarSource;
 use crate::runtime::{
@@ -140,6 +148,8 @@ pub struct KubeOptions {
     pub timeouts: Timeouts,
     /// Preview URLs: the placement's domain, the Ingress class, the controllers let in.
     pub ingress: deploy::ingress::IngressOptions,
+    /// Keep the namespace a failed `af up` made, for inspection (`AF_PRESERVE=1`).
+    pub preserve: bool,
 }
 
 impl KubeOptions {
@@ -215,7 +225,17 @@ impl KubeOptions {
             (None, Some(binary)) => SidecarSource::Binary(PathBuf::from(binary)),
             (None, None) => SidecarSource::Lookup,
         };
+        let preserve = match var("AF_PRESERVE").as_deref().map(str::trim) {
+            None | Some("0") => false,
+            Some("1") => true,
+            Some(other) => {
+                return Err(RuntimeError::Unsupported(format!(
+                    "AF_PRESERVE {other:?} is neither 1 (keep a failed environment's namespace) nor 0."
+                )));
+            }
+        };
         Ok(Self {
+            preserve,
             sidecar_source,
             upstream_resolver,
             trusted_networks,
@@ -308,20 +328,76 @@ impl KubernetesRuntime {
             names.namespace(),
             said(&action)
         ));
+        match self.in_namespace(plan, &names, &image, cron, progress).await {
+            Ok(report) => Ok(report),
+            // Ctrl-C leaves everything in place, as its message says; `af down` removes it.
+            Err(e @ RuntimeError::Interrupted { .. }) => Err(e),
+            Err(cause) => Err(self.after_failure(&names, &action, cause, progress).await),
+        }
+    }
+
+    /// What becomes of the namespace after `af up` failed in it: one this `af up` made is
+    /// removed unless `AF_PRESERVE=1`; one that was there before stays as it is.
+    async fn after_failure(
+        &self,
+        names: &Names,
+        action: &Action,
+        cause: RuntimeError,
+        progress: &dyn Progress,
+    ) -> RuntimeError {
+        let namespace = names.namespace().to_owned();
+        let fate = if *action != Action::Created {
+            NamespaceFate::Existed
+        } else if self.options.preserve {
+            NamespaceFate::Preserved
+        } else {
+            progress.step(&format!(
+                "removing namespace {namespace} (AF_PRESERVE=1 keeps it)"
+            ));
+            match teardown::down(&self.client, names, &self.options.timeouts).await {
+                Ok(report) if report.failed.is_empty() => NamespaceFate::Removed,
+                Ok(report) => NamespaceFate::NotRemoved(
+                    report
+                        .failed
+                        .iter()
+                        .map(|(n, why)| format!("{n}: {why}"))
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                ),
+                Err(e) => NamespaceFate::NotRemoved(e.report().statement),
+            }
+        };
+        RuntimeError::FailedUp {
+            cause: Box::new(cause),
+            namespace,
+            fate,
+        }
+    }
+
+    /// Everything `af up` does once the namespace is there.
+    async fn in_namespace(
+        &self,
+        plan: &EnvPlan,
+        names: &Names,
+        image: &probe::ProbeImage,
+        cron: Option<deploy::cron::CronApi>,
+        progress: &dyn Progress,
+    ) -> Result<UpReport, RuntimeError> {
+        let client = &self.client;
         let resolver =
             discovery::cluster_resolver(client, self.options.resolver.as_deref()).await?;
         if resolver == policies::ClusterResolver::Unknown {
             progress.step("no cluster resolver found (kube-system/kube-dns, AF_KUBE_RESOLVER): the sidecar's policy reaches none");
         }
-        let wanted = policies::render(&names, &resolver);
-        let done = policies::apply(client, &names, &wanted, progress).await?;
+        let wanted = policies::render(names, &resolver);
+        let done = policies::apply(client, names, &wanted, progress).await?;
         progress.step(&format!("network policies: {}", summary(&done)));
 
         probe::run(
             client,
-            &names,
+            names,
             &self.options.probe,
-            &image,
+            image,
             &self.options.timeouts,
             progress,
         )
@@ -330,10 +406,9 @@ impl KubernetesRuntime {
         let upstream_resolver = match self.options.upstream_resolver {
             Some(addr) => addr,
             None => discovery::resolver_service(client).await?.ok_or_else(|| {
-                RuntimeError::Unsupported(format!(
-                    "This cluster has no resolver the sidecar can use for outside names (no kube-system/kube-dns); set AF_UPSTREAM_RESOLVER to one. The namespace {} stays until `af down`.",
-                    names.namespace()
-                ))
+                RuntimeError::Unsupported(
+                    "This cluster has no resolver the sidecar can use for outside names (no kube-system/kube-dns); set AF_UPSTREAM_RESOLVER to one.".to_owned(),
+                )
             })?,
         };
         let gate = deploy::services::Gate {
@@ -345,7 +420,7 @@ impl KubernetesRuntime {
         };
         let deployer = deploy::Deployer {
             client,
-            names: &names,
+            names,
             delivery: &self.delivery,
             sidecar_source: &self.options.sidecar_source,
             upstream_resolver,
@@ -425,13 +500,6 @@ fn summary(done: &[(String, Action)]) -> String {
         .join(", ")
 }
 
-/// The refusal of what this build's kubernetes runtime does not do yet.
-fn not_yet(what: &str) -> RuntimeError {
-    RuntimeError::Unsupported(format!(
-        "{what} does not work on the kubernetes runtime yet; nothing was touched."
-    ))
-}
-
 impl Runtime for KubernetesRuntime {
     fn name(&self) -> &'static str {
         "kubernetes"
@@ -441,7 +509,7 @@ impl Runtime for KubernetesRuntime {
         Capabilities {
             published_urls: false,
             admin_api: true,
-            restart_sidecar: false,
+            restart_sidecar: true,
         }
     }
 
@@ -458,15 +526,7 @@ impl Runtime for KubernetesRuntime {
     }
 
     fn status<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<EnvStatus, RuntimeError>> {
-        Box::pin(async move {
-            let found = namespace::ours(&self.client, &self.names(env)).await?;
-            Ok(EnvStatus {
-                env: env.clone(),
-                exists: found.is_some(),
-                sidecar: None,
-                services: Vec::new(),
-            })
-        })
+        Box::pin(async move { status::status(&self.client, &self.names(env)).await })
     }
 
     fn logs<'a>(
@@ -507,7 +567,9 @@ impl Runtime for KubernetesRuntime {
         Box::pin(async move { inspect::exec(&self.client, &self.names(env), service, argv).await })
     }
 
-    fn restart_sidecar<'a>(&'a self, _env: &'a EnvId) -> BoxFuture<'a, Result<(), RuntimeError>> {
-        Box::pin(async { Err(not_yet("Restarting the sidecar")) })
+    fn restart_sidecar<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<(), RuntimeError>> {
+        Box::pin(async move {
+            restart::sidecar(&self.client, &self.names(env), &self.options.timeouts).await
+        })
     }
 }

@@ -32,6 +32,8 @@ pub mod kind {
     /// A web service's Ingress and the NetworkPolicy letting the ingress controller in (not
     /// `network-policy`: those are the environment's own five, applied and pruned together).
     pub const INGRESS: &str = "ingress";
+    /// The Secret of the secret variables every service gets.
+    pub const SERVICE_ENV: &str = "service-env";
 }
 
 /// The sidecar's objects: its Deployment and Service.
@@ -40,6 +42,10 @@ pub const SIDECAR: &str = "af-sidecar";
 pub const SIDECAR_CONFIG: &str = "af-sidecar-config";
 /// The document's key in [`SIDECAR_CONFIG`].
 pub const SIDECAR_CONFIG_KEY: &str = "sidecar.json";
+/// The sidecar journal's PersistentVolumeClaim, on a cluster with a default StorageClass.
+pub const JOURNAL_CLAIM: &str = "af-sidecar-journal";
+/// The Secret of the variables every service gets that are secret (the webhook secrets).
+pub const SERVICE_ENV: &str = "af-service-env";
 /// The ConfigMap of the CA files the services mount at `/etc/af`.
 pub const TRUST: &str = "af-trust";
 

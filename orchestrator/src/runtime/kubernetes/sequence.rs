@@ -22,7 +22,7 @@ pub(super) fn env() -> EnvId {
     EnvId::parse("pr-42").expect("id")
 }
 
-fn plan() -> EnvPlan {
+pub(super) fn plan() -> EnvPlan {
     let web = ServicePlan::new("web", Kind::Web, "/x");
     EnvPlan::new(env(), "shop", vec![web], EgressSpec::default()).expect("plan")
 }
@@ -63,8 +63,15 @@ pub(super) fn runtime(fake: &Fake) -> KubernetesRuntime {
     KubernetesRuntime::new(fake.client(), cluster, options).expect("runtime")
 }
 
+/// The runtime with `AF_PRESERVE=1`: a failed `af up` keeps the namespace it made.
+pub(super) fn preserving(fake: &Fake) -> KubernetesRuntime {
+    let mut rt = runtime(fake);
+    rt.options.preserve = true;
+    rt
+}
+
 /// Every probe container's log line, with the ones in `open` reporting success.
-fn probe_says(fake: &Fake, open: &[&str]) {
+pub(super) fn probe_says(fake: &Fake, open: &[&str]) {
     fake.with(|s| {
         for id in ["tcp", "metadata", "tcp6", "metadata6", "api-server"] {
             let connected = if open.contains(&id) { "true" } else { "false" };
@@ -119,7 +126,12 @@ async fn the_namespace_and_policies_come_before_the_probe_and_nothing_after_it()
     expected.extend(policy_posts(5));
     expected.push("POST /api/v1/namespaces/af-pr-42/pods".to_owned());
     expected.push("DELETE /api/v1/namespaces/af-pr-42/pods/af-probe-*".to_owned());
-    assert_eq!(changes(&calls), expected);
+    expected.push("DELETE /api/v1/namespaces/af-pr-42".to_owned());
+    assert_eq!(
+        changes(&calls),
+        expected,
+        "the namespace this failed up made goes again"
+    );
 }
 
 #[tokio::test]
@@ -173,13 +185,20 @@ async fn routes_that_got_out_refuse_with_043_naming_each_and_nothing_follows() {
         .collect();
     assert_eq!(
         after_probe,
-        ["DELETE /api/v1/namespaces/af-pr-42/pods/af-probe-*"],
-        "only the probe's own pod is removed after it"
+        [
+            "DELETE /api/v1/namespaces/af-pr-42/pods/af-probe-*",
+            "DELETE /api/v1/namespaces/af-pr-42"
+        ],
+        "only the probe's own pod is removed after it, then the namespace this up made"
     );
     assert!(
-        fake.with(|s| s.objects.contains_key(NS)),
-        "the namespace stays for af down"
+        report.statement.ends_with(
+            "The namespace af-pr-42 this `af up` made was removed again (AF_PRESERVE=1 keeps it for inspection)."
+        ),
+        "{}",
+        report.statement
     );
+    assert!(!fake.with(|s| s.objects.contains_key(NS)), "removed");
 }
 
 #[tokio::test]
@@ -239,7 +258,7 @@ async fn a_foreign_namespace_is_refused_by_up_and_down_and_nothing_is_touched() 
 async fn up_again_reuses_the_namespace_and_policies_and_replaces_what_changed() {
     let fake = Fake::new();
     probe_says(&fake, &[]);
-    let rt = runtime(&fake);
+    let rt = preserving(&fake);
     let _ = rt.up(&plan(), &Quiet).await;
     let stale = json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
         "metadata": {"name": "af-old", "namespace": "af-pr-42", "resourceVersion": "1",
@@ -272,7 +291,7 @@ async fn up_again_reuses_the_namespace_and_policies_and_replaces_what_changed() 
 async fn down_waits_until_the_namespace_is_gone() {
     let fake = Fake::new();
     probe_says(&fake, &[]);
-    let rt = runtime(&fake);
+    let rt = preserving(&fake);
     let _ = rt.up(&plan(), &Quiet).await;
     let report = rt.down(&env()).await.expect("down");
     assert_eq!(report.removed, ["namespace af-pr-42"]);
@@ -298,7 +317,7 @@ async fn a_namespace_held_by_finalizers_is_named_with_them() {
     let fake = Fake::new();
     probe_says(&fake, &[]);
     fake.with(|s| s.hold_namespaces = Some("dev.antifailure.test/hold"));
-    let rt = runtime(&fake);
+    let rt = preserving(&fake);
     let _ = rt.up(&plan(), &Quiet).await;
     let report = rt.down(&env()).await.expect("down");
     assert!(report.removed.is_empty());
@@ -331,21 +350,10 @@ async fn a_cluster_without_network_policy_is_refused_before_anything_is_made() {
 }
 
 #[tokio::test]
-async fn what_is_not_built_yet_is_refused_with_044_before_anything_is_asked() {
-    let fake = Fake::new();
-    let rt = runtime(&fake);
-    let refusals = [rt.restart_sidecar(&env()).await.expect_err("restart")];
-    for refused in refusals {
-        assert_eq!(refused.report().code.code, "AF-RUN-044", "{refused}");
-    }
-    assert!(fake.calls().is_empty());
-}
-
-#[tokio::test]
 async fn status_and_inventory_find_the_namespace_and_what_carries_our_labels() {
     let fake = Fake::new();
     probe_says(&fake, &[]);
-    let rt = runtime(&fake);
+    let rt = preserving(&fake);
     assert!(!rt.status(&env()).await.expect("status").exists);
     let _ = rt.up(&plan(), &Quiet).await;
     assert!(rt.status(&env()).await.expect("status").exists);

@@ -41,8 +41,9 @@ use crate::plan::{EnvPlan, Kind, short_digest};
 use crate::runtime::service_env::Provisions;
 use crate::runtime::sidecar_doc::{self, InsideNames, Placement, Secrets};
 use crate::runtime::{
-    Action, AdminEndpoint, Capabilities, DownReport, EnvStatus, ExecOutput, LineStream, LogLine,
-    OwnedObject, Progress, Quiet, Runtime, RuntimeError, ServiceStatus, ServiceUp, UpReport,
+    Action, AdminEndpoint, Capabilities, DownReport, EnvStatus, ExecOutput, JournalPlace,
+    JournalStorage, LineStream, LogLine, OwnedObject, Progress, Quiet, Runtime, RuntimeError,
+    ServiceStatus, ServiceUp, UpReport,
 };
 use crate::trust::{self, TrustFiles};
 use crate::webhook::WebhookSecrets;
@@ -564,6 +565,7 @@ impl LocalRuntime {
             exists: !listed.is_empty() || !nets.is_empty(),
             sidecar: None,
             services: Vec::new(),
+            journal: None,
         };
         let mut urls: HashMap<String, String> = HashMap::new();
         for c in listed.iter().filter(|c| c.kind == kind::FORWARDER) {
@@ -600,6 +602,15 @@ impl LocalRuntime {
             }
         }
         status.services.sort_by(|a, b| a.name.cmp(&b.name));
+        status.journal = teardown::owned_volumes(&self.docker, &names)
+            .await?
+            .into_iter()
+            .find(|v| *v == names.journal())
+            .map(|name| JournalPlace {
+                storage: JournalStorage::Volume,
+                name,
+                reason: None,
+            });
         Ok(status)
     }
 

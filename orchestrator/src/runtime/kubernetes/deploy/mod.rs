@@ -15,6 +15,7 @@
 pub mod cron;
 pub mod ingress;
 pub mod jobs;
+pub mod journal;
 pub mod objects;
 pub mod pods;
 pub mod services;
@@ -36,10 +37,12 @@ use kube::{Client, ResourceExt};
 
 use self::cron::CronApi;
 use self::ingress::IngressOptions;
+use self::journal::Journal;
 use self::services::{Gate, Spec};
 use super::Timeouts;
 use super::cluster::refused;
 use super::images::{self, Delivery};
+use super::inspect;
 use super::names::{self, Names, kind};
 use super::wait::{self, Poll};
 use crate::plan::{EnvPlan, Kind, ServicePlan};
@@ -115,7 +118,7 @@ impl Deployer<'_> {
         let sidecar_ip = self.ensure_service(sidecar::service(self.names)).await?.0;
         let IpAddr::V4(sidecar_v4) = sidecar_ip else {
             return Err(RuntimeError::Unsupported(format!(
-                "The sidecar's Service got the IPv6 address {sidecar_ip}; IPv6-only clusters are not supported yet. `af down` removes the namespace."
+                "The sidecar's Service got the IPv6 address {sidecar_ip}; IPv6-only clusters are not supported yet."
             )));
         };
         let mut hosts = BTreeMap::from([(ALIAS.to_owned(), vec![sidecar_ip])]);
@@ -140,6 +143,13 @@ impl Deployer<'_> {
             self.client,
             self.names.namespace(),
             services::trust_files(self.names, &trust_files),
+            |_, _| {},
+        )
+        .await?;
+        objects::ensure(
+            self.client,
+            self.names.namespace(),
+            services::env_secret(self.names, provisions),
             |_, _| {},
         )
         .await?;
@@ -321,10 +331,17 @@ impl Deployer<'_> {
             |_, _| {},
         )
         .await?;
+        let journal = self.ensure_journal(progress).await?;
         objects::ensure(
             self.client,
             namespace,
-            sidecar::deployment(self.names, image, self.delivery.pull_policy(), &digest),
+            sidecar::deployment(
+                self.names,
+                image,
+                self.delivery.pull_policy(),
+                &digest,
+                &journal,
+            ),
             |_, _| {},
         )
         .await?;
@@ -333,8 +350,32 @@ impl Deployer<'_> {
         Ok(secrets)
     }
 
-    /// Wait until the Deployment `name` (of `service`) has every replica updated and ready; a
-    /// pod whose gate gave up is reported as not governed (AF-RUN-043).
+    /// Where the journal goes, its claim made when it is a new one.
+    async fn ensure_journal(&self, progress: &dyn Progress) -> Result<Journal, RuntimeError> {
+        let chosen = journal::choose(self.client, self.names).await?;
+        match &chosen {
+            Journal::Claim { class, made: false } => {
+                objects::ensure(
+                    self.client,
+                    self.names.namespace(),
+                    journal::claim(self.names, class),
+                    |_, _| {},
+                )
+                .await?;
+                progress.step(&format!(
+                    "sidecar journal on PersistentVolumeClaim {} (StorageClass {class})",
+                    names::JOURNAL_CLAIM
+                ));
+            }
+            Journal::Claim { .. } => {}
+            Journal::InPod(reason) => progress.step(&format!(
+                "sidecar journal in its pod: {reason}, so it is lost when the pod is replaced"
+            )),
+        }
+        Ok(chosen)
+    }
+
+    /// Wait until the Deployment `name` (of `service`) is available; see [`wait_available`].
     async fn wait_available(
         &self,
         name: &str,
@@ -342,41 +383,19 @@ impl Deployer<'_> {
         timeout: Duration,
         progress: &dyn Progress,
     ) -> Result<(), RuntimeError> {
-        let namespace = self.names.namespace();
-        let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), namespace);
-        let pod_api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        let selector = format!("{},{SERVICE}={service}", self.names.selector());
-        let stage = format!("{service} to be available");
-        let outcome = wait::until(&stage, timeout, self.timeouts.poll, progress, || async {
-            let found = deployments
-                .get_opt(name)
-                .await
-                .map_err(refused(format!("read Deployment {name} in {namespace}")))?;
-            if found.as_ref().is_some_and(available) {
-                return Ok(Poll::Ready(()));
-            }
-            let listed: Vec<Pod> = pod_api
-                .list(&ListParams::default().labels(&selector))
-                .await
-                .map_err(refused(format!("list the pods of {service}")))?
-                .items
-                .into_iter()
-                .filter(|p| !pods::runs_once(p))
-                .collect();
-            pods::refuse_stuck(&pod_api, &listed, service, namespace).await?;
-            Ok(Poll::Pending(pods::pod_states(&listed)))
-        })
-        .await?;
-        outcome.map_err(|state| RuntimeError::Timeout {
-            what: format!("{service} in {namespace} to be available"),
-            seconds: timeout.as_secs(),
-            state,
-            knob: if service == "sidecar" {
-                "AF_KUBE_SIDECAR_TIMEOUT"
-            } else {
-                "AF_KUBE_SERVICE_TIMEOUT"
+        wait_available(
+            self.client,
+            self.names,
+            self.timeouts.poll,
+            Rollout {
+                name,
+                service,
+                timeout,
+                not: &[],
             },
-        })
+            progress,
+        )
+        .await
     }
 
     /// Delete what the plan no longer has: the Deployment and Service of a service gone (or
@@ -432,6 +451,80 @@ impl Deployer<'_> {
         stale::remove(&policies, "NetworkPolicy", &selector, &published, progress).await?;
         Ok(())
     }
+}
+
+/// A Deployment to wait for.
+pub struct Rollout<'a> {
+    /// The Deployment.
+    pub name: &'a str,
+    /// Its service (`sidecar` for the sidecar).
+    pub service: &'a str,
+    /// How long it may take.
+    pub timeout: Duration,
+    /// Pods that do not count: the ones a restart replaces, by name.
+    pub not: &'a [String],
+}
+
+/// Wait until the Deployment of `rollout` has every replica updated and ready, with a Ready
+/// pod not in `rollout.not`; a pod whose gate gave up is reported as not governed
+/// (AF-RUN-043), one stuck (an image that cannot be pulled, a crash loop) as not ready.
+pub async fn wait_available(
+    client: &Client,
+    names: &Names,
+    poll: Duration,
+    rollout: Rollout<'_>,
+    progress: &dyn Progress,
+) -> Result<(), RuntimeError> {
+    let Rollout {
+        name,
+        service,
+        timeout,
+        not,
+    } = rollout;
+    let namespace = names.namespace();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let pod_api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let selector = format!("{},{SERVICE}={service}", names.selector());
+    let stage = format!("{service} to be available");
+    let container = inspect::container_of(service);
+    let outcome = wait::until(&stage, timeout, poll, progress, || async {
+        let found = deployments
+            .get_opt(name)
+            .await
+            .map_err(refused(format!("read Deployment {name} in {namespace}")))?;
+        // A service's Job and CronJob pods carry its name too; they are not the Deployment's.
+        let listed: Vec<Pod> = pod_api
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(refused(format!("list the pods of {service}")))?
+            .items
+            .into_iter()
+            .filter(|p| !pods::runs_once(p))
+            .collect();
+        let fresh: Vec<Pod> = listed
+            .iter()
+            .filter(|p| !not.contains(&p.name_any()))
+            .cloned()
+            .collect();
+        let new_pod_ready =
+            not.is_empty() || inspect::choose(&fresh, container, inspect::Need::Ready).is_some();
+        if found.as_ref().is_some_and(available) && new_pod_ready {
+            return Ok(Poll::Ready(()));
+        }
+        pods::refuse_stuck(&pod_api, &fresh, service, namespace).await?;
+        Ok(Poll::Pending(pods::pod_states(&listed)))
+    })
+    .await?;
+    outcome.map_err(|state| RuntimeError::Timeout {
+        what: format!("{service} in {namespace} to be available"),
+        seconds: timeout.as_secs(),
+        state,
+        knob: if service == "sidecar" {
+            "AF_KUBE_SIDECAR_TIMEOUT"
+        } else {
+            "AF_KUBE_SERVICE_TIMEOUT"
+        },
+    })
 }
 
 /// Every replica of the current generation updated and ready.

@@ -1,17 +1,19 @@
 //! A service on a cluster: a Service at the service's own name (so `http://worker:8080` means
 //! it) and a Deployment whose pods run under the confinement every service pod gets, resolve
-//! through the sidecar only, mount the CA files, and start only after their gate passed. The
-//! pod template is built once ([`pod_template`]) for every [`Role`]: the Deployment's, the
-//! migration Job's ([`super::jobs`]) and the CronJob's ([`super::cron`]).
+//! through the sidecar only, mount the CA files, take the environment's secret variables from
+//! the Secret `af-service-env` (never as values in the Deployment), and start only after their
+//! gate passed. The pod template is built once ([`pod_template`]) for every [`Role`]: the
+//! Deployment's, the migration Job's ([`super::jobs`]) and the CronJob's ([`super::cron`]).
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
+use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, HTTPGetAction,
-    PodTemplateSpec, Probe, Service, ServicePort, ServiceSpec, TCPSocketAction, Volume,
-    VolumeMount,
+    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource,
+    HTTPGetAction, PodTemplateSpec, Probe, Secret, SecretKeySelector, Service, ServicePort,
+    ServiceSpec, TCPSocketAction, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -91,6 +93,49 @@ pub fn trust_files(names: &Names, files: &TrustFiles) -> ConfigMap {
     })
 }
 
+/// The Secret of the variables every service gets that are secret (the webhook secrets),
+/// each under its variable's name; the Deployments name them, never hold them.
+pub fn env_secret(names: &Names, provisions: Provisions<'_>) -> Secret {
+    let data: BTreeMap<String, ByteString> = service_env::secrets(provisions)
+        .into_iter()
+        .map(|v| (v.name, ByteString(v.value.into_bytes())))
+        .collect();
+    let mut metadata = meta(names, names::SERVICE_ENV, kind::SERVICE_ENV, "");
+    // The secrets' own digest, not one of the values: a label is readable by all.
+    if let Some(labels) = metadata.labels.as_mut() {
+        labels.insert(CONFIG.to_owned(), provisions.webhooks.digest());
+    }
+    Secret {
+        metadata,
+        data: Some(data),
+        type_: Some("Opaque".to_owned()),
+        ..Secret::default()
+    }
+}
+
+/// A variable as the container has it: a secret one by reference to [`env_secret`].
+fn env_var(v: service_env::Variable) -> EnvVar {
+    if v.secret {
+        return EnvVar {
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: names::SERVICE_ENV.to_owned(),
+                    key: v.name.clone(),
+                    optional: Some(false),
+                }),
+                ..EnvVarSource::default()
+            }),
+            name: v.name,
+            value: None,
+        };
+    }
+    EnvVar {
+        name: v.name,
+        value: Some(v.value),
+        value_from: None,
+    }
+}
+
 /// The service's Service, when it listens on a port.
 pub fn service(names: &Names, service: &ServicePlan) -> Option<Service> {
     let port = service.port?;
@@ -154,16 +199,9 @@ pub fn object_meta(names: &Names, service: &str, role: Role) -> ObjectMeta {
 /// it, is this one template.
 pub fn pod_template(names: &Names, spec: &Spec<'_>, role: Role) -> PodTemplateSpec {
     let service = spec.service;
-    let env = service_env::environment(spec.plan, service, spec.sidecar, spec.provisions)
+    let env = service_env::variables(spec.plan, service, spec.sidecar, spec.provisions)
         .into_iter()
-        .filter_map(|pair| {
-            let (name, value) = pair.split_once('=')?;
-            Some(EnvVar {
-                name: name.to_owned(),
-                value: Some(value.to_owned()),
-                value_from: None,
-            })
-        })
+        .map(env_var)
         .collect();
     let serves = role == Role::Serve;
     let command = match role {

@@ -9,13 +9,14 @@ use af_sidecar_api::config::{JournalConfig, ProxyListener, SidecarConfig, SmtpLi
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, PodSpec, PodTemplateSpec, Probe,
-    Secret, SecretVolumeSource, SecurityContext, Service, ServicePort, ServiceSpec,
-    TCPSocketAction, Volume, VolumeMount,
+    Capabilities, Container, ContainerPort, PodSpec, PodTemplateSpec, Probe, Secret,
+    SecretVolumeSource, SecurityContext, Service, ServicePort, ServiceSpec, TCPSocketAction,
+    Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use super::journal::{self, Journal};
 use super::objects::stamp;
 use crate::runtime::kubernetes::names::{self, Names, kind, network};
 use crate::runtime::labels::{CONFIG, NETWORK, SERVICE};
@@ -104,10 +105,15 @@ pub fn config_secret(names: &Names, doc: &SidecarConfig, digest: &str) -> Secret
 }
 
 /// The sidecar's Deployment: one pod, replaced (never two at once: the journal has one
-/// writer), restarted when the document's digest changes.
-pub fn deployment(names: &Names, image: &str, pull_policy: &str, digest: &str) -> Deployment {
+/// writer), restarted when the document's digest changes, its journal where `journal` says.
+pub fn deployment(
+    names: &Names,
+    image: &str,
+    pull_policy: &str,
+    digest: &str,
+    journal: &Journal,
+) -> Deployment {
     let labels = pod_labels(names);
-    let journal = JournalConfig::DEFAULT_DIR;
     let container = Container {
         name: CONTAINER.to_owned(),
         image: Some(image.to_owned()),
@@ -143,8 +149,8 @@ pub fn deployment(names: &Names, image: &str, pull_policy: &str, digest: &str) -
                 ..VolumeMount::default()
             },
             VolumeMount {
-                name: "journal".to_owned(),
-                mount_path: journal.to_owned(),
+                name: journal::VOLUME.to_owned(),
+                mount_path: JournalConfig::DEFAULT_DIR.to_owned(),
                 ..VolumeMount::default()
             },
         ]),
@@ -175,16 +181,19 @@ pub fn deployment(names: &Names, image: &str, pull_policy: &str, digest: &str) -
                 }),
                 ..Volume::default()
             },
-            Volume {
-                name: "journal".to_owned(),
-                empty_dir: Some(EmptyDirVolumeSource::default()),
-                ..Volume::default()
-            },
+            journal::volume(journal),
         ]),
         ..PodSpec::default()
     };
+    let mut metadata = meta(names, names::SIDECAR, kind::SIDECAR);
+    if let Journal::InPod(reason) = journal {
+        metadata.annotations = Some(BTreeMap::from([(
+            journal::IN_POD_REASON.to_owned(),
+            reason.clone(),
+        )]));
+    }
     stamp(Deployment {
-        metadata: meta(names, names::SIDECAR, kind::SIDECAR),
+        metadata,
         spec: DeploymentSpec {
             replicas: Some(1),
             selector: LabelSelector {
