@@ -8,13 +8,13 @@
 //! link-local stand-in for the metadata endpoint), which a pod reaches through its bridge's
 //! gateway. Nothing is aimed at a real address.
 
+#[allow(dead_code, reason = "shared with the other Kubernetes tests")]
+mod cluster;
 #[allow(
     dead_code,
     reason = "the suite is shared with the local runtime, which runs every case"
 )]
 mod conformance;
-#[allow(dead_code, reason = "shared with the other Kubernetes tests")]
-mod cluster;
 #[allow(dead_code, reason = "shared with the local runtime's tests")]
 mod support;
 
@@ -72,7 +72,14 @@ impl KubeHarness {
         let run = format!(
             "{}{}",
             &test[..test.len().min(6)],
-            &short_digest(format!("{test}{}{:?}", std::process::id(), std::time::SystemTime::now()).as_bytes())[..4]
+            &short_digest(
+                format!(
+                    "{test}{}{:?}",
+                    std::process::id(),
+                    std::time::SystemTime::now()
+                )
+                .as_bytes()
+            )[..4]
         );
         let base = 128 + 4 * (slot % 16);
         let v4 = |n: u8| IpAddr::V4(Ipv4Addr::new(198, 51, 100, base + n));
@@ -114,8 +121,14 @@ impl KubeHarness {
 
         let context = cluster::context();
         let mut vars: BTreeMap<&str, String> = probe_hosts.probe_vars().into_iter().collect();
-        vars.insert("AF_PROBE_BINARY", bins.join("af-probe").display().to_string());
-        vars.insert("AF_PROXY_BINARY", bins.join("af-proxy").display().to_string());
+        vars.insert(
+            "AF_PROBE_BINARY",
+            bins.join("af-probe").display().to_string(),
+        );
+        vars.insert(
+            "AF_PROXY_BINARY",
+            bins.join("af-proxy").display().to_string(),
+        );
         vars.insert(
             "AF_UPSTREAM_RESOLVER",
             SocketAddr::new(internet.resolver, 53).to_string(),
@@ -234,8 +247,11 @@ impl Harness for KubeHarness {
     }
 
     fn env(&self, tag: &str) -> EnvId {
-        let id = EnvId::parse(&format!("k{}-{tag}", &short_digest(self.run.as_bytes())[..6]))
-            .unwrap_or_else(|e| panic!("{e}"));
+        let id = EnvId::parse(&format!(
+            "k{}-{tag}",
+            &short_digest(self.run.as_bytes())[..6]
+        ))
+        .unwrap_or_else(|e| panic!("{e}"));
         if let Ok(mut envs) = self.envs.lock() {
             envs.push(id.clone());
         }
@@ -247,14 +263,7 @@ impl Harness for KubeHarness {
         env: &'a EnvId,
         service: &'a str,
     ) -> BoxFuture<'a, Option<IpAddr>> {
-        Box::pin(async move {
-            self.pod(env, service)
-                .await?
-                .status?
-                .pod_ip?
-                .parse()
-                .ok()
-        })
+        Box::pin(async move { self.pod(env, service).await?.status?.pod_ip?.parse().ok() })
     }
 
     fn host_side_addrs<'a>(&'a self, _env: &'a EnvId) -> BoxFuture<'a, Vec<IpAddr>> {
@@ -356,7 +365,11 @@ impl Unconfined for KubeHarness {
         // runtime built for the probe service: the cluster's defaults, none of af's rules.
         Box::pin(async move {
             let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace(env));
-            let name = format!("unconfined-{}", &short_digest(format!("{args:?}{:?}", std::time::SystemTime::now()).as_bytes())[..8]);
+            let name = format!(
+                "unconfined-{}",
+                &short_digest(format!("{args:?}{:?}", std::time::SystemTime::now()).as_bytes())
+                    [..8]
+            );
             let mut command = vec!["/af-probe".to_owned()];
             command.extend(args.iter().map(|a| (*a).to_owned()));
             let pod = Pod {

@@ -113,7 +113,9 @@ pub(crate) async fn a_service_cannot_reach_a_host_listener_by_any_bridge_address
 /// A service cannot have an IPv6 packet routed on by the host, whether the host forwards IPv6
 /// or not: neither through its routes nor in a frame it builds itself. An unconfined container
 /// on the same network gets its frame through exactly when the host forwards.
-pub(crate) async fn a_service_cannot_have_an_ipv6_packet_forwarded_by_the_host(h: &dyn HostEscapes) {
+pub(crate) async fn a_service_cannot_have_an_ipv6_packet_forwarded_by_the_host(
+    h: &dyn HostEscapes,
+) {
     let env = h.env("fwd6");
     up(h, &env, &["probe"]).await;
     allowed_is_reached(h, &env, "probe").await;

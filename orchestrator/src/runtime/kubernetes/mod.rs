@@ -328,7 +328,10 @@ impl KubernetesRuntime {
             names.namespace(),
             said(&action)
         ));
-        match self.in_namespace(plan, &names, &image, cron, progress).await {
+        match self
+            .in_namespace(plan, &names, &image, cron, progress)
+            .await
+        {
             Ok(report) => Ok(report),
             // Ctrl-C leaves everything in place, as its message says; `af down` removes it.
             Err(e @ RuntimeError::Interrupted { .. }) => Err(e),
