@@ -50,6 +50,7 @@ pub(crate) use support::binaries;
 /// a runtime pointed at both.
 struct KubeHarness {
     runtime: KubernetesRuntime,
+    prefix: &'static str,
     client: Client,
     internet: Internet,
     /// The probe's and the gates' targets (they must hold too).
@@ -63,8 +64,14 @@ struct KubeHarness {
 }
 
 impl KubeHarness {
-    /// The world of test `test`, on `slot`'s addresses (each test its own slot, 8 to 15).
+    /// The world of test `test`, on `slot`'s addresses (each test its own slot, 8 to 31, none
+    /// of the other Kubernetes tests' slots).
     async fn start(test: &str, slot: u8) -> KubeHarness {
+        KubeHarness::start_under(test, slot, enforcer::PREFIX).await
+    }
+
+    /// The same, in namespaces under `prefix`.
+    async fn start_under(test: &str, slot: u8, prefix: &'static str) -> KubeHarness {
         enforcer::ensure();
         let bins = tokio::task::spawn_blocking(binaries::static_binaries)
             .await
@@ -81,13 +88,13 @@ impl KubeHarness {
                 .as_bytes()
             )[..4]
         );
-        let base = 128 + 4 * (slot % 16);
+        let base = 128 + 4 * slot;
         let v4 = |n: u8| IpAddr::V4(Ipv4Addr::new(198, 51, 100, base + n));
         let internet = Internet {
             allowed: ("api.allowed.test".to_owned(), v4(0)),
             unlisted: ("other.test".to_owned(), v4(1)),
             resolver: v4(2),
-            metadata: IpAddr::V4(Ipv4Addr::new(169, 254, 44, 128 + slot % 16)),
+            metadata: IpAddr::V4(Ipv4Addr::new(169, 254, 44, 128 + slot)),
         };
         let addrs = vec![
             internet.allowed.1,
@@ -136,7 +143,7 @@ impl KubeHarness {
         let section = Section {
             provider: Some("kubernetes".to_owned()),
             kubeconfig_context: Some(context.clone()),
-            namespace_prefix: Some(enforcer::PREFIX.to_owned()),
+            namespace_prefix: Some(prefix.to_owned()),
             ..Section::default()
         };
         let placement = placement::place(&section).unwrap_or_else(|e| panic!("{e:?}"));
@@ -151,6 +158,7 @@ impl KubeHarness {
             .unwrap_or_else(|e| panic!("{}", e.report()));
         KubeHarness {
             runtime,
+            prefix,
             client,
             internet,
             _probe_hosts: probe_hosts,
@@ -164,7 +172,7 @@ impl KubeHarness {
     }
 
     fn namespace(&self, env: &EnvId) -> String {
-        format!("{}{env}", enforcer::PREFIX)
+        format!("{}{env}", self.prefix)
     }
 
     /// The newest running pod of `service`.
@@ -359,65 +367,75 @@ impl Harness for KubeHarness {
     }
 }
 
+impl KubeHarness {
+    /// Run a plain pod of the test's own in the environment's namespace, from the image the
+    /// runtime built for its `probe` service, with `labels` and none of af's rules otherwise
+    /// (the cluster's default capabilities, no gate); its log's last line.
+    async fn plain_pod(
+        &self,
+        env: &EnvId,
+        labels: BTreeMap<String, String>,
+        args: &[&str],
+    ) -> Value {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace(env));
+        let name = format!(
+            "plain-{}",
+            &short_digest(format!("{args:?}{:?}", std::time::SystemTime::now()).as_bytes())[..8]
+        );
+        let mut command = vec!["/af-probe".to_owned()];
+        command.extend(args.iter().map(|a| (*a).to_owned()));
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                labels: Some(labels),
+                ..ObjectMeta::default()
+            },
+            spec: Some(PodSpec {
+                containers: vec![Container {
+                    name: "probe".to_owned(),
+                    image: Some(format!("af/{env}/probe:latest")),
+                    image_pull_policy: Some("Never".to_owned()),
+                    command: Some(command),
+                    ..Container::default()
+                }],
+                restart_policy: Some("Never".to_owned()),
+                ..PodSpec::default()
+            }),
+            status: None,
+        };
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .unwrap_or_else(|e| panic!("plain pod: {e}"));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+        loop {
+            let phase = pods
+                .get_opt(&name)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|p| p.status?.phase);
+            if matches!(phase.as_deref(), Some("Succeeded" | "Failed")) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the plain pod did not finish ({phase:?})"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+        let log = pods
+            .logs(&name, &LogParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("plain pod's log: {e}"));
+        let _ = pods.delete(&name, &DeleteParams::background()).await;
+        let line = log.lines().last().unwrap_or_default();
+        serde_json::from_str(line).unwrap_or_else(|e| panic!("{line:?}: {e}"))
+    }
+}
+
 impl Unconfined for KubeHarness {
     fn unconfined_probe<'a>(&'a self, env: &'a EnvId, args: &'a [&'a str]) -> BoxFuture<'a, Value> {
-        // A plain pod of the test's own in the environment's namespace, from the image the
-        // runtime built for the probe service: the cluster's defaults, none of af's rules.
-        Box::pin(async move {
-            let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace(env));
-            let name = format!(
-                "unconfined-{}",
-                &short_digest(format!("{args:?}{:?}", std::time::SystemTime::now()).as_bytes())
-                    [..8]
-            );
-            let mut command = vec!["/af-probe".to_owned()];
-            command.extend(args.iter().map(|a| (*a).to_owned()));
-            let pod = Pod {
-                metadata: ObjectMeta {
-                    name: Some(name.clone()),
-                    ..ObjectMeta::default()
-                },
-                spec: Some(PodSpec {
-                    containers: vec![Container {
-                        name: "probe".to_owned(),
-                        image: Some(format!("af/{env}/probe:latest")),
-                        image_pull_policy: Some("Never".to_owned()),
-                        command: Some(command),
-                        ..Container::default()
-                    }],
-                    restart_policy: Some("Never".to_owned()),
-                    ..PodSpec::default()
-                }),
-                status: None,
-            };
-            pods.create(&PostParams::default(), &pod)
-                .await
-                .unwrap_or_else(|e| panic!("unconfined pod: {e}"));
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
-            loop {
-                let phase = pods
-                    .get_opt(&name)
-                    .await
-                    .ok()
-                    .flatten()
-                    .and_then(|p| p.status?.phase);
-                if matches!(phase.as_deref(), Some("Succeeded" | "Failed")) {
-                    break;
-                }
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "the unconfined pod did not finish ({phase:?})"
-                );
-                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-            }
-            let log = pods
-                .logs(&name, &LogParams::default())
-                .await
-                .unwrap_or_else(|e| panic!("unconfined pod's log: {e}"));
-            let _ = pods.delete(&name, &DeleteParams::background()).await;
-            let line = log.lines().last().unwrap_or_default();
-            serde_json::from_str(line).unwrap_or_else(|e| panic!("{line:?}: {e}"))
-        })
+        Box::pin(self.plain_pod(env, BTreeMap::new(), args))
     }
 }
 
@@ -429,19 +447,19 @@ async fn allowed_host_is_reached_through_the_proxy() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn host_without_rule_is_refused_and_journaled() {
-    let h = KubeHarness::start("norule", 9).await;
+    let h = KubeHarness::start("norule", 10).await;
     conformance::host_without_rule_is_refused_and_journaled(&h).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn client_ignoring_proxy_variables_is_still_decided() {
-    let h = KubeHarness::start("noproxy", 10).await;
+    let h = KubeHarness::start("noproxy", 11).await;
     conformance::client_ignoring_proxy_variables_is_still_decided(&h).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn direct_connection_udp_dns_and_metadata_fail() {
-    let h = KubeHarness::start("direct", 11).await;
+    let h = KubeHarness::start("direct", 12).await;
     conformance::direct_connection_to_an_address_fails(&h).await;
     conformance::udp_dns_to_an_outside_resolver_fails(&h).await;
     conformance::metadata_address_is_unreachable(&h).await;
@@ -449,6 +467,83 @@ async fn direct_connection_udp_dns_and_metadata_fail() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn environments_cannot_reach_each_other() {
-    let h = KubeHarness::start("twoenvs", 12).await;
+    let h = KubeHarness::start("twoenvs", 13).await;
     conformance::environments_cannot_reach_each_other(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_service_and_its_migration_cannot_open_a_raw_or_packet_socket() {
+    let h = KubeHarness::start("raw", 14).await;
+    conformance::escape::a_service_cannot_open_a_raw_or_packet_socket(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn services_get_the_ca_bundle_and_variables_and_their_logs_are_read() {
+    let h = KubeHarness::start("trust", 15).await;
+    conformance::services_get_the_ca_bundle_and_variables(&h).await;
+    conformance::logs_return_what_a_service_wrote(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_migration_stops_its_service_and_foreign_objects_are_refused() {
+    let h = KubeHarness::start("migrate", 16).await;
+    conformance::failed_migration_stops_its_service(&h).await;
+    conformance::objects_of_somebody_else_are_refused(&h).await;
+    conformance::status_of_an_unknown_environment_is_empty(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn inbox_and_webhook_work_end_to_end_through_the_port_forward() {
+    let h = KubeHarness::start("inbox", 17).await;
+    conformance::inbox_and_webhook_work_end_to_end(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn down_removes_everything_and_leaves_the_other_environment() {
+    let h = KubeHarness::start("down", 18).await;
+    conformance::down_removes_everything(&h).await;
+}
+
+/// The startup window is real (a plain pod under the services' rules, without the gate, gets
+/// one UDP question to a resolver out before its policy is programmed), and the gate closes it
+/// (a service made by `af up` asking the same at start is never heard): on namespaces the
+/// enforcer governs 5 s late.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_startup_window_is_real_and_a_services_gate_closes_it() {
+    let h = KubeHarness::start_under("window", 19, enforcer::SLOW_PREFIX).await;
+    let ip = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 128 + 4 * 19 + 3));
+    hosts::ip_addr("add", ip, 32);
+    let listener = TestResolver::start_at(SocketAddr::new(ip, 53), [("window.test", vec![ip])])
+        .await
+        .unwrap_or_else(|e| panic!("resolver on {ip}: {e}"));
+    let env = h.env("window");
+    let mut plan = support::probe_plan(&h, &env, &["probe"]);
+    plan.services[0].env.insert(
+        "AF_PROBE_ASK_AT_START".to_owned(),
+        format!("{ip}:53:service.window.test"),
+    );
+    let up = h.runtime().up(&plan, &af_orchestrator::runtime::Quiet).await;
+    if let Err(e) = &up {
+        hosts::ip_addr("del", ip, 32);
+        panic!("up: {}", e.report());
+    }
+    conformance::allowed_is_reached(&h, &env, "probe").await;
+    // The negative control: the same rules, no gate, asking at once.
+    let labels = BTreeMap::from([(
+        "dev.antifailure.network".to_owned(),
+        "service".to_owned(),
+    )]);
+    let plain = h
+        .plain_pod(&env, labels, &["dns", &format!("{ip}:53"), "plain.window.test"])
+        .await;
+    let asked: Vec<String> = listener.queries().into_iter().map(|(n, _)| n).collect();
+    hosts::ip_addr("del", ip, 32);
+    assert!(
+        asked.iter().any(|n| n == "plain.window.test"),
+        "the window is real: a new pod without the gate got a question out ({plain}; the resolver heard {asked:?})"
+    );
+    assert!(
+        !asked.iter().any(|n| n == "service.window.test"),
+        "the service's own question got out before its pod was governed: {asked:?}"
+    );
 }

@@ -8,8 +8,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-/// The namespace prefix of the environments the enforcer governs.
+/// The namespace prefix of the environments the enforcer governs, each new pod about a second
+/// after it starts (what a real enforcer showed on this machine).
 pub(crate) const PREFIX: &str = "afe-";
+/// The prefix of environments it governs only 5 s after a new pod starts: the startup window,
+/// made long on purpose.
+pub(crate) const SLOW_PREFIX: &str = "afs-";
+/// That delay, in milliseconds.
+pub(crate) const SLOW_DELAY_MS: u64 = 5000;
 
 /// Make sure the enforcer governs [`PREFIX`] (once per test process; its script serialises
 /// the processes nextest runs side by side).
