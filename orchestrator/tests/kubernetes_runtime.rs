@@ -571,6 +571,7 @@ fn kubernetes_runtime(world: &World) -> KubernetesRuntime {
     let section = placement::Runtime {
         provider: Some("kubernetes".to_owned()),
         kubeconfig_context: Some(cluster::context()),
+        namespace_prefix: Some(world.prefix().to_owned()),
         ..placement::Runtime::default()
     };
     let placed = placement::place(&section).unwrap_or_else(|e| panic!("{e}"));

@@ -36,7 +36,9 @@ pub(crate) fn ensure() {
             .env("AF_ENFORCER_BIN", &binary)
             .env(
                 "AF_ENFORCER_ARGS",
-                format!("--namespace-prefix {PREFIX} --action reject"),
+                format!(
+                    "--namespace-prefix {PREFIX} --namespace-prefix {SLOW_PREFIX}={SLOW_DELAY_MS} --action reject"
+                ),
             )
             .status()
             .unwrap_or_else(|e| panic!("enforcer.sh start: {e}"));

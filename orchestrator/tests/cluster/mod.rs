@@ -175,6 +175,11 @@ impl World {
         }
     }
 
+    /// The namespace prefix of the world's environment.
+    pub(crate) fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
     /// The environment's namespace name.
     pub(crate) fn namespace(&self) -> String {
         format!("{}{}", self.prefix, self.env)
