@@ -14,13 +14,15 @@
 //! ([`forward`]); `af logs` through the pods' log API; a command in a service through exec.
 //!
 //! Once the probe passed, [`deploy`] makes the sidecar (its journal on a claim of the default
-//! StorageClass, else in its pod) and the services. `af status` reads their Deployments and
+//! StorageClass, else in its pod) and the services, every service pod behind its gate (an init
+//! container that passes only once its own pod is governed). `af status` reads their Deployments and
 //! pods ([`status`]); the sidecar is restarted by rolling its Deployment ([`restart`]). When
 //! `af up` fails after the namespace is there, a namespace this `af up` made is removed again
 //! unless `AF_PRESERVE=1`, and the error says which ([`RuntimeError::FailedUp`]).
 //!
 //! Knobs (environment variables, read by [`KubeOptions::from_env`]): `AF_KUBE_IMAGES`,
-//! `AF_PROBE_IMAGE`, `AF_PROBE_BINARY`, `AF_KUBE_RESOLVER`, `AF_KUBE_NAMESPACE_TIMEOUT`,
+//! `AF_PROBE_IMAGE`, `AF_PROBE_BINARY`, `AF_PROXY_IMAGE`, `AF_PROXY_BINARY`,
+//! `AF_UPSTREAM_RESOLVER`, `AF_TRUSTED_NETWORKS`, `AF_KUBE_RESOLVER`, `AF_KUBE_NAMESPACE_TIMEOUT`,
 //! `AF_KUBE_PROBE_TIMEOUT`, `AF_KUBE_DOWN_TIMEOUT`, `AF_KUBE_SIDECAR_TIMEOUT`,
 //! `AF_KUBE_SERVICE_TIMEOUT`, `AF_KUBE_GATE_TIMEOUT`, `AF_KUBE_MIGRATION_TIMEOUT`,
 //! `AF_KUBE_INGRESS_CLASS`, `AF_KUBE_INGRESS_FROM`, `AF_PRESERVE`, and the probe's targets

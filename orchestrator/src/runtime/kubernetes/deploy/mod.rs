@@ -108,6 +108,12 @@ impl Deployer<'_> {
         plan: &EnvPlan,
         progress: &dyn Progress,
     ) -> Result<UpReport, RuntimeError> {
+        if *self.delivery == Delivery::Registry && !plan.services.is_empty() {
+            // Before any image is built or any object of the sidecar made.
+            return Err(RuntimeError::Unsupported(
+                "This cluster's nodes pull their images from a registry, and af builds the services' images on this machine without pushing them anywhere yet. Use a cluster whose nodes use this Docker daemon, or a k3d or kind cluster (AF_KUBE_IMAGES=daemon|k3d|kind), or the local runtime.".to_owned(),
+            ));
+        }
         let docker = client::connect().await?;
         let image =
             local_images::ensure_sidecar_image(&docker, self.sidecar_source, progress).await?;
