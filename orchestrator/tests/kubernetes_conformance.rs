@@ -522,19 +522,23 @@ async fn the_startup_window_is_real_and_a_services_gate_closes_it() {
         "AF_PROBE_ASK_AT_START".to_owned(),
         format!("{ip}:53:service.window.test"),
     );
-    let up = h.runtime().up(&plan, &af_orchestrator::runtime::Quiet).await;
+    let up = h
+        .runtime()
+        .up(&plan, &af_orchestrator::runtime::Quiet)
+        .await;
     if let Err(e) = &up {
         hosts::ip_addr("del", ip, 32);
         panic!("up: {}", e.report());
     }
     conformance::allowed_is_reached(&h, &env, "probe").await;
     // The negative control: the same rules, no gate, asking at once.
-    let labels = BTreeMap::from([(
-        "dev.antifailure.network".to_owned(),
-        "service".to_owned(),
-    )]);
+    let labels = BTreeMap::from([("dev.antifailure.network".to_owned(), "service".to_owned())]);
     let plain = h
-        .plain_pod(&env, labels, &["dns", &format!("{ip}:53"), "plain.window.test"])
+        .plain_pod(
+            &env,
+            labels,
+            &["dns", &format!("{ip}:53"), "plain.window.test"],
+        )
         .await;
     let asked: Vec<String> = listener.queries().into_iter().map(|(n, _)| n).collect();
     hosts::ip_addr("del", ip, 32);
