@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use af_policy::egress::EgressSpec;
 use af_policy::error::{Report, codes};
-use af_policy::manifest::{Capability, Manifest, ServiceKind};
+use af_policy::manifest::{Capability, Limits, Manifest, ServiceKind};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -79,6 +79,13 @@ pub struct ServicePlan {
     pub schedule: Option<String>,
     /// The capabilities it keeps; every other one is dropped.
     pub capabilities: Vec<Capability>,
+    /// How many copies run. Left out of the digest's text at 1, so a service that does not set
+    /// it keeps the digest it had.
+    #[serde(skip_serializing_if = "is_one")]
+    pub replicas: u32,
+    /// Each copy's CPU and memory limits. Left out of the digest's text when there are none.
+    #[serde(skip_serializing_if = "Limits::is_unlimited")]
+    pub resources: Limits,
 }
 
 impl ServicePlan {
@@ -98,6 +105,8 @@ impl ServicePlan {
             migrate: Vec::new(),
             schedule: None,
             capabilities: Vec::new(),
+            replicas: 1,
+            resources: Limits::default(),
         }
     }
 
@@ -144,28 +153,32 @@ impl EnvPlan {
         let services = manifest
             .services
             .iter()
-            .map(|s| ServicePlan {
-                name: s.name.clone(),
-                kind: match s.kind {
-                    ServiceKind::Web => Kind::Web,
-                    ServiceKind::Worker => Kind::Worker,
-                    ServiceKind::Cron => Kind::Cron,
-                },
-                context: dir.join(&s.path),
-                dockerfile: s.dockerfile.clone(),
-                command: s.command.clone(),
-                port: s.port,
-                health_path: s.health_path.clone(),
-                health_timeout: s.health_timeout.map_or(DEFAULT_HEALTH_TIMEOUT, |t| {
-                    Duration::from_secs(u64::from(t))
-                }),
-                env: s.env.clone(),
-                depends_on: s.depends_on.clone(),
-                migrate: s.migrate.clone(),
-                schedule: s.schedule.clone(),
-                capabilities: s.capabilities.clone(),
+            .map(|s| {
+                Ok(ServicePlan {
+                    name: s.name.clone(),
+                    kind: match s.kind {
+                        ServiceKind::Web => Kind::Web,
+                        ServiceKind::Worker => Kind::Worker,
+                        ServiceKind::Cron => Kind::Cron,
+                    },
+                    context: dir.join(&s.path),
+                    dockerfile: s.dockerfile.clone(),
+                    command: s.command.clone(),
+                    port: s.port,
+                    health_path: s.health_path.clone(),
+                    health_timeout: s.health_timeout.map_or(DEFAULT_HEALTH_TIMEOUT, |t| {
+                        Duration::from_secs(u64::from(t))
+                    }),
+                    env: s.env.clone(),
+                    depends_on: s.depends_on.clone(),
+                    migrate: s.migrate.clone(),
+                    schedule: s.schedule.clone(),
+                    capabilities: s.capabilities.clone(),
+                    replicas: s.replicas.unwrap_or(1),
+                    resources: s.resources.limits(&s.name)?,
+                })
             })
-            .collect();
+            .collect::<Result<_, Report>>()?;
         let mut plan = Self::new(
             env,
             manifest.name.clone(),
@@ -217,6 +230,10 @@ fn start_order(mut services: Vec<ServicePlan>) -> Result<Vec<ServicePlan>, Repor
     Ok(ordered)
 }
 
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
 /// The first 12 hex digits of the SHA-256 of `bytes`.
 pub fn short_digest(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes)[..6])
@@ -260,5 +277,33 @@ mod tests {
         assert_eq!(cycle.err().map(|r| r.code.code), Some("AF-MAN-009"));
         let missing = EnvPlan::new(env(), "p", vec![svc("a", &["zz"])], EgressSpec::default());
         assert_eq!(missing.err().map(|r| r.code.code), Some("AF-MAN-010"));
+    }
+
+    #[test]
+    fn replicas_and_limits_are_read_from_the_manifest_and_change_the_digest_only_when_set() {
+        let text = "version: 1\nname: p\nservices:\n  - name: web\n    port: 80\n    replicas: 3\n    resources:\n      cpu: 500m\n      memory: 256Mi\n  - name: bg\n    kind: worker\n";
+        let path = std::path::Path::new("/repo/af.yaml");
+        let manifest = Manifest::from_str(text, path).expect("manifest");
+        let plan = EnvPlan::from_manifest(&manifest, path, env()).expect("plan");
+        let web = plan.service("web").expect("web");
+        assert_eq!(web.replicas, 3);
+        assert_eq!(web.resources.cpu_millicores, Some(500));
+        assert_eq!(web.resources.memory_bytes, Some(256 << 20));
+        let bg = plan.service("bg").expect("bg");
+        assert_eq!((bg.replicas, bg.resources), (1, Limits::default()));
+
+        // A service that sets neither is written, and digested, as before they existed.
+        let plain = ServicePlan::new("bg", Kind::Worker, "/repo");
+        let text = serde_json::to_string(&plain).expect("json");
+        assert!(
+            !text.contains("replicas") && !text.contains("resources"),
+            "{text}"
+        );
+        let mut scaled = plain.clone();
+        scaled.replicas = 2;
+        let mut limited = plain.clone();
+        limited.resources.memory_bytes = Some(1 << 30);
+        assert_ne!(scaled.config_digest(), plain.config_digest());
+        assert_ne!(limited.config_digest(), plain.config_digest());
     }
 }

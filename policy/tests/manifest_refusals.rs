@@ -304,6 +304,25 @@ fn environment_names_and_resource_quantities_are_checked() {
 }
 
 #[test]
+fn zero_and_sub_millicore_limits_are_refused_and_a_cron_service_runs_one_copy() {
+    let text = with_head(
+        "services:\n  - name: api\n    port: 80\n    replicas: 3\n    resources:\n      cpu: \"0.0001\"\n      memory: 0Mi\n  - name: tick\n    kind: cron\n    schedule: \"* * * * *\"\n    replicas: 2\n",
+    );
+    assert_eq!(
+        refusals(&text),
+        [
+            ("AF-MAN-007", 8, 12),
+            ("AF-MAN-007", 9, 15),
+            ("AF-MAN-007", 13, 15),
+        ]
+    );
+    assert_eq!(
+        statements(&text)[2],
+        "Service tick is a cron service, which runs once per schedule, but asks for 2 replicas."
+    );
+}
+
+#[test]
 fn every_problem_is_collected_and_sorted_by_line() {
     let text = "\
 runtime:

@@ -131,6 +131,14 @@ pub enum RuntimeError {
     /// The runtime cannot do that.
     #[error("{0}")]
     Unsupported(String),
+    /// The runtime cannot run what the manifest asks for; refused before anything is made.
+    #[error("{statement}")]
+    CannotRun {
+        /// What it cannot run, and that nothing was made.
+        statement: String,
+        /// What would run.
+        next: String,
+    },
     /// Teardown left objects behind.
     #[error("teardown left {} object(s) behind", .0.len())]
     TeardownIncomplete(Vec<(String, String)>),
@@ -312,6 +320,9 @@ impl RuntimeError {
             RuntimeError::AdminRefused(report) => report.clone(),
             RuntimeError::Trust(e) => Report::new(&codes::RUN_TRUST, format!("{e}.")),
             RuntimeError::Unsupported(m) => Report::new(&codes::RUN_UNSUPPORTED, m.clone()),
+            RuntimeError::CannotRun { statement, next } => {
+                Report::new(&codes::RUN_UNSUPPORTED, statement.clone()).with_next(next.clone())
+            }
             RuntimeError::TeardownIncomplete(left) => {
                 let names: Vec<String> = left.iter().map(|(n, why)| format!("{n} ({why})")).collect();
                 Report::new(

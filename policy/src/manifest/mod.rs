@@ -13,6 +13,7 @@ mod model;
 mod names;
 mod path;
 mod problem;
+mod quantity;
 mod schema;
 mod services;
 mod structure;
@@ -28,6 +29,7 @@ pub use model::{MANIFEST_VERSION, Manifest, Resources, Service, ServiceKind};
 pub use names::dns_label_problem;
 pub use path::{FieldPath, Segment};
 pub use problem::{Location, ManifestError, Problem};
+pub use quantity::Limits;
 pub use schema::json_schema;
 
 use crate::error::{Report, codes};

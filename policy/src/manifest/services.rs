@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use super::model::{Service, ServiceKind};
 use super::names::dns_label_problem;
 use super::path::FieldPath;
+use super::quantity;
 use crate::error::{Report, codes};
 
 /// Every problem with `services`, each at its path from the top of the manifest. A `None` is a
@@ -77,6 +78,16 @@ fn check_fields(service: &Service, at: &FieldPath) -> Vec<(FieldPath, Report)> {
         ),
         _ => {}
     }
+    if let (ServiceKind::Cron, Some(replicas @ 2..)) = (service.kind, service.replicas) {
+        refuse(
+            at.key("replicas"),
+            &codes::MAN_WRONG_TYPE,
+            format!(
+                "Service {name} is a cron service, which runs once per schedule, but asks for {replicas} replicas."
+            ),
+            "Remove replicas (a cron service runs one copy each time), or set kind: worker.",
+        );
+    }
     if let Some(health_path) = &service.health_path {
         if !health_path.starts_with('/') {
             refuse(
@@ -114,26 +125,21 @@ fn check_fields(service: &Service, at: &FieldPath) -> Vec<(FieldPath, Report)> {
         }
     }
     let resources = at.key("resources");
-    if let Some(cpu) = service.resources.cpu.as_deref().filter(|c| !is_cpu(c)) {
-        refuse(
-            resources.key("cpu"),
-            &codes::MAN_WRONG_TYPE,
-            format!("The cpu limit {cpu:?} of service {name} is not a CPU quantity."),
-            "Write cores (1, 0.5) or millicores (500m).",
-        );
+    if let Some(Err(report)) = service
+        .resources
+        .cpu
+        .as_deref()
+        .map(|c| quantity::cpu(name, c))
+    {
+        problems.push((resources.key("cpu"), report));
     }
-    if let Some(memory) = service
+    if let Some(Err(report)) = service
         .resources
         .memory
         .as_deref()
-        .filter(|m| !is_memory(m))
+        .map(|m| quantity::memory(name, m))
     {
-        refuse(
-            resources.key("memory"),
-            &codes::MAN_WRONG_TYPE,
-            format!("The memory limit {memory:?} of service {name} is not a memory quantity."),
-            "Write bytes with an optional unit: 512Mi, 1Gi, 256M.",
-        );
+        problems.push((resources.key("memory"), report));
     }
     problems
 }
@@ -222,51 +228,4 @@ fn is_env_name(name: &str) -> bool {
     !name.is_empty()
         && !name.starts_with(|c: char| c.is_ascii_digit())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// `1`, `0.5`, `500m`.
-fn is_cpu(text: &str) -> bool {
-    let number = text.strip_suffix('m').unwrap_or(text);
-    is_decimal(number)
-}
-
-/// `1073741824`, `512Mi`, `1Gi`, `256M`, `1.5G`.
-fn is_memory(text: &str) -> bool {
-    const UNITS: [&str; 12] = [
-        "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "K", "M", "G", "T", "P",
-    ];
-    let number = UNITS
-        .iter()
-        .find_map(|unit| text.strip_suffix(unit))
-        .unwrap_or(text);
-    is_decimal(number)
-}
-
-fn is_decimal(text: &str) -> bool {
-    let (whole, fraction) = text.split_once('.').unwrap_or((text, "0"));
-    !whole.is_empty()
-        && !fraction.is_empty()
-        && whole.chars().all(|c| c.is_ascii_digit())
-        && fraction.chars().all(|c| c.is_ascii_digit())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{is_cpu, is_memory};
-
-    #[test]
-    fn quantities_follow_the_orchestrators_notation() {
-        for good in ["1", "0.5", "500m", "2"] {
-            assert!(is_cpu(good), "{good}");
-        }
-        for bad in ["", "m", "1.", ".5", "1 core", "-1"] {
-            assert!(!is_cpu(bad), "{bad}");
-        }
-        for good in ["512Mi", "1Gi", "256M", "1073741824", "1.5G"] {
-            assert!(is_memory(good), "{good}");
-        }
-        for bad in ["", "Mi", "512MB", "lots"] {
-            assert!(!is_memory(bad), "{bad}");
-        }
-    }
 }

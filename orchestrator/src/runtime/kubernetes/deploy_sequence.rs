@@ -91,6 +91,26 @@ async fn the_migration_job_completes_before_the_deployment_is_made() {
 }
 
 #[tokio::test]
+async fn a_scaled_service_is_one_deployment_of_its_replicas_each_limited() {
+    let fake = Fake::new();
+    let mut scaled = web(&[]);
+    scaled.replicas = 3;
+    scaled.resources.memory_bytes = Some(64 << 20);
+    let fixture = Fixture::new(vec![scaled]);
+    let up = start(&fake, &fixture, "web", None, &IngressOptions::default())
+        .await
+        .expect("started once all three are available");
+    assert_eq!(up.action, Action::Created);
+    let made = fake
+        .with(|s| s.objects.get(&format!("{DEPLOYMENTS}/web")).cloned())
+        .expect("the Deployment");
+    assert_eq!(made["spec"]["replicas"], 3);
+    assert_eq!(made["status"]["availableReplicas"], 3);
+    let container = &made["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["resources"]["limits"]["memory"], "67108864");
+}
+
+#[tokio::test]
 async fn a_failed_migration_stops_with_its_status_and_last_lines_and_no_deployment() {
     let fake = Fake::new();
     fake.with(|s| {

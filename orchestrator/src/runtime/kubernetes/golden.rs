@@ -492,3 +492,79 @@ fn a_service_pod_resolves_through_the_sidecar_only_and_starts_after_its_gate() {
         );
     }
 }
+
+#[test]
+fn a_scaled_service_runs_its_replicas_and_every_pod_of_it_is_limited() {
+    use crate::plan::{Kind, ServicePlan};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    let limits = af_policy::manifest::Limits {
+        cpu_millicores: Some(500),
+        memory_bytes: Some(256 << 20),
+    };
+    let mut web = ServicePlan::new("web", Kind::Web, "/src/web");
+    web.port = Some(8080);
+    web.replicas = 3;
+    web.resources = limits;
+    web.migrate = vec!["./migrate".to_owned()];
+    let mut report = ServicePlan::new("report", Kind::Cron, "/src/report");
+    report.schedule = Some("*/15 * * * *".to_owned());
+    report.resources = af_policy::manifest::Limits {
+        cpu_millicores: Some(2000),
+        memory_bytes: None,
+    };
+    let fixture = Fixture::new(vec![web, report]);
+    let spec = fixture.spec("web");
+    let mut deployment = deploy::services::deployment(&fixture.names, &spec);
+    assert_eq!(deployment.spec.replicas, Some(3));
+    let wanted = BTreeMap::from([
+        ("cpu".to_owned(), Quantity("500m".to_owned())),
+        ("memory".to_owned(), Quantity("268435456".to_owned())),
+    ]);
+    let resources = |pod: Option<&k8s_openapi::api::core::v1::PodSpec>| {
+        pod.expect("pod").containers[0]
+            .resources
+            .clone()
+            .expect("resources")
+    };
+    let served = resources(deployment.spec.template.spec.as_ref());
+    assert_eq!(served.limits.as_ref(), Some(&wanted));
+    assert_eq!(served.requests, served.limits, "requested as limited");
+    let job = deploy::jobs::job(&fixture.names, &spec, Duration::from_secs(600));
+    let job_pod = job.spec.as_ref().and_then(|s| s.template.spec.as_ref());
+    assert_eq!(resources(job_pod), served, "the migration is limited alike");
+    let cron = deploy::cron::cron_job(&fixture.names, &fixture.spec("report"));
+    let cron_pod = cron
+        .spec
+        .job_template
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref());
+    let cron_limits = resources(cron_pod).limits.expect("limits");
+    assert_eq!(
+        cron_limits,
+        BTreeMap::from([("cpu".to_owned(), Quantity("2000m".to_owned()))]),
+        "only the limit the manifest sets"
+    );
+    // The gate is not limited: it runs before the service and is done when it starts.
+    let pod = deployment.spec.template.spec.as_ref().expect("pod");
+    let gate = &pod.init_containers.as_ref().expect("the gate")[0];
+    assert_eq!(gate.resources, None);
+    steady(
+        &mut deployment.spec.template,
+        deployment.metadata.labels.as_mut().expect("labels"),
+        &spec,
+    );
+    check("service-deployment-scaled.json", &deployment);
+}
+
+#[test]
+fn a_service_without_limits_has_no_resources_and_one_replica() {
+    use crate::plan::{Kind, ServicePlan};
+
+    let fixture = Fixture::new(vec![ServicePlan::new("bg", Kind::Worker, "/src/bg")]);
+    let deployment = deploy::services::deployment(&fixture.names, &fixture.spec("bg"));
+    assert_eq!(deployment.spec.replicas, Some(1));
+    let pod = deployment.spec.template.spec.as_ref().expect("pod");
+    assert_eq!(pod.containers[0].resources, None);
+}

@@ -241,7 +241,7 @@ impl State {
                 object["metadata"]["resourceVersion"] = json!((version + 1).to_string());
                 object["metadata"]["uid"] = old["metadata"]["uid"].clone();
                 if path.contains("/deployments/") {
-                    object["status"] = available();
+                    object["status"] = available(&object);
                 }
                 self.objects.insert(path, object.clone());
                 reply(200, &object)
@@ -282,7 +282,7 @@ impl State {
             object["status"] = self.pod_status(&object);
         }
         if collection.ends_with("/deployments") {
-            object["status"] = available();
+            object["status"] = available(&object);
         }
         if collection.ends_with("/jobs") {
             self.run_job(collection, &mut object);
@@ -460,9 +460,10 @@ impl State {
     }
 }
 
-/// A Deployment of one replica, updated and available.
-fn available() -> Value {
-    json!({"replicas": 1, "updatedReplicas": 1, "availableReplicas": 1, "readyReplicas": 1})
+/// The status of `deployment` with every replica it asks for updated and available.
+fn available(deployment: &Value) -> Value {
+    let n = deployment["spec"]["replicas"].as_u64().unwrap_or(1);
+    json!({"replicas": n, "updatedReplicas": n, "availableReplicas": n, "readyReplicas": n})
 }
 
 /// RFC 7386: `patch` merged into `target`, `null` removing a key.

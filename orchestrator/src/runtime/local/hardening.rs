@@ -7,14 +7,15 @@
 //!   `NET_RAW`, so no raw or packet socket: a service cannot build a frame that skips its
 //!   routes), and have IPv6 off in their network namespace unless the catalogue allows IPv6
 //!   (so no link-local address reaches the host's bridge, and no IPv6 packet of theirs can be
-//!   routed on by a host that forwards IPv6).
+//!   routed on by a host that forwards IPv6). They are held to the manifest's `resources`, as
+//!   on a cluster: CPU as nano-cores, memory with no swap beyond it (a pod has none either).
 //! - The containers the host reaches (the sidecar, for its admin API, and the forwarders) hold
 //!   no capability but `NET_BIND_SERVICE`, do not forward packets in their own namespaces, and
 //!   publish their one port on 127.0.0.1 only, at a port the engine picks.
 
 use std::collections::HashMap;
 
-use af_policy::manifest::Capability;
+use af_policy::manifest::{Capability, Limits};
 use bollard::models::{HostConfig, PortBinding};
 
 /// Bumped whenever this confinement changes: it is part of every container's digest, so the
@@ -41,13 +42,23 @@ pub struct ServiceConfinement<'a> {
     pub capabilities: &'a [Capability],
     /// Whether the catalogue allows IPv6 (`egress.allow_ipv6`); IPv6 is off otherwise.
     pub ipv6: bool,
+    /// The manifest's CPU and memory limits.
+    pub limits: Limits,
 }
 
 /// A service's host configuration on `network`: every capability dropped but those named,
-/// no privilege gain, IPv6 off unless allowed.
+/// no privilege gain, IPv6 off unless allowed, its limits.
 pub fn service_host_config(network: &str, confinement: ServiceConfinement<'_>) -> HostConfig {
     let sysctls = (!confinement.ipv6).then(|| sysctls(&NO_IPV6));
+    let memory = confinement.limits.memory_bytes.map(docker_quantity);
     HostConfig {
+        nano_cpus: confinement
+            .limits
+            .cpu_millicores
+            .map(|m| docker_quantity(m.saturating_mul(1_000_000))),
+        memory,
+        // Swap is what exceeds `memory` here: none, so the limit is the whole of it.
+        memory_swap: memory,
         cap_drop: Some(vec!["ALL".to_owned()]),
         cap_add: Some(
             confinement
@@ -89,6 +100,11 @@ fn base(network: &str) -> HostConfig {
     }
 }
 
+/// A quantity as Docker holds it (`af_policy` bounds every limit within it).
+fn docker_quantity(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
 fn sysctls(pairs: &[(&str, &str)]) -> HashMap<String, String> {
     pairs
         .iter()
@@ -108,6 +124,7 @@ mod tests {
             ServiceConfinement {
                 capabilities: &caps,
                 ipv6: false,
+                limits: Limits::default(),
             },
         );
         assert_eq!(c.cap_drop, Some(vec!["ALL".to_owned()]));
@@ -120,6 +137,7 @@ mod tests {
         assert_eq!(sysctls["net.ipv6.conf.all.disable_ipv6"], "1");
         assert_eq!(sysctls["net.ipv6.conf.default.disable_ipv6"], "1");
         assert_eq!(c.port_bindings, None, "a service is never published itself");
+        assert_eq!((c.memory, c.memory_swap, c.nano_cpus), (None, None, None));
     }
 
     #[test]
@@ -129,10 +147,42 @@ mod tests {
             ServiceConfinement {
                 capabilities: &[],
                 ipv6: true,
+                limits: Limits::default(),
             },
         );
         assert_eq!(c.sysctls, None);
         assert_eq!(c.cap_add, Some(Vec::new()), "still no capability at all");
+    }
+
+    #[test]
+    fn a_service_is_held_to_its_limits_with_no_swap_beyond_them() {
+        let c = service_host_config(
+            "net",
+            ServiceConfinement {
+                capabilities: &[],
+                ipv6: false,
+                limits: Limits {
+                    cpu_millicores: Some(500),
+                    memory_bytes: Some(256 << 20),
+                },
+            },
+        );
+        assert_eq!(c.nano_cpus, Some(500_000_000), "half a core");
+        assert_eq!(c.memory, Some(256 << 20));
+        assert_eq!(c.memory_swap, Some(256 << 20), "no swap on top");
+        let cpu_only = service_host_config(
+            "net",
+            ServiceConfinement {
+                capabilities: &[],
+                ipv6: false,
+                limits: Limits {
+                    cpu_millicores: Some(2000),
+                    memory_bytes: None,
+                },
+            },
+        );
+        assert_eq!(cpu_only.nano_cpus, Some(2_000_000_000));
+        assert_eq!((cpu_only.memory, cpu_only.memory_swap), (None, None));
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod host;
 pub mod images;
 pub mod labels;
 pub mod networks;
+pub mod preflight;
 pub mod readiness;
 pub mod services;
 pub mod sidecar;
@@ -159,7 +160,8 @@ impl LocalRuntime {
     ) -> Result<UpReport, RuntimeError> {
         let docker = &self.docker;
         let names = Names::new(&plan.env);
-        // Ownership first: refuse before anything is made or changed.
+        // What cannot run here and ownership first: refuse before anything is made or changed.
+        preflight::check(plan, preflight::host_cpus(docker, plan).await?)?;
         self.refuse_foreign(&names, Some(plan)).await?;
         let system_roots = trust::bundle::system_roots()?;
 

@@ -56,6 +56,7 @@ fn body(
             hardening::ServiceConfinement {
                 capabilities: &s.capabilities,
                 ipv6: spec.plan.egress.allow_ipv6,
+                limits: s.resources,
             },
         )
     };
@@ -186,4 +187,61 @@ pub async fn forwarder(
     containers::create(docker, &name, body).await?;
     connect(docker, f.internal, &name, None).await?;
     containers::start(docker, &name).await
+}
+
+#[cfg(test)]
+mod tests {
+    use af_policy::egress::EgressSpec;
+
+    use super::*;
+    use crate::env_id::EnvId;
+    use crate::plan::Kind;
+    use crate::trust::EnvCa;
+    use crate::webhook::WebhookSecrets;
+
+    #[test]
+    fn a_service_and_its_migration_are_held_to_the_same_limits() {
+        let env = EnvId::parse("t").expect("id");
+        let mut web = ServicePlan::new("web", Kind::Web, "/src/web");
+        web.port = Some(8080);
+        web.migrate = vec!["./migrate".to_owned()];
+        web.resources.cpu_millicores = Some(250);
+        web.resources.memory_bytes = Some(128 << 20);
+        let plan = EnvPlan::new(env.clone(), "p", vec![web], EgressSpec::default()).expect("plan");
+        let ca = EnvCa::generate(&env, std::time::SystemTime::now()).expect("a CA");
+        let trust = TrustFiles::new("", &ca);
+        let webhooks = WebhookSecrets::derive("0123456789abcdef0123456789abcdef");
+        let spec = Spec {
+            plan: &plan,
+            service: &plan.services[0],
+            image: "sha256:0123",
+            internal: "af-t-internal",
+            sidecar: Ipv4Addr::new(10, 213, 0, 2),
+            provisions: Provisions {
+                trust: &trust,
+                webhooks: &webhooks,
+            },
+            digest: "d1g3st",
+        };
+        for (what, made) in [
+            (
+                "service",
+                body(&spec, kind::SERVICE, &spec.service.command, true),
+            ),
+            (
+                "migration",
+                body(&spec, kind::MIGRATE, &spec.service.migrate, false),
+            ),
+        ] {
+            let host = made.host_config.expect("host config");
+            assert_eq!(host.nano_cpus, Some(250_000_000), "{what}");
+            assert_eq!(host.memory, Some(128 << 20), "{what}");
+            assert_eq!(host.memory_swap, Some(128 << 20), "{what}");
+            assert_eq!(
+                host.cap_drop,
+                Some(vec!["ALL".to_owned()]),
+                "{what} still confined"
+            );
+        }
+    }
 }

@@ -544,3 +544,53 @@ fn available(d: &Deployment) -> bool {
         && status.available_replicas.unwrap_or(0) >= want
         && status.replicas.unwrap_or(0) == want
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::apps::v1::{DeploymentSpec, DeploymentStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+
+    fn deployment(replicas: i32, generation: i64, status: DeploymentStatus) -> Deployment {
+        Deployment {
+            metadata: ObjectMeta {
+                generation: Some(generation),
+                ..ObjectMeta::default()
+            },
+            spec: DeploymentSpec {
+                replicas: Some(replicas),
+                ..DeploymentSpec::default()
+            },
+            status: Some(status),
+        }
+    }
+
+    fn status(generation: i64, total: i32, updated: i32, ready: i32) -> DeploymentStatus {
+        DeploymentStatus {
+            observed_generation: Some(generation),
+            replicas: Some(total),
+            updated_replicas: Some(updated),
+            available_replicas: Some(ready),
+            ..DeploymentStatus::default()
+        }
+    }
+
+    #[test]
+    fn a_deployment_is_available_only_when_every_replica_is() {
+        assert!(available(&deployment(3, 2, status(2, 3, 3, 3))));
+        assert!(
+            !available(&deployment(3, 2, status(2, 3, 3, 1))),
+            "one of three"
+        );
+        assert!(
+            !available(&deployment(3, 2, status(2, 4, 3, 3))),
+            "an old pod left"
+        );
+        assert!(
+            !available(&deployment(3, 2, status(1, 3, 3, 3))),
+            "not observed yet"
+        );
+        assert!(available(&deployment(1, 1, status(1, 1, 1, 1))));
+    }
+}

@@ -12,11 +12,14 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource,
-    HTTPGetAction, PodTemplateSpec, Probe, Secret, SecretKeySelector, Service, ServicePort,
-    ServiceSpec, TCPSocketAction, Volume, VolumeMount,
+    HTTPGetAction, PodTemplateSpec, Probe, ResourceRequirements, Secret, SecretKeySelector,
+    Service, ServicePort, ServiceSpec, TCPSocketAction, Volume, VolumeMount,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use af_policy::manifest::Limits;
 
 use super::objects::stamp;
 use crate::plan::{EnvPlan, ServicePlan};
@@ -194,7 +197,7 @@ pub fn object_meta(names: &Names, service: &str, role: Role) -> ObjectMeta {
     meta(names, service, role.kind(), service)
 }
 
-/// The service's pod in `role`: its image, environment, CA files and capabilities, confined,
+/// The service's pod in `role`: its image, environment, CA files, capabilities and limits, confined,
 /// resolving through the sidecar only, behind the gate. Every pod of a service, whatever runs
 /// it, is this one template.
 pub fn pod_template(names: &Names, spec: &Spec<'_>, role: Role) -> PodTemplateSpec {
@@ -222,6 +225,7 @@ pub fn pod_template(names: &Names, spec: &Spec<'_>, role: Role) -> PodTemplateSp
             }]
         }),
         readiness_probe: if serves { readiness(service) } else { None },
+        resources: resources(service.resources),
         volume_mounts: Some(vec![VolumeMount {
             name: "af-trust".to_owned(),
             mount_path: "/etc/af".to_owned(),
@@ -284,13 +288,32 @@ fn readiness(service: &ServicePlan) -> Option<Probe> {
     })
 }
 
-/// The service's Deployment.
+/// The limits of the service's container as Kubernetes quantities (`500m`, bytes), requested
+/// as much as they limit: Kubernetes would copy a limit without a request into the request
+/// anyway, so writing it says what the pod is scheduled with (and no LimitRange default can
+/// make the request differ). `None` with no limits: the pod is scheduled on no request.
+fn resources(limits: Limits) -> Option<ResourceRequirements> {
+    let quantities: BTreeMap<String, Quantity> = [
+        ("cpu", limits.cpu_millicores.map(|m| format!("{m}m"))),
+        ("memory", limits.memory_bytes.map(|b| b.to_string())),
+    ]
+    .into_iter()
+    .filter_map(|(name, q)| Some((name.to_owned(), Quantity(q?))))
+    .collect();
+    (!quantities.is_empty()).then(|| ResourceRequirements {
+        limits: Some(quantities.clone()),
+        requests: Some(quantities),
+        ..ResourceRequirements::default()
+    })
+}
+
+/// The service's Deployment, at the manifest's `replicas`.
 pub fn deployment(names: &Names, spec: &Spec<'_>) -> Deployment {
     let service = spec.service;
     stamp(Deployment {
         metadata: object_meta(names, &service.name, Role::Serve),
         spec: DeploymentSpec {
-            replicas: Some(1),
+            replicas: Some(i32::try_from(service.replicas).unwrap_or(i32::MAX)),
             selector: LabelSelector {
                 match_labels: Some(pod_labels(names, &service.name)),
                 ..LabelSelector::default()
