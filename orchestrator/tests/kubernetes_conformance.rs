@@ -551,3 +551,25 @@ async fn the_startup_window_is_real_and_a_services_gate_closes_it() {
         "the service's own question got out before its pod was governed: {asked:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_node_is_unreachable_from_a_service() {
+    let h = KubeHarness::start("node", 20).await;
+    // A listener on every address of this machine (the node), reachable from the node itself.
+    let listener = TcpListener::bind("0.0.0.0:0")
+        .await
+        .unwrap_or_else(|e| panic!("listen on the node: {e}"));
+    let port = listener
+        .local_addr()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .port();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            drop(s);
+        }
+    });
+    tokio::net::TcpStream::connect(("10.244.0.1", port))
+        .await
+        .unwrap_or_else(|e| panic!("control: the node's listener accepts on its bridge: {e}"));
+    conformance::host_is_unreachable_through_the_gateway(&h, port).await;
+}
