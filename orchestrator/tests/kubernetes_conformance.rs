@@ -573,3 +573,9 @@ async fn the_node_is_unreachable_from_a_service() {
         .unwrap_or_else(|e| panic!("control: the node's listener accepts on its bridge: {e}"));
     conformance::host_is_unreachable_through_the_gateway(&h, port).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_journal_survives_a_sidecar_restart_on_its_claim() {
+    let h = KubeHarness::start("journal", 21).await;
+    conformance::journal_survives_a_sidecar_restart(&h).await;
+}

@@ -418,15 +418,16 @@ async fn an_enforcing_cluster_passes_the_probe_and_runs_the_sidecar_then_the_ser
     assert_eq!(again.code, 0, "{}{}", again.stdout, again.stderr);
     assert_eq!(running_pods(&world, "web").await, web, "the same pod");
 
-    // `af status` names each, and where the journal is: this cluster has no StorageClass.
+    // `af status` names each, and where the journal is: the local cluster has a default
+    // StorageClass (fixtures/k8s-local/04-start.sh), so a claim.
     let status = world.af(&["status"], &[]).await;
     assert_eq!(status.code, 0, "{}{}", status.stdout, status.stderr);
     assert!(status.stdout.contains("✓ sidecar"), "{}", status.stdout);
     assert!(status.stdout.contains("✓ web"), "{}", status.stdout);
     assert!(
-        status
-            .stdout
-            .contains(&format!("journal: in the pod {}", sidecar[0].0)),
+        status.stdout.contains(
+            "journal: PersistentVolumeClaim af-sidecar-journal (kept when the sidecar is restarted or replaced"
+        ),
         "{}",
         status.stdout
     );
