@@ -295,7 +295,11 @@ impl Harness for KubeHarness {
         // bridge exists once a pod does): nothing is ever aimed past this machine.
         Box::pin(async {
             let node = node_addrs();
-            assert_eq!(node.len(), 2, "the node's bridge and own address are on this machine: {node:?}");
+            assert_eq!(
+                node.len(),
+                2,
+                "the node's bridge and own address are on this machine: {node:?}"
+            );
             node
         })
     }

@@ -439,7 +439,10 @@ async fn an_enforcing_cluster_passes_the_probe_and_runs_the_sidecar_then_the_ser
         .unwrap_or_else(|e| panic!("{}", e.report()));
     let restarted = running_pods(&world, "sidecar").await;
     assert_eq!(restarted.len(), 1, "{restarted:?}");
-    assert_ne!(restarted[0].0, sidecar[0].0, "a new pod, running: {restarted:?}");
+    assert_ne!(
+        restarted[0].0, sidecar[0].0,
+        "a new pod, running: {restarted:?}"
+    );
 
     let down = world.af(&["down"], &[]).await;
     assert_eq!(down.code, 0, "{}{}", down.stdout, down.stderr);
