@@ -58,6 +58,13 @@ pub(crate) enum Command {
         #[arg(long, value_name = "N")]
         tail: Option<usize>,
     },
+    /// Restart the sidecar (the default) or one service in place, and wait until it is back.
+    Restart {
+        #[command(flatten)]
+        env: EnvArg,
+        /// The service to restart; `sidecar` when absent.
+        service: Option<String>,
+    },
     /// The messages the services sent that the sidecar captured (capture mode and SMTP).
     #[command(subcommand)]
     Inbox(InboxCommand),

@@ -598,3 +598,9 @@ async fn the_journal_survives_a_sidecar_restart_on_its_claim() {
     let h = KubeHarness::start("journal", 21).await;
     conformance::journal_survives_a_sidecar_restart(&h).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_service_restarts_in_place() {
+    let h = KubeHarness::start("restart", 22).await;
+    conformance::a_service_restarts_in_place(&h).await;
+}

@@ -165,6 +165,53 @@ impl Runtime for Scripted {
     fn restart_sidecar<'a>(&'a self, _: &'a EnvId) -> BoxFuture<'a, Result<(), RuntimeError>> {
         Box::pin(async move { Ok(()) })
     }
+    fn restart_service<'a>(
+        &'a self,
+        env: &'a EnvId,
+        service: &'a str,
+    ) -> BoxFuture<'a, Result<(), RuntimeError>> {
+        // Only `web` runs in this scripted environment.
+        Box::pin(async move {
+            match service {
+                "web" => Ok(()),
+                other => Err(RuntimeError::NoService {
+                    env: env.to_string(),
+                    service: other.to_owned(),
+                }),
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn restart_names_what_it_restarted_and_refuses_a_service_that_does_not_run() {
+    let runtime = Scripted {
+        admin: None,
+        ctrl_c_during: None,
+        status: None,
+        down: Mutex::new(None),
+    };
+    let mut out = Vec::new();
+    lifecycle::restart::run(&runtime, &env(), None, Format::Human, &mut out)
+        .await
+        .expect("the sidecar restarted");
+    assert_eq!(
+        String::from_utf8_lossy(&out),
+        "restarted sidecar\nenv demo-main-abc123\n"
+    );
+    let mut out = Vec::new();
+    lifecycle::restart::run(&runtime, &env(), Some("web"), Format::Json, &mut out)
+        .await
+        .expect("web restarted");
+    let doc: Value = serde_json::from_slice(&out).expect("json");
+    assert_eq!(doc, json!({"env": "demo-main-abc123", "restarted": "web"}));
+    let mut out = Vec::new();
+    let refused = lifecycle::restart::run(&runtime, &env(), Some("db"), Format::Human, &mut out)
+        .await
+        .expect_err("db does not run");
+    assert_eq!(refused.code.code, "AF-RUN-031", "{refused}");
+    assert!(refused.statement.contains("db"), "{refused}");
+    assert!(out.is_empty(), "nothing printed but the refusal");
 }
 
 fn env() -> EnvId {

@@ -192,3 +192,9 @@ async fn a_service_cannot_have_an_ipv6_packet_forwarded_by_the_host() {
     let h = harness("fwd6").await;
     conformance::escape::a_service_cannot_have_an_ipv6_packet_forwarded_by_the_host(&h).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_service_restarts_in_place() {
+    let h = harness("restart").await;
+    conformance::a_service_restarts_in_place(&h).await;
+}

@@ -1,4 +1,4 @@
-//! Dispatch of the lifecycle commands (`up`, `down`, `status`, `logs`, `doctor`, `net log`,
+//! Dispatch of the lifecycle commands (`up`, `down`, `status`, `logs`, `restart`, `doctor`, `net log`,
 //! `inbox`, `webhook trigger`) to the library's runtime and `lifecycle` modules.
 
 use std::path::Path;
@@ -49,7 +49,7 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
     let (arg, plan) = match command {
         Command::Up(arg) => (arg, true),
         Command::Down(arg) | Command::Status(arg) => (arg, false),
-        Command::Logs { env, .. } => (env, false),
+        Command::Logs { env, .. } | Command::Restart { env, .. } => (env, false),
         Command::Net(NetCommand::Log { env, .. }) => (env, false),
         Command::Inbox(
             InboxCommand::List { env, .. }
@@ -104,6 +104,9 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
             ..
         } => {
             lifecycle::logs::run(runtime, &env, service.as_deref(), *follow, *tail, stdout).await?
+        }
+        Command::Restart { service, .. } => {
+            lifecycle::restart::run(runtime, &env, service.as_deref(), out, stdout).await?
         }
         Command::Net(NetCommand::Log {
             blocked,

@@ -1,4 +1,4 @@
-//! The lifecycle commands: `af up`, `af down`, `af status`, `af logs`, `af net log`,
+//! The lifecycle commands: `af up`, `af down`, `af status`, `af logs`, `af restart`, `af net log`,
 //! `af inbox`, `af webhook trigger`, `af doctor`. Each returns what it found, or the coded
 //! refusal to print.
 
@@ -9,6 +9,7 @@ pub mod interrupt;
 pub mod logs;
 pub mod net_log;
 pub mod output;
+pub mod restart;
 pub mod status;
 pub mod up;
 pub mod webhook;

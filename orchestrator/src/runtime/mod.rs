@@ -348,4 +348,12 @@ pub trait Runtime: Send + Sync {
 
     /// Restart the sidecar in place (same configuration, same journal).
     fn restart_sidecar<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<(), RuntimeError>>;
+
+    /// Restart one service in place (its configuration unchanged) and wait until it is ready
+    /// again; a service the environment does not run is [`RuntimeError::NoService`].
+    fn restart_service<'a>(
+        &'a self,
+        env: &'a EnvId,
+        service: &'a str,
+    ) -> BoxFuture<'a, Result<(), RuntimeError>>;
 }

@@ -805,3 +805,23 @@ pub(crate) async fn inbox_and_webhook_work_end_to_end(h: &dyn Harness) {
         Some("https://shop.test/verify?token=t1")
     );
 }
+
+/// A service restarts in place and is governed again afterwards; one the environment does not
+/// run is refused (AF-RUN-031) and nothing else is touched.
+pub(crate) async fn a_service_restarts_in_place(h: &dyn Harness) {
+    let env = h.env("restart");
+    up(h, &env, &["probe"]).await;
+    allowed_is_reached(h, &env, "probe").await;
+    h.runtime()
+        .restart_service(&env, "probe")
+        .await
+        .unwrap_or_else(|e| panic!("restart probe: {}", e.report()));
+    allowed_is_reached(h, &env, "probe").await;
+    let refused = h
+        .runtime()
+        .restart_service(&env, "nope")
+        .await
+        .expect_err("no such service");
+    assert_eq!(refused.report().code.code, "AF-RUN-031", "{refused}");
+    allowed_is_reached(h, &env, "probe").await;
+}

@@ -577,4 +577,20 @@ impl Runtime for KubernetesRuntime {
             restart::sidecar(&self.client, &self.names(env), &self.options.timeouts).await
         })
     }
+
+    fn restart_service<'a>(
+        &'a self,
+        env: &'a EnvId,
+        service: &'a str,
+    ) -> BoxFuture<'a, Result<(), RuntimeError>> {
+        Box::pin(async move {
+            restart::service(
+                &self.client,
+                &self.names(env),
+                service,
+                &self.options.timeouts,
+            )
+            .await
+        })
+    }
 }

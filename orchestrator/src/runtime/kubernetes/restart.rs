@@ -31,29 +31,62 @@ pub async fn sidecar(
     names: &Names,
     timeouts: &Timeouts,
 ) -> Result<(), RuntimeError> {
+    roll(
+        client,
+        names,
+        names::SIDECAR,
+        inspect::SIDECAR_SERVICE,
+        timeouts.sidecar,
+        timeouts,
+    )
+    .await
+}
+
+/// Restart `service` of `names`' environment (its Deployment rolled the same way) and wait
+/// until it is available again with new pods (`AF_KUBE_SERVICE_TIMEOUT`).
+pub async fn service(
+    client: &Client,
+    names: &Names,
+    service: &str,
+    timeouts: &Timeouts,
+) -> Result<(), RuntimeError> {
+    roll(client, names, service, service, timeouts.service, timeouts).await
+}
+
+/// Stamp the Deployment `deployment` (of `service`) and wait for its new pods.
+async fn roll(
+    client: &Client,
+    names: &Names,
+    deployment: &str,
+    service: &str,
+    timeout: std::time::Duration,
+    timeouts: &Timeouts,
+) -> Result<(), RuntimeError> {
     if namespace::ours(client, names).await?.is_none() {
         return Err(RuntimeError::NoEnvironment(names.env().to_string()));
     }
     let ns = names.namespace();
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
     if deployments
-        .get_opt(names::SIDECAR)
+        .get_opt(deployment)
         .await
-        .map_err(refused(format!(
-            "read Deployment {} in {ns}",
-            names::SIDECAR
-        )))?
+        .map_err(refused(format!("read Deployment {deployment} in {ns}")))?
         .is_none()
     {
         return Err(RuntimeError::NoService {
             env: names.env().to_string(),
-            service: inspect::SIDECAR_SERVICE.to_owned(),
+            service: service.to_owned(),
         });
     }
+    let selector = format!(
+        "{},{}={service}",
+        names.selector(),
+        crate::runtime::labels::SERVICE
+    );
     let old: Vec<String> = Api::<Pod>::namespaced(client.clone(), ns)
-        .list(&ListParams::default().labels(&inspect::sidecar_selector(names)))
+        .list(&ListParams::default().labels(&selector))
         .await
-        .map_err(refused(format!("list the sidecar's pods in {ns}")))?
+        .map_err(refused(format!("list the pods of {service} in {ns}")))?
         .items
         .iter()
         .map(ResourceExt::name_any)
@@ -61,24 +94,17 @@ pub async fn sidecar(
     let at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let patch = json!({"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: at}}}}});
     deployments
-        .patch(
-            names::SIDECAR,
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
+        .patch(deployment, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map_err(refused(format!(
-            "restart Deployment {} in {ns}",
-            names::SIDECAR
-        )))?;
+        .map_err(refused(format!("restart Deployment {deployment} in {ns}")))?;
     wait_available(
         client,
         names,
         timeouts.poll,
         Rollout {
-            name: names::SIDECAR,
-            service: inspect::SIDECAR_SERVICE,
-            timeout: timeouts.sidecar,
+            name: deployment,
+            service,
+            timeout,
             not: &old,
         },
         &Quiet,

@@ -121,6 +121,9 @@ struct SidecarPlace<'a> {
     edge_addr: Ipv4Addr,
 }
 
+/// Seconds a service has to stop on `af restart` before it is killed.
+const RESTART_STOP_SECS: i32 = 10;
+
 /// The local (Docker) runtime.
 pub struct LocalRuntime {
     docker: Docker,
@@ -825,6 +828,43 @@ impl Runtime for LocalRuntime {
                 .await
                 .map_err(|e| RuntimeError::engine("restart the sidecar", e))?;
             self.wait_sidecar(&names, &Quiet).await
+        })
+    }
+
+    fn restart_service<'a>(
+        &'a self,
+        env: &'a EnvId,
+        service: &'a str,
+    ) -> BoxFuture<'a, Result<(), RuntimeError>> {
+        Box::pin(async move {
+            let names = Names::new(env);
+            let name = names.service(service);
+            let not_running = || RuntimeError::NoService {
+                env: env.to_string(),
+                service: service.to_owned(),
+            };
+            if !containers::find(&self.docker, &names, &name)
+                .await?
+                .is_some_and(|found| found.running())
+            {
+                return Err(not_running());
+            }
+            let options = RestartContainerOptionsBuilder::default()
+                .t(RESTART_STOP_SECS)
+                .build();
+            self.docker
+                .restart_container(&name, Some(options))
+                .await
+                .map_err(|e| RuntimeError::engine(format!("restart {service}"), e))?;
+            match containers::find(&self.docker, &names, &name).await? {
+                Some(found) if found.running() => Ok(()),
+                Some(found) => Err(RuntimeError::Exited {
+                    service: service.to_owned(),
+                    status: found.exit_code().unwrap_or(-1),
+                    tail: containers::tail(&self.docker, &name, 20).await,
+                }),
+                None => Err(not_running()),
+            }
         })
     }
 }
