@@ -604,3 +604,38 @@ async fn a_service_restarts_in_place() {
     let h = KubeHarness::start("restart", 22).await;
     conformance::a_service_restarts_in_place(&h).await;
 }
+
+/// The same cases where the cluster drops (rather than refuses) what no policy allows: the
+/// probe and the gate wait out their timeouts and still decide, and nothing gets out.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_that_drops_is_judged_as_one_that_refuses() {
+    let h = KubeHarness::start_under("drop", 23, enforcer::DROP_PREFIX).await;
+    conformance::direct_connection_to_an_address_fails(&h).await;
+    conformance::udp_dns_to_an_outside_resolver_fails(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn up_reports_services_and_is_idempotent() {
+    let h = KubeHarness::start("idem", 24).await;
+    conformance::up_reports_services_and_is_idempotent(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_interrupted_up_stops_between_steps_and_down_removes_what_it_made() {
+    let h = KubeHarness::start("ctrlc", 25).await;
+    conformance::an_interrupted_up_stops_between_steps_and_down_removes_what_it_made(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_image_that_does_not_build_is_refused() {
+    let h = KubeHarness::start("badimage", 26).await;
+    let dir = std::env::temp_dir().join(format!("af-kube-broken-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        dir.join("Dockerfile"),
+        "FROM scratch\nCOPY no-such-file /x\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    conformance::an_image_that_does_not_build_is_refused(&h, dir.clone()).await;
+    let _ = std::fs::remove_dir_all(dir);
+}

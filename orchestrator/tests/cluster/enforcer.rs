@@ -16,6 +16,9 @@ pub(crate) const PREFIX: &str = "afe-";
 pub(crate) const SLOW_PREFIX: &str = "afs-";
 /// That delay, in milliseconds.
 pub(crate) const SLOW_DELAY_MS: u64 = 5000;
+/// The prefix of environments where what no policy allows is dropped, not refused (a client
+/// waits for its timeout): the probe and the gate must judge both.
+pub(crate) const DROP_PREFIX: &str = "afd-";
 
 /// Make sure the enforcer governs [`PREFIX`] (once per test process; its script serialises
 /// the processes nextest runs side by side).
@@ -37,7 +40,7 @@ pub(crate) fn ensure() {
             .env(
                 "AF_ENFORCER_ARGS",
                 format!(
-                    "--namespace-prefix {PREFIX} --namespace-prefix {SLOW_PREFIX}={SLOW_DELAY_MS} --action reject"
+                    "--namespace-prefix {PREFIX} --namespace-prefix {SLOW_PREFIX}={SLOW_DELAY_MS} --namespace-prefix {DROP_PREFIX}@drop --action reject"
                 ),
             )
             .status()
