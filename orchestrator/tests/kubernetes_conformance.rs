@@ -621,12 +621,6 @@ async fn up_reports_services_and_is_idempotent() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn an_interrupted_up_stops_between_steps_and_down_removes_what_it_made() {
-    let h = KubeHarness::start("ctrlc", 25).await;
-    conformance::an_interrupted_up_stops_between_steps_and_down_removes_what_it_made(&h).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
 async fn an_image_that_does_not_build_is_refused() {
     let h = KubeHarness::start("badimage", 26).await;
     let dir = std::env::temp_dir().join(format!("af-kube-broken-{}", std::process::id()));
