@@ -18,7 +18,7 @@ use std::time::Duration;
 use af_orchestrator::env_id::EnvId;
 use af_orchestrator::runtime::kubernetes::cluster::ClusterId;
 use af_orchestrator::runtime::kubernetes::names::{self as kube_names, Names, kind};
-use af_orchestrator::runtime::kubernetes::{KubeOptions, KubernetesRuntime, inspect, namespace};
+use af_orchestrator::runtime::kubernetes::{KubeOptions, KubernetesRuntime, namespace, selection};
 use af_orchestrator::runtime::{Runtime, RuntimeError, labels};
 use af_policy::placement;
 use bollard::Docker;
@@ -469,7 +469,7 @@ fn workload_pod(names: &Names, name: &str, service: &str, script: &str, ready: &
             "terminationGracePeriodSeconds": 0,
             "automountServiceAccountToken": false,
             "containers": [{
-                "name": inspect::container_of(service),
+                "name": selection::container_of(service),
                 "image": BUSYBOX,
                 "imagePullPolicy": "Never",
                 "command": ["sh", "-c", script],
@@ -500,10 +500,10 @@ async fn wait_ready(pods: &Api<Pod>, name: &str) {
     for _ in 0..120 {
         let pod = pods.get_opt(name).await.unwrap_or_else(|e| panic!("{e}"));
         if pod.as_ref().is_some_and(|p| {
-            inspect::usable(
+            selection::usable(
                 p,
-                inspect::container_of(service_of(p)),
-                inspect::Need::Ready,
+                selection::container_of(service_of(p)),
+                selection::Need::Ready,
             )
         }) {
             return;

@@ -16,7 +16,7 @@ use kube::api::{Api, ListParams, Portforwarder};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{AbortHandle, JoinSet};
 
-use super::inspect::{Need, choose};
+use super::selection::{Need, choose};
 use crate::runtime::RuntimeError;
 
 /// How long the listener waits after a failed accept.

@@ -40,6 +40,7 @@ pub mod namespace;
 pub mod policies;
 pub mod probe;
 pub mod restart;
+pub mod selection;
 pub mod status;
 pub mod teardown;
 pub mod wait;

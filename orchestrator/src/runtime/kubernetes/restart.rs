@@ -17,9 +17,9 @@ use serde_json::json;
 use super::Timeouts;
 use super::cluster::refused;
 use super::deploy::{Rollout, wait_available};
-use super::inspect;
 use super::names::{self, Names};
 use super::namespace;
+use super::selection;
 use crate::runtime::{Quiet, RuntimeError};
 
 /// The pod template's annotation a restart sets.
@@ -35,7 +35,7 @@ pub async fn sidecar(
         client,
         names,
         names::SIDECAR,
-        inspect::SIDECAR_SERVICE,
+        selection::SIDECAR_SERVICE,
         timeouts.sidecar,
         timeouts,
     )

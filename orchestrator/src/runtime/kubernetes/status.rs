@@ -11,9 +11,9 @@ use kube::{Client, ResourceExt};
 
 use super::cluster::refused;
 use super::deploy::{journal, services};
-use super::inspect::{self, Need};
 use super::names::{Names, kind};
 use super::namespace;
+use super::selection::{self, Need};
 use crate::runtime::labels::{KIND, SERVICE};
 use crate::runtime::{EnvStatus, RuntimeError, ServiceStatus};
 
@@ -53,7 +53,7 @@ pub async fn status(client: &Client, names: &Names) -> Result<EnvStatus, Runtime
             .cloned()
             .collect();
         let container = if k == kind::SIDECAR {
-            inspect::SIDECAR_CONTAINER
+            selection::SIDECAR_CONTAINER
         } else {
             service.as_str()
         };
@@ -65,7 +65,7 @@ pub async fn status(client: &Client, names: &Names) -> Result<EnvStatus, Runtime
             url: None,
         };
         if k == kind::SIDECAR {
-            let newest = inspect::choose(&mine, container, Need::Running)
+            let newest = selection::choose(&mine, container, Need::Running)
                 .map(str::to_owned)
                 .or_else(|| mine.first().map(ResourceExt::name_any));
             status.journal = journal::place(d, newest.as_deref());
@@ -144,10 +144,10 @@ pub fn pod_state(pod: &Pod, container: &str) -> (String, bool) {
             return (format!("exited ({})", t.exit_code), false);
         }
     }
-    if inspect::usable(pod, container, Need::Ready) {
+    if selection::usable(pod, container, Need::Ready) {
         return ("running".to_owned(), true);
     }
-    if inspect::usable(pod, container, Need::Running) {
+    if selection::usable(pod, container, Need::Running) {
         return ("running (not ready)".to_owned(), true);
     }
     let phase = status.phase.as_deref().unwrap_or("Pending");

@@ -42,8 +42,8 @@ use self::services::{Gate, Spec};
 use super::Timeouts;
 use super::cluster::refused;
 use super::images::{self, Delivery};
-use super::inspect;
 use super::names::{self, Names, kind};
+use super::selection;
 use super::wait::{self, Poll};
 use crate::plan::{EnvPlan, Kind, ServicePlan};
 use crate::runtime::labels::SERVICE;
@@ -492,7 +492,7 @@ pub async fn wait_available(
     let pod_api: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let selector = format!("{},{SERVICE}={service}", names.selector());
     let stage = format!("{service} to be available");
-    let container = inspect::container_of(service);
+    let container = selection::container_of(service);
     let outcome = wait::until(&stage, timeout, poll, progress, || async {
         let found = deployments
             .get_opt(name)
@@ -512,8 +512,8 @@ pub async fn wait_available(
             .filter(|p| !not.contains(&p.name_any()))
             .cloned()
             .collect();
-        let new_pod_ready =
-            not.is_empty() || inspect::choose(&fresh, container, inspect::Need::Ready).is_some();
+        let new_pod_ready = not.is_empty()
+            || selection::choose(&fresh, container, selection::Need::Ready).is_some();
         if found.as_ref().is_some_and(available) && new_pod_ready {
             return Ok(Poll::Ready(()));
         }
