@@ -270,15 +270,7 @@ impl Harness for KubeHarness {
     }
 
     fn env(&self, tag: &str) -> EnvId {
-        let id = EnvId::parse(&format!(
-            "k{}-{tag}",
-            &short_digest(self.run.as_bytes())[..6]
-        ))
-        .unwrap_or_else(|e| panic!("{e}"));
-        if let Ok(mut envs) = self.envs.lock() {
-            envs.push(id.clone());
-        }
-        id
+        support::fresh_env('k', &self.run, tag, &self.envs)
     }
 
     fn service_addr<'a>(

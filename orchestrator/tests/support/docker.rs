@@ -293,15 +293,7 @@ impl Harness for DockerHarness {
     }
 
     fn env(&self, tag: &str) -> EnvId {
-        let id = EnvId::parse(&format!(
-            "t{}-{tag}",
-            &short_digest(self.run.as_bytes())[..6]
-        ))
-        .unwrap_or_else(|e| panic!("{e}"));
-        if let Ok(mut envs) = self.envs.lock() {
-            envs.push(id.clone());
-        }
-        id
+        super::fresh_env('t', &self.run, tag, &self.envs)
     }
 
     fn service_addr<'a>(

@@ -10,6 +10,7 @@ pub(crate) mod docker;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use af_orchestrator::env_id::EnvId;
@@ -31,6 +32,20 @@ pub(crate) struct Internet {
     pub resolver: IpAddr,
     /// A link-local address standing in for the metadata endpoint, served by a test host.
     pub metadata: IpAddr,
+}
+
+/// A fresh environment id for tag `tag` of harness run `run`, its first letter saying which
+/// harness made it, remembered in `made` so the harness removes it.
+pub(crate) fn fresh_env(letter: char, run: &str, tag: &str, made: &Mutex<Vec<EnvId>>) -> EnvId {
+    let id = EnvId::parse(&format!(
+        "{letter}{}-{tag}",
+        &af_orchestrator::plan::short_digest(run.as_bytes())[..6]
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    if let Ok(mut envs) = made.lock() {
+        envs.push(id.clone());
+    }
+    id
 }
 
 /// What a runtime's test harness provides.

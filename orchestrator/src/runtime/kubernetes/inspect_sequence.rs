@@ -18,19 +18,6 @@ const PODS: &str = "/api/v1/namespaces/af-pr-42/pods";
 const SECRET: &str = "/api/v1/namespaces/af-pr-42/secrets/af-sidecar-config";
 const TOKEN: &str = "a-token-long-enough-0123456789";
 
-fn ours(fake: &Fake) {
-    fake.with(|s| {
-        s.objects.insert(
-            NS.to_owned(),
-            json!({"apiVersion": "v1", "kind": "Namespace",
-                   "metadata": {"name": "af-pr-42", "labels": {
-                       "dev.antifailure.managed": "true", "dev.antifailure.env": "pr-42",
-                       "dev.antifailure.kind": "namespace"}},
-                   "status": {"phase": "Active"}}),
-        );
-    });
-}
-
 fn put_pod(fake: &Fake, name: &str, service: &str, kind: &str, shape: Shape) {
     fake.with(|s| {
         s.objects.insert(
@@ -93,7 +80,7 @@ async fn admin_refuses_naming_what_is_missing_and_changes_nothing() {
     let foreign = admin_refusal(&fake).await;
     assert_eq!(foreign.report().code.code, "AF-RUN-045", "{foreign}");
 
-    ours(&fake);
+    super::sequence::ours(&fake);
     unreachable_saying(
         &admin_refusal(&fake).await,
         &["af-sidecar", "running and ready (0 found)", "af up"],
@@ -128,7 +115,7 @@ async fn admin_refuses_naming_what_is_missing_and_changes_nothing() {
 #[tokio::test]
 async fn a_forward_that_fails_finds_the_sidecars_pod_again_and_stops_with_the_endpoint() {
     let fake = Fake::new();
-    ours(&fake);
+    super::sequence::ours(&fake);
     put_pod(&fake, "af-sidecar-1", "sidecar", kind::SIDECAR, UP);
     put_secret(&fake, document(TOKEN));
     let rt = runtime(&fake);
@@ -193,7 +180,7 @@ async fn a_forward_that_fails_finds_the_sidecars_pod_again_and_stops_with_the_en
 #[tokio::test]
 async fn logs_read_every_started_pod_of_the_sidecar_and_services_each_under_its_service() {
     let fake = Fake::new();
-    ours(&fake);
+    super::sequence::ours(&fake);
     let rt = runtime(&fake);
     let none = rt
         .logs(&env(), None, false, None)
@@ -267,7 +254,7 @@ async fn logs_read_every_started_pod_of_the_sidecar_and_services_each_under_its_
 #[tokio::test]
 async fn exec_needs_a_running_pod_of_the_service() {
     let fake = Fake::new();
-    ours(&fake);
+    super::sequence::ours(&fake);
     let starting = Shape {
         running: false,
         ready: false,

@@ -22,19 +22,6 @@ fn names() -> Names {
     Names::new(DEFAULT_PREFIX, &env())
 }
 
-fn ours(fake: &Fake) {
-    fake.with(|s| {
-        s.objects.insert(
-            NS.to_owned(),
-            json!({"apiVersion": "v1", "kind": "Namespace",
-                   "metadata": {"name": "af-pr-42", "labels": {
-                       "dev.antifailure.managed": "true", "dev.antifailure.env": "pr-42",
-                       "dev.antifailure.kind": "namespace"}},
-                   "status": {"phase": "Active"}}),
-        );
-    });
-}
-
 /// The sidecar's Deployment as rendered, its journal in the pod, available at generation 1.
 fn put_sidecar(fake: &Fake) {
     let rendered = sidecar::deployment(
@@ -114,7 +101,7 @@ async fn status_names_each_pods_state_and_that_the_journal_is_in_the_sidecars_po
     let absent = rt.status(&env()).await.expect("status");
     assert!(!absent.exists && absent.sidecar.is_none() && absent.journal.is_none());
 
-    ours(&fake);
+    super::sequence::ours(&fake);
     put_sidecar(&fake);
     put_pod(
         &fake,
@@ -174,7 +161,7 @@ async fn a_sidecar_restart_rolls_its_deployment_and_waits_for_a_new_ready_pod() 
         matches!(refused, RuntimeError::NoEnvironment(_)),
         "{refused:?}"
     );
-    ours(&fake);
+    super::sequence::ours(&fake);
     let refused = rt.restart_sidecar(&env()).await.expect_err("no sidecar");
     assert!(
         matches!(&refused, RuntimeError::NoService { service, .. } if service == "sidecar"),
@@ -229,7 +216,7 @@ fn storage_class(name: &str, default: Option<&str>) -> Value {
 #[tokio::test]
 async fn the_journal_goes_on_a_claim_of_the_default_storage_class_else_in_the_pod() {
     let fake = Fake::new();
-    ours(&fake);
+    super::sequence::ours(&fake);
     let client = fake.client();
     let names = names();
     assert_eq!(

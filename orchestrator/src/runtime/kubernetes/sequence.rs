@@ -22,6 +22,20 @@ pub(super) fn env() -> EnvId {
     EnvId::parse("pr-42").expect("id")
 }
 
+/// The fake cluster holds the environment's namespace, made by af and active.
+pub(super) fn ours(fake: &Fake) {
+    fake.with(|s| {
+        s.objects.insert(
+            NS.to_owned(),
+            json!({"apiVersion": "v1", "kind": "Namespace",
+                   "metadata": {"name": "af-pr-42", "labels": {
+                       "dev.antifailure.managed": "true", "dev.antifailure.env": "pr-42",
+                       "dev.antifailure.kind": "namespace"}},
+                   "status": {"phase": "Active"}}),
+        );
+    });
+}
+
 pub(super) fn plan() -> EnvPlan {
     let web = ServicePlan::new("web", Kind::Web, "/x");
     EnvPlan::new(env(), "shop", vec![web], EgressSpec::default()).expect("plan")
