@@ -156,7 +156,8 @@ pub(crate) enum NetCommand {
     Explain {
         /// The HTTP method, e.g. GET.
         method: String,
-        /// The absolute URL, e.g. https://api.example.com/v1/users.
+        /// The absolute URL, e.g. https://api.example.com/v1/users; for CONNECT, the
+        /// authority, e.g. api.example.com:443.
         url: String,
     },
     /// Show the sidecar's decisions, read through its admin API.

@@ -151,3 +151,63 @@ fn net_explain_names_the_winner_and_every_match() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("AF-NET-031"));
 }
+
+#[test]
+fn net_explain_reads_a_connect_and_names_the_rule_a_path_lost() {
+    let repo = Repo::with_manifest("explain-connect", MANIFEST);
+    let out = repo.af(
+        &repo.dir,
+        &["net", "explain", "CONNECT", "api.stripe.com:443"],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.starts_with("CONNECT api.stripe.com:443  →  sandbox"),
+        "{text}"
+    );
+    assert!(
+        text.contains("✗ rules[1] api.stripe.com")
+            && text.contains("decides each request once TLS is opened"),
+        "{text}"
+    );
+
+    let out = repo.af(
+        &repo.dir,
+        &[
+            "net",
+            "explain",
+            "GET",
+            "https://api.stripe.com/v1/refunds",
+            "-o",
+            "json",
+        ],
+    );
+    let doc = json(&out);
+    assert_eq!(doc["rule"], "rules[0] *.stripe.com");
+    assert_eq!(doc["missed"][0]["index"], 1);
+    assert_eq!(doc["missed"][0]["lost_on"], "path");
+    // The control: the path the rule names wins.
+    let out = repo.af(
+        &repo.dir,
+        &[
+            "net",
+            "explain",
+            "GET",
+            "https://api.stripe.com/v1/charges",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(json(&out)["rule"], "rules[1] api.stripe.com");
+
+    let out = repo.af(
+        &repo.dir,
+        &["net", "explain", "CONNECT", "api.stripe.com:443/x"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("AF-NET-031"));
+}

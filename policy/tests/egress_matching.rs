@@ -5,7 +5,7 @@
     reason = "test helpers fail the test by panicking, like #[test] functions"
 )]
 
-use af_policy::egress::{Catalogue, EgressSpec, Mode, Reason, RuleSpec, Target};
+use af_policy::egress::{Catalogue, EgressSpec, Miss, Mode, Reason, RuleSpec, Target, UrlError};
 
 fn rule(host: &str, mode: Mode) -> RuleSpec {
     RuleSpec::new(host, mode)
@@ -466,6 +466,92 @@ fn explain_lists_every_match_and_why_the_winner_won() {
     assert_eq!(order, [(2, true), (1, false), (0, false)]);
     assert!(e.why.contains("rules[2] is more specific"), "{}", e.why);
     assert!(c.explain("GET", "not a url").is_err());
+}
+
+#[test]
+fn explain_names_the_rules_that_named_the_host_and_what_each_lost_on() {
+    let mut charges = rule("api.stripe.com", Mode::Allow);
+    charges.paths = vec!["/v1/charges".to_owned()];
+    let mut posts = rule("api.stripe.com", Mode::Allow);
+    posts.methods = vec!["POST".to_owned()];
+    let c = catalogue(
+        None,
+        vec![
+            charges,
+            posts,
+            rule("api.stripe.com:8443", Mode::Allow),
+            rule("other.test", Mode::Allow),
+        ],
+    );
+    let e = c
+        .explain("GET", "https://api.stripe.com/v1/refunds")
+        .unwrap();
+    assert_eq!((e.mode, e.rule.as_str()), (Mode::Block, "default"));
+    assert!(e.matched.is_empty());
+    let missed: Vec<_> = e.missed.iter().map(|m| (m.index, m.lost_on)).collect();
+    assert_eq!(
+        missed,
+        [(0, Miss::Path), (1, Miss::Method), (2, Miss::Port)]
+    );
+    assert!(
+        e.missed[0]
+            .why
+            .contains("/v1/refunds is not under any of its paths (/v1/charges)")
+    );
+    assert!(
+        e.missed[1]
+            .why
+            .contains("GET is not one of its methods (POST)")
+    );
+    assert!(e.missed[2].why.contains("the request goes to 443"));
+    assert!(
+        e.why
+            .starts_with("rules[0], rules[1] and rules[2] named the host"),
+        "{}",
+        e.why
+    );
+    // The control: the path the rule names wins, and nothing is missed on the path.
+    let e = c
+        .explain("GET", "https://api.stripe.com/v1/charges/ch_1")
+        .unwrap();
+    assert_eq!(e.rule, "rules[0] api.stripe.com");
+    assert!(e.missed.iter().all(|m| m.lost_on != Miss::Path));
+}
+
+#[test]
+fn explain_reads_a_connect_authority_and_decides_it_on_the_host_alone() {
+    let mut charges = rule("api.stripe.com", Mode::Allow);
+    charges.paths = vec!["/v1/charges".to_owned()];
+    let c = catalogue(
+        None,
+        vec![
+            charges,
+            rule("*.stripe.com", Mode::Mock),
+            rule("*", Mode::Block),
+        ],
+    );
+    let e = c.explain("CONNECT", "api.stripe.com:443").unwrap();
+    assert_eq!(
+        (e.host.as_str(), e.port, e.path.as_str()),
+        ("api.stripe.com", 443, "")
+    );
+    assert_eq!(e.mode, Mode::Mock);
+    assert!(e.open_tls);
+    let missed: Vec<_> = e.missed.iter().map(|m| (m.index, m.lost_on)).collect();
+    assert_eq!(missed, [(0, Miss::PerRequest)]);
+    assert_eq!(c.explain("connect", "API.stripe.com").unwrap().port, 443);
+    assert_eq!(c.explain("CONNECT", "[::1]:8443").unwrap().port, 8443);
+    for bad in [
+        "api.stripe.com:443/v1",
+        "user@api.stripe.com:443",
+        "",
+        "api.stripe.com:99999",
+    ] {
+        assert!(
+            matches!(c.explain("CONNECT", bad), Err(UrlError::NotAuthority(_))),
+            "{bad}"
+        );
+    }
 }
 
 #[test]

@@ -101,7 +101,8 @@ fn print_policy(policy: &Policy<'_>) {
     }
 }
 
-/// `af net explain METHOD URL`: every matching rule and why the winner wins.
+/// `af net explain METHOD URL` (or `CONNECT host:port`): every matching rule, every rule that
+/// named the host but lost, and why the winner wins.
 pub(super) fn explain(global: &Global, method: &str, url: &str) -> Result<(), Refusal> {
     let catalogue = super::load_catalogue(global)?;
     let explanation = catalogue
@@ -121,6 +122,15 @@ fn print_explanation(e: &Explanation) {
     );
     if e.matched.is_empty() {
         println!("  no rule matches");
+    }
+    for m in &e.missed {
+        println!(
+            "  ✗ rules[{}] {:<30} {:<8} lost: {}",
+            m.index,
+            m.host,
+            m.mode.as_str(),
+            m.why
+        );
     }
     for m in &e.matched {
         let mark = if m.winner { "✓" } else { " " };

@@ -6,6 +6,7 @@ use std::fmt;
 use std::net::IpAddr;
 
 use foldhash::fast::RandomState;
+use serde::Serialize;
 
 use super::host::{CanonicalHost, HostBuf, MAX_HOST_LEN, canonicalize, ip_literal};
 use super::pattern::{
@@ -471,25 +472,56 @@ impl Catalogue {
         &self.rules[id.index()]
     }
 
-    pub(crate) fn request_specificity(
+    /// How rule `id` judges a request to `host:port` (`request` is its method and path, `None`
+    /// for a CONNECT or an SNI): `None` when the rule does not name the host, else its
+    /// specificity or what it lost on. The explanation's walk, never the deciding one.
+    pub(crate) fn judge(
         &self,
         id: RuleId,
         host: &CanonicalHost<'_>,
         port: u16,
-        method: &str,
-        path: &str,
-    ) -> Option<Specificity> {
+        request: Option<(&str, &str)>,
+    ) -> Option<Result<Specificity, Miss>> {
         let rule = self.compiled(id);
         let host = host.as_str();
         let host_matches = match ip_literal(host) {
             Some(ip) => rule.pattern.matches_ip(ip),
             None => rule.pattern.matches_name(host),
         };
-        if !host_matches || rule.port.is_some_and(|own| own != port) {
+        if !host_matches {
             return None;
         }
-        rule.request_specificity(method, path)
+        if rule.port.is_some_and(|own| own != port) {
+            return Some(Err(Miss::Port));
+        }
+        let Some((method, path)) = request else {
+            return Some(if rule.is_host_level() {
+                Ok(rule.host_specificity)
+            } else {
+                Err(Miss::PerRequest)
+            });
+        };
+        if !rule.methods.is_empty() && !rule.methods.iter().any(|m| m.eq_ignore_ascii_case(method))
+        {
+            return Some(Err(Miss::Method));
+        }
+        Some(rule.request_specificity(method, path).ok_or(Miss::Path))
     }
+}
+
+/// Why a rule that names the request's host still did not match it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Miss {
+    /// The rule names another port.
+    Port,
+    /// The rule names methods and the request's is not one of them.
+    Method,
+    /// The rule names paths and none is a prefix of the request's.
+    Path,
+    /// A host-only question (CONNECT, SNI): the rule names paths or methods, so it decides
+    /// each request once TLS is opened, not the tunnel.
+    PerRequest,
 }
 
 /// Whether `host` (a rule's pattern) names a provider whose requests carry a signature made

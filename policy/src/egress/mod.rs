@@ -16,8 +16,8 @@ mod pattern;
 mod rate;
 mod spec;
 
-pub use catalogue::{Catalogue, Decision, Reason, RuleId, RuleProblem, Specificity, Target};
-pub use explain::{Explanation, MatchedRule, UrlError};
+pub use catalogue::{Catalogue, Decision, Miss, Reason, RuleId, RuleProblem, Specificity, Target};
+pub use explain::{Explanation, MatchedRule, MissedRule, UrlError};
 pub use host::{HostError, MAX_HOST_LEN, normalize_host};
 pub use mode::Mode;
 pub use rate::{RateLimit, RateLimitError};

@@ -209,7 +209,7 @@ catalogue! {
         "Fix the DNS field named in the sidecar configuration.";
     NET_BAD_URL = "AF-NET-031", Usage,
         "The URL could not be understood.",
-        "Give an absolute URL such as https://api.example.com/v1/path.";
+        "Give an absolute URL such as https://api.example.com/v1/path, or for CONNECT an authority such as api.example.com:443.";
     NET_DNS_STOPPED = "AF-NET-032", Network,
         "The sidecar's DNS server stopped on its own.",
         "Restart the sidecar; if it repeats, report it with the sidecar's log.";
