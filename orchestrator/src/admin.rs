@@ -41,7 +41,8 @@ fn query_string(query: &impl Serialize) -> Result<String, RuntimeError> {
 
 type Body = hyper::body::Incoming;
 
-async fn send(
+/// One request; the response whatever its status, or why none came.
+async fn exchange(
     addr: SocketAddr,
     method: Method,
     path: &str,
@@ -76,6 +77,28 @@ async fn send(
         .await
         .map_err(|e| unreachable(&e))?
         .map_err(|e| unreachable(&e))?;
+    Ok(resp)
+}
+
+/// One request whose answer must be 200; any other is the sidecar's refusal.
+async fn send(
+    addr: SocketAddr,
+    method: Method,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Vec<u8>>,
+    timeout: Duration,
+) -> Result<hyper::Response<Body>, RuntimeError> {
+    let resp = exchange(addr, method, path, token, body, timeout).await?;
+    expect_ok(addr, path, resp).await
+}
+
+/// The response when it is 200, else the sidecar's refusal.
+async fn expect_ok(
+    addr: SocketAddr,
+    path: &str,
+    resp: hyper::Response<Body>,
+) -> Result<hyper::Response<Body>, RuntimeError> {
     if resp.status() != StatusCode::OK {
         let status = resp.status();
         let body = resp
@@ -200,13 +223,21 @@ pub async fn inbox(
     get_json(addr, &path, token).await
 }
 
-/// `GET /v1/inbox/{seq}`: one captured message.
+/// `GET /v1/inbox/{seq}`: one captured message, `None` when the journal holds none by that
+/// number (never captured, or evicted with its segment).
 pub async fn inbox_message(
     addr: SocketAddr,
     token: &str,
     seq: u64,
-) -> Result<Record, RuntimeError> {
-    get_json(addr, &format!("/v1/inbox/{seq}"), token).await
+) -> Result<Option<Record>, RuntimeError> {
+    let path = format!("/v1/inbox/{seq}");
+    let resp = exchange(addr, Method::GET, &path, Some(token), None, TIMEOUT).await?;
+    if resp.status() == StatusCode::NOT_FOUND {
+        return Ok(None);
+    }
+    read_json(expect_ok(addr, &path, resp).await?)
+        .await
+        .map(Some)
 }
 
 /// `POST /v1/deliver`: the sidecar sends the request to the service and returns its answer.

@@ -12,8 +12,13 @@ use sha2::{Digest, Sha256};
 
 use crate::secret::hex;
 
-/// The longest environment id.
+/// The longest environment id: every object name a runtime makes is the id, a role and a
+/// service name in one 63-character DNS label (Kubernetes namespaces, Services and Docker's
+/// network aliases all hold names to that).
 pub const MAX_LEN: usize = 30;
+
+/// How much of the project name a long branch name can never take away.
+const PROJECT_KEPT: usize = 10;
 
 /// An environment id: one DNS label.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -63,8 +68,15 @@ impl EnvId {
         hasher.update(branch.as_bytes());
         let digest = hasher.finalize();
         let hash = hex(&digest[..3]);
-        let project = slug(project, 10);
-        let branch = slug(branch, 30 - 2 - 6 - project.len().max(1));
+        // The project and the branch share what the hash leaves; both are kept whole when
+        // they fit, else the project keeps at least PROJECT_KEPT and the branch the rest.
+        let budget = MAX_LEN - 2 - hash.len();
+        let (project, branch) = (slug(project, budget), slug(branch, budget));
+        let project_len = project
+            .len()
+            .min(PROJECT_KEPT.max(budget.saturating_sub(branch.len())));
+        let project = slug(&project, project_len);
+        let branch = slug(&branch, budget - project.len().max(1));
         let mut id = String::new();
         for part in [project.as_str(), branch.as_str(), hash.as_str()] {
             if part.is_empty() {
@@ -135,6 +147,20 @@ mod tests {
         assert!(EnvId::parse(a.as_str()).is_ok(), "{a}");
         let long = EnvId::from_parts(&"p".repeat(80), "/x", &"b".repeat(80));
         assert!(long.as_str().len() <= MAX_LEN && EnvId::parse(long.as_str()).is_ok());
+    }
+
+    #[test]
+    fn a_long_project_name_is_kept_whole_when_the_branch_leaves_room() {
+        let id = EnvId::from_parts("payments-gateway", "/src/pay", "main");
+        assert!(id.as_str().starts_with("payments-gateway-main-"), "{id}");
+        let id = EnvId::from_parts("payments-gateway", "/src/pay", "feature/long-branch-name");
+        assert!(id.as_str().starts_with("payments-g-feature-long-"), "{id}");
+        assert_eq!(id.as_str().len(), MAX_LEN, "{id}");
+        let short = EnvId::from_parts("shop", "/src/shop", "feature/long-branch-name-here");
+        assert!(
+            short.as_str().starts_with("shop-feature-long-branc-"),
+            "{short}"
+        );
     }
 
     #[test]

@@ -686,7 +686,48 @@ async fn inbox_list_prints_one_row_per_message_and_json_is_one_document() {
 }
 
 #[tokio::test]
-async fn inbox_get_shows_a_message_and_passes_on_the_sidecars_refusal_of_an_unknown_one() {
+async fn inbox_list_cuts_a_long_recipient_and_keeps_the_subject_in_its_own_column() {
+    let fake = fake(200);
+    let long = "a-very-long-recipient-name@accounts.example.com";
+    fake.add(3, long, "Welcome aboard", "");
+    fake.add(12, "bob@example.com", "Your code is 481516", "481516");
+    let runtime = serve(fake).await;
+    let mut out = Vec::new();
+    lifecycle::inbox::list(
+        &runtime,
+        &env(),
+        InboxQuery::default(),
+        Format::Human,
+        &mut out,
+    )
+    .await
+    .expect("list");
+    let text = String::from_utf8_lossy(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    let subject_at = lines[0].find("SUBJECT").expect("a SUBJECT heading");
+    for line in &lines[1..] {
+        let (before, after) = line.split_at(
+            line.char_indices()
+                .nth(lines[0][..subject_at].chars().count())
+                .map_or(line.len(), |(i, _)| i),
+        );
+        assert!(before.ends_with("  "), "two spaces before SUBJECT: {text}");
+        assert!(
+            !after.starts_with(' '),
+            "the subject starts under its heading: {text}"
+        );
+    }
+    assert!(
+        lines[1].contains("a-very-long-recipient-name@acco…"),
+        "{text}"
+    );
+    assert!(!text.contains(long), "{text}");
+    // The control: a short recipient is shown whole.
+    assert!(lines[2].contains("bob@example.com  "), "{text}");
+}
+
+#[tokio::test]
+async fn inbox_get_shows_a_message_and_refuses_an_unknown_number_as_not_found() {
     let fake = fake(200);
     fake.add(4, "alice@example.com", "Sign in", "123456");
     let runtime = serve(fake).await;
@@ -704,9 +745,14 @@ async fn inbox_get_shows_a_message_and_passes_on_the_sidecars_refusal_of_an_unkn
     let err = lifecycle::inbox::get(&runtime, &env(), 99, Format::Human, &mut Vec::new())
         .await
         .expect_err("unknown");
-    assert_eq!(err.code.code, "AF-NET-021");
-    assert_eq!(err.statement, "There is no captured message 99.");
-    assert_eq!(err.next, "Run `af inbox list` to see the messages.");
+    assert_eq!(err.code.code, "AF-RUN-054");
+    assert_eq!(err.exit_status(), ExitStatus::NotFound);
+    assert!(
+        err.statement.contains("has no captured message 99"),
+        "{}",
+        err.statement
+    );
+    assert!(err.next.contains("af inbox list"), "{}", err.next);
 }
 
 fn waiting_for(to: &str, timeout: Duration) -> Wait {

@@ -74,6 +74,32 @@ fn validate_finds_the_manifest_from_a_subdirectory_and_reports_it() {
 }
 
 #[test]
+fn validate_says_where_the_environment_runs_in_words() {
+    let repo = Repo::with_manifest("runtime-line", MANIFEST);
+    let out = repo.af(&repo.dir, &["validate"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("  runtime:  local (no targets declared)\n"),
+        "{text}"
+    );
+    let targeted = format!(
+        "{MANIFEST}runtime:\n  provider: kubernetes\n  targets:\n    - name: staging\n      kubeconfig_context: staging\n"
+    );
+    let repo = Repo::with_manifest("runtime-target", &targeted);
+    let out = repo.af(&repo.dir, &["validate"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("  runtime:  kubernetes (target staging)\n"),
+        "{text}"
+    );
+}
+
+#[test]
 fn validate_refuses_with_codes_positions_and_exit_status_2() {
     let bad = MANIFEST.replace("kind: worker", "kind: worker\n    helth_path: /x");
     let repo = Repo::with_manifest("invalid", &bad);

@@ -33,11 +33,10 @@ pub(super) fn run(global: &Global) -> Result<(), Refusal> {
                 "  egress:   {} rules, default {}",
                 summary.egress_rules, summary.egress_default
             );
-            let target = placement
-                .target
-                .as_deref()
-                .unwrap_or("(no targets declared)");
-            println!("  runtime:  {} on target {target}", placement.provider);
+            match placement.target.as_deref() {
+                Some(target) => println!("  runtime:  {} (target {target})", placement.provider),
+                None => println!("  runtime:  {} (no targets declared)", placement.provider),
+            }
         }
     }
     Ok(())

@@ -13,6 +13,7 @@ use af_sidecar_api::admin::{InboxQuery, MAX_LIMIT};
 use af_sidecar_api::journal::{MessageRecord, Record};
 
 use super::output::{Format, print_json};
+use super::table::{self, Column};
 use crate::admin;
 use crate::env_id::EnvId;
 use crate::runtime::{AdminEndpoint, Runtime};
@@ -47,14 +48,7 @@ pub async fn list(
             let _ = writeln!(out, "env {env}: no captured messages");
         }
         Format::Human => {
-            let _ = writeln!(
-                out,
-                "{:>5}  {:<8}  {:<9} {:<28} {:<40} CODE",
-                "SEQ", "TIME", "PROVIDER", "TO", "SUBJECT"
-            );
-            for r in &records {
-                let _ = writeln!(out, "{}", row(r));
-            }
+            let _ = write!(out, "{}", table(&records));
         }
     }
     Ok(records)
@@ -71,7 +65,13 @@ pub async fn get(
     let endpoint = endpoint(runtime, env).await?;
     let record = admin::inbox_message(endpoint.addr, &endpoint.token, seq)
         .await
-        .map_err(|e| e.report())?;
+        .map_err(|e| e.report())?
+        .ok_or_else(|| {
+            Report::new(
+                &codes::RUN_INBOX_NO_MESSAGE,
+                format!("Env {env} has no captured message {seq}: it never existed or was evicted with the oldest journal segment."),
+            )
+        })?;
     print_record(&record, format, out);
     Ok(record)
 }
@@ -154,23 +154,28 @@ fn print_record(record: &Record, format: Format, out: &mut dyn Write) {
     }
 }
 
-/// `text` cut to `width` characters, ending in `…` when cut.
-fn clip(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        return text.to_owned();
-    }
-    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
-}
-
 /// An optional text field, empty when absent.
 fn text(field: &Option<String>) -> &str {
     field.as_deref().unwrap_or("")
 }
 
-/// One message as a table row: seq, time, provider, to, subject, code.
-pub fn row(record: &Record) -> String {
+/// The columns of `af inbox list`, each bounded so a line stays readable.
+const COLUMNS: [Column; 6] = [
+    Column::right("SEQ", 8),
+    Column::left("TIME", 8),
+    Column::left("PROVIDER", 10),
+    Column::left("TO", 32),
+    Column::left("SUBJECT", 48),
+    Column::left("CODE", 12),
+];
+
+/// The messages as a table: seq, time, provider, to, subject, code.
+pub fn table(records: &[Record]) -> String {
+    let rows: Vec<Vec<String>> = records.iter().map(row).collect();
+    table::render(&COLUMNS, &rows)
+}
+
+fn row(record: &Record) -> Vec<String> {
     let at = record.at.get(11..19).unwrap_or(&record.at);
     let (provider, to, subject, code) = match record.entry.as_message() {
         Some(MessageRecord { message: m, .. }) => (
@@ -181,15 +186,14 @@ pub fn row(record: &Record) -> String {
         ),
         None => ("", String::new(), "", ""),
     };
-    format!(
-        "{:>5}  {:<8}  {:<9} {:<28} {:<40} {}",
-        record.seq,
-        at,
-        clip(provider, 9),
-        clip(&to, 28),
-        clip(subject, 40),
-        code,
-    )
+    vec![
+        record.seq.to_string(),
+        at.to_owned(),
+        provider.to_owned(),
+        to,
+        subject.to_owned(),
+        code.to_owned(),
+    ]
 }
 
 /// One message in full for a person: the code and the first link first, then who, what, every
@@ -286,11 +290,15 @@ mod tests {
 
     #[test]
     fn a_row_has_seq_time_provider_recipients_subject_and_code() {
-        let line = row(&record());
-        assert!(line.starts_with("   12  14:03:01  sendgrid "), "{line}");
-        assert!(line.contains(" alice@example.com, bob@exam… "), "{line}");
-        assert!(line.contains("Your sign-in code is 481516"), "{line}");
-        assert!(line.ends_with(" 481516"), "{line}");
+        let shown = table(&[record()]);
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "SEQ  TIME      PROVIDER  TO                                SUBJECT                      CODE",
+                " 12  14:03:01  sendgrid  alice@example.com, bob@example.…  Your sign-in code is 481516  481516",
+            ]
+        );
     }
 
     #[test]

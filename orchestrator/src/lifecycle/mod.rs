@@ -11,5 +11,6 @@ pub mod net_log;
 pub mod output;
 pub mod restart;
 pub mod status;
+pub mod table;
 pub mod up;
 pub mod webhook;

@@ -67,7 +67,7 @@ pub async fn run(
     Ok(())
 }
 
-/// One record as a line: `12 14:03:01 ✗ block  GET api.x.test:443/ (no rule) [proxy]`.
+/// One record as a line: `12 14:03:01 ✗ block  GET api.x.test:443/ 403 (default) [proxy]`.
 pub fn line(r: &Record) -> String {
     let seq = r.seq;
     let at = r.at.get(11..19).unwrap_or(&r.at);
@@ -110,9 +110,19 @@ pub fn line(r: &Record) -> String {
         h if h.contains(':') => format!("[{h}]"),
         h => h.to_owned(),
     };
+    // A TLS connection names no method: the target stands alone rather than after a gap.
+    let target = match d.method.as_str() {
+        "" => format!("{host}:{}{}", d.port, d.path),
+        method => format!("{method} {host}:{}{}", d.port, d.path),
+    };
+    // The reason only when it says more than the rule does.
+    let why = match d.reason.as_str() {
+        "" | "rule" | "default" => rule.to_owned(),
+        reason => format!("{rule}: {reason}"),
+    };
     format!(
-        "{seq:>5} {at} {mark} {mode:<6} {} {host}:{}{}{status} ({rule}: {}) [{}]",
-        d.method, d.port, d.path, d.reason, d.via,
+        "{seq:>5} {at} {mark} {mode:<6} {target}{status} ({why}) [{}]",
+        d.via
     )
 }
 
@@ -202,5 +212,56 @@ mod tests {
             }),
         );
         assert!(line(&v6).contains("CONNECT [::1]:443 403"), "{}", line(&v6));
+    }
+
+    #[test]
+    fn a_line_names_the_rule_once_and_leaves_no_gap_for_a_missing_method() {
+        let by_default = record(
+            11,
+            "2026-11-29T14:03:05.000Z",
+            Entry::Decision(DecisionRecord {
+                mode: Some(Mode::Block),
+                rule: Some("default".to_owned()),
+                reason: "default".to_owned(),
+                status: Some(403),
+                code: Some("AF-NET-010".into()),
+                ..decision("proxy", "GET", "api.x.test", 443, "/")
+            }),
+        );
+        assert_eq!(
+            line(&by_default),
+            "   11 14:03:05 ✗ block  GET api.x.test:443/ 403 (default) [proxy]"
+        );
+        let tls = record(
+            12,
+            "2026-11-29T14:03:06.000Z",
+            Entry::Decision(DecisionRecord {
+                mode: Some(Mode::Allow),
+                rule: Some("rules[0] api.x.test".to_owned()),
+                reason: "rule".to_owned(),
+                allowed: true,
+                ..decision("tls", "", "api.x.test", 443, "")
+            }),
+        );
+        assert_eq!(
+            line(&tls),
+            "   12 14:03:06 ✓ allow  api.x.test:443 (rules[0] api.x.test) [tls]"
+        );
+        let guarded = record(
+            13,
+            "2026-11-29T14:03:07.000Z",
+            Entry::Decision(DecisionRecord {
+                mode: Some(Mode::Allow),
+                rule: Some("rules[0] api.x.test".to_owned()),
+                reason: "guard:private".to_owned(),
+                status: Some(403),
+                code: Some("AF-NET-020".into()),
+                ..decision("proxy", "CONNECT", "api.x.test", 443, "")
+            }),
+        );
+        assert_eq!(
+            line(&guarded),
+            "   13 14:03:07 ✗ allow  CONNECT api.x.test:443 403 (rules[0] api.x.test: guard:private) [proxy]"
+        );
     }
 }

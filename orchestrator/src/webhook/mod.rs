@@ -101,8 +101,13 @@ pub enum WebhookError {
         why: String,
     },
     /// The service to deliver to could not be chosen.
-    #[error("{0}")]
-    Target(String),
+    #[error("{problem}")]
+    Target {
+        /// What is wrong, in one sentence.
+        problem: String,
+        /// The step that fixes it: a target problem is never about `--set`.
+        next: &'static str,
+    },
     /// The kernel's random source could not be read (event and delivery ids).
     #[error("random ids could not be made: {0}")]
     Random(#[from] std::io::Error),
@@ -119,6 +124,10 @@ pub enum WebhookError {
 }
 
 impl WebhookError {
+    fn target(problem: String, next: &'static str) -> WebhookError {
+        WebhookError::Target { problem, next }
+    }
+
     /// The coded refusal (AF-RUN-051) the user reads.
     pub fn report(&self) -> Report {
         let report = Report::new(&codes::RUN_WEBHOOK, format!("{self}."));
@@ -129,7 +138,7 @@ impl WebhookError {
             WebhookError::BadSet { .. } => report.with_next(
                 "Write --set path.to.field=value; numbers, true, false and null are JSON, anything else is a string.",
             ),
-            WebhookError::Target(_) => report,
+            WebhookError::Target { next, .. } => report.with_next(*next),
             WebhookError::Random(_) => report.with_next("Check that /dev/urandom is readable."),
             WebhookError::Rejected {
                 target,

@@ -44,7 +44,12 @@ pub fn github(secret: &str, body: &str) -> String {
 pub fn svix(secret: &str, id: &str, timestamp: u64, body: &str) -> Result<String, WebhookError> {
     let key = STANDARD
         .decode(secret.trim_start_matches("whsec_"))
-        .map_err(|e| WebhookError::Target(format!("the Svix secret is not base64: {e}")))?;
+        .map_err(|e| {
+            WebhookError::target(
+                format!("the Svix secret is not base64: {e}"),
+                "Pass the whsec_ secret the service verifies with, as `af up` gave it.",
+            )
+        })?;
     let t = timestamp.to_string();
     let mac = hmac_sha256(
         &key,

@@ -38,10 +38,10 @@ pub fn resolve(
     };
     let chosen = match service {
         Some(name) => plan.service(name).ok_or_else(|| {
-            WebhookError::Target(format!(
-                "There is no service {name}; the services are {}",
-                names()
-            ))
+            WebhookError::target(
+                format!("There is no service {name}; the services are {}", names()),
+                "Pass --service with one of the services named above.",
+            )
         })?,
         None => {
             let web: Vec<_> = plan
@@ -52,33 +52,40 @@ pub fn resolve(
             match web.as_slice() {
                 [only] => *only,
                 [] => {
-                    return Err(WebhookError::Target(format!(
-                        "No web service has a port to deliver to; the services are {}. Pass --service NAME",
-                        names()
-                    )));
+                    return Err(WebhookError::target(
+                        format!(
+                            "No web service has a port to deliver to; the services are {}",
+                            names()
+                        ),
+                        "Pass --service NAME of a service with a port, or give the receiving service `kind: web` and a `port` in af.yaml.",
+                    ));
                 }
                 several => {
                     let listed: Vec<&str> = several.iter().map(|s| s.name.as_str()).collect();
-                    return Err(WebhookError::Target(format!(
-                        "Several web services could take the webhook ({}). Pass --service NAME",
-                        listed.join(", ")
-                    )));
+                    return Err(WebhookError::target(
+                        format!(
+                            "Several web services could take the webhook ({})",
+                            listed.join(", ")
+                        ),
+                        "Pass --service NAME with the one that receives it.",
+                    ));
                 }
             }
         }
     };
     let port = chosen.port.ok_or_else(|| {
-        WebhookError::Target(format!(
-            "Service {} has no port to deliver to. Give it a port in af.yaml or pass another --service",
-            chosen.name
-        ))
+        WebhookError::target(
+            format!("Service {} has no port to deliver to", chosen.name),
+            "Give it a port in af.yaml or pass another --service.",
+        )
     })?;
     let path = match path {
         Some(p) if p.starts_with('/') => p.to_owned(),
         Some(p) => {
-            return Err(WebhookError::Target(format!(
-                "--path {p:?} must start with /"
-            )));
+            return Err(WebhookError::target(
+                format!("--path {p:?} must start with /"),
+                "Give the path from its first slash, e.g. --path /webhooks/stripe.",
+            ));
         }
         None => configured_path(plan, provider)
             .unwrap_or_else(|| format!("/webhooks/{}", provider.name())),
@@ -190,6 +197,9 @@ mod tests {
         let none = plan(vec![ServicePlan::new("w", Kind::Worker, "/x")], Vec::new());
         let err = resolve(&none, Provider::Stripe, None, None).expect_err("none");
         assert!(err.to_string().contains("No web service"), "{err}");
+        let next = err.report().next;
+        assert!(next.contains("--service NAME"), "{next}");
+        assert!(!next.contains("--set"), "{next}");
         let err = resolve(&none, Provider::Stripe, Some("w"), None).expect_err("no port");
         assert!(err.to_string().contains("has no port"), "{err}");
     }

@@ -141,6 +141,9 @@ catalogue! {
     RUN_TRUST = "AF-RUN-053", Runtime,
         "The environment's certificate authority or CA bundle could not be made.",
         "Check that this machine's CA certificates are readable (/etc/ssl/certs) and run af up again.";
+    RUN_INBOX_NO_MESSAGE = "AF-RUN-054", NotFound,
+        "No captured message has the number asked for.",
+        "Run `af inbox list` to see the messages kept and their numbers.";
     NET_CONFIG = "AF-NET-001", Network,
         "The sidecar's configuration is invalid, so it did not start.",
         "Fix the field named in the sidecar configuration.";

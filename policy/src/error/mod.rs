@@ -40,16 +40,19 @@ pub enum ExitStatus {
     TeardownIncomplete = 5,
     /// 6: the sidecar or its admin API refused or failed.
     Network = 6,
+    /// 7: what was asked for by name or number does not exist.
+    NotFound = 7,
 }
 
 impl ExitStatus {
     /// Every status, for the documentation.
-    pub const ALL: [ExitStatus; 5] = [
+    pub const ALL: [ExitStatus; 6] = [
         ExitStatus::Usage,
         ExitStatus::Placement,
         ExitStatus::Runtime,
         ExitStatus::TeardownIncomplete,
         ExitStatus::Network,
+        ExitStatus::NotFound,
     ];
 
     /// The numeric status.
@@ -65,6 +68,7 @@ impl ExitStatus {
             ExitStatus::Runtime => "a runtime could not do what was asked",
             ExitStatus::TeardownIncomplete => "teardown finished but left something behind",
             ExitStatus::Network => "the sidecar or its admin API refused or failed",
+            ExitStatus::NotFound => "what was asked for by name or number does not exist",
         }
     }
 }
