@@ -15,6 +15,7 @@ use sha2::{Digest, Sha256};
 use crate::env_id::EnvId;
 use crate::modes::ModesInput;
 use crate::secret::hex;
+use crate::trust;
 
 /// The readiness timeout of a service that does not set `health_timeout`.
 pub const DEFAULT_HEALTH_TIMEOUT: Duration = Duration::from_secs(60);
@@ -34,6 +35,10 @@ pub struct EnvPlan {
     /// serialized with the plan: it holds credentials.
     #[serde(skip)]
     pub modes: ModesInput,
+    /// The certificates `egress.upstream_roots` names, as PEM, for the sidecar to trust when it
+    /// opens TLS to an upstream; `None` when the manifest names none.
+    #[serde(skip)]
+    pub upstream_roots_pem: Option<String>,
 }
 
 /// What kind of process a service is.
@@ -134,6 +139,7 @@ impl EnvPlan {
             services,
             egress,
             modes: ModesInput::default(),
+            upstream_roots_pem: None,
         })
     }
 
@@ -186,6 +192,7 @@ impl EnvPlan {
             manifest.egress.clone(),
         )?;
         plan.modes = ModesInput::load(&manifest.egress, &dir, |name| std::env::var(name).ok())?;
+        plan.upstream_roots_pem = trust::upstream::load(&manifest.egress.upstream_roots, &dir)?;
         Ok(plan)
     }
 

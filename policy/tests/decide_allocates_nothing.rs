@@ -36,6 +36,7 @@ fn catalogue_of(n: usize) -> Catalogue {
     Catalogue::compile(&EgressSpec {
         default: Some(Mode::Block),
         allow_ipv6: false,
+        upstream_roots: Vec::new(),
         rules,
     })
     .expect("compiles")

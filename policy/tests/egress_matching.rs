@@ -25,6 +25,7 @@ fn catalogue(default: Option<Mode>, rules: Vec<RuleSpec>) -> Catalogue {
     Catalogue::compile(&EgressSpec {
         default,
         allow_ipv6: false,
+        upstream_roots: Vec::new(),
         rules,
     })
     .expect("catalogue compiles")
@@ -398,6 +399,7 @@ fn bad_rules_are_reported_together_with_their_field() {
     let problems = Catalogue::compile(&EgressSpec {
         default: None,
         allow_ipv6: false,
+        upstream_roots: Vec::new(),
         rules: vec![
             rule("exa*mple.com", Mode::Allow),
             with_paths(rule("ok.com", Mode::Allow), &["admin"]),
@@ -423,6 +425,7 @@ fn sandbox_is_refused_for_hosts_whose_requests_are_signed() {
         let problems = Catalogue::compile(&EgressSpec {
             default: None,
             allow_ipv6: false,
+            upstream_roots: Vec::new(),
             rules: vec![rule(host, Mode::Sandbox)],
         })
         .unwrap_err();
@@ -434,6 +437,7 @@ fn sandbox_is_refused_for_hosts_whose_requests_are_signed() {
     Catalogue::compile(&EgressSpec {
         default: None,
         allow_ipv6: false,
+        upstream_roots: Vec::new(),
         rules: vec![
             rule("email.us-east-1.amazonaws.com", Mode::Capture),
             rule("api.stripe.com", Mode::Sandbox),

@@ -503,3 +503,26 @@ fn an_unknown_capability_is_refused_as_a_wrong_value() {
     let text = with_head("services:\n  - name: api\n    port: 80\n    capabilities: [CAP_CHOWN]\n");
     assert_eq!(refusals(&text)[0].0, "AF-MAN-007");
 }
+
+#[test]
+fn an_empty_or_absolute_upstream_root_is_refused_where_it_is_written() {
+    let text = with_head(
+        "egress:\n  upstream_roots:\n    - certs/internal-ca.pem\n    - \"\"\n    - /etc/ssl/corp.pem\n",
+    );
+    assert_eq!(
+        refusals(&text),
+        [("AF-MAN-007", 6, 7), ("AF-MAN-007", 7, 7)]
+    );
+    let said = statements(&text);
+    assert!(said[0].contains("upstream_roots[1] is empty"), "{said:?}");
+    assert!(
+        said[1].contains("upstream_roots[2] is an absolute path"),
+        "{said:?}"
+    );
+    // The control: a relative path alone is accepted.
+    let accepted = common::load(&with_head(
+        "egress:\n  upstream_roots: [certs/internal-ca.pem]\n",
+    ))
+    .expect("a relative path is accepted");
+    assert_eq!(accepted.egress.upstream_roots, ["certs/internal-ca.pem"]);
+}

@@ -157,10 +157,13 @@ pub fn document(plan: &EnvPlan, place: &Placement<'_>, secrets: &Secrets) -> Sid
     let dns = &mut doc.listeners.dns;
     dns.inside_resolver = Some(place.inside_resolver);
     dns.answer_v4 = Some(place.inside_addr);
-    doc.tls = Some(TlsConfig::new(
-        secrets.ca.cert_pem().to_owned(),
-        secrets.ca.key_pem().to_owned(),
-    ));
+    doc.tls = Some(TlsConfig {
+        extra_upstream_roots_pem: plan.upstream_roots_pem.clone(),
+        ..TlsConfig::new(
+            secrets.ca.cert_pem().to_owned(),
+            secrets.ca.key_pem().to_owned(),
+        )
+    });
     let modes = &mut doc.modes;
     modes.packs.clone_from(&plan.modes.packs);
     modes.openapi.clone_from(&plan.modes.openapi);
@@ -274,6 +277,41 @@ mod tests {
         assert_eq!(
             d.egress.rules[0].fixtures.as_deref(),
             Some("mocks/stripe.yaml")
+        );
+    }
+
+    #[test]
+    fn the_upstream_roots_the_manifest_names_reach_the_sidecar_and_its_digest() {
+        let mut plan = plan();
+        let s = secrets(&plan);
+        let without = doc(&plan, &s);
+        assert_eq!(
+            without.tls.as_ref().expect("tls").extra_upstream_roots_pem,
+            None
+        );
+        let internal = Secrets::keep_or_make(None, &plan.env, SystemTime::now()).expect("a CA");
+        plan.upstream_roots_pem = Some(internal.ca.cert_pem().to_owned());
+        let with = doc(&plan, &s);
+        let carried = with
+            .tls
+            .as_ref()
+            .expect("tls")
+            .extra_upstream_roots_pem
+            .as_deref();
+        assert_eq!(carried, Some(internal.ca.cert_pem()));
+        let read_back = Kept::read(&file_bytes(&with)).expect("a document");
+        assert_eq!(
+            read_back
+                .tls
+                .and_then(|t| t.extra_upstream_roots_pem)
+                .as_deref(),
+            Some(internal.ca.cert_pem()),
+            "the file the sidecar reads carries them"
+        );
+        assert_ne!(
+            digest(&with, "img"),
+            digest(&without, "img"),
+            "other roots replace the sidecar"
         );
     }
 

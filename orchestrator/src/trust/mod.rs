@@ -7,6 +7,7 @@
 
 pub mod bundle;
 pub mod ca;
+pub mod upstream;
 
 pub use bundle::TrustFiles;
 pub use ca::EnvCa;

@@ -18,6 +18,11 @@ pub struct EgressSpec {
     /// The rules. Order does not decide; specificity does (ties go to the first written).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<RuleSpec>,
+    /// PEM files of certificate authorities the sidecar trusts, besides the public web roots,
+    /// when it opens TLS to an upstream itself (an allow rule with paths or methods, sandbox):
+    /// paths relative to the manifest, e.g. `certs/internal-ca.pem`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upstream_roots: Vec<String>,
 }
 
 impl EgressSpec {

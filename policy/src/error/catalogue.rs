@@ -144,6 +144,9 @@ catalogue! {
     RUN_INBOX_NO_MESSAGE = "AF-RUN-054", NotFound,
         "No captured message has the number asked for.",
         "Run `af inbox list` to see the messages kept and their numbers.";
+    RUN_UPSTREAM_ROOTS = "AF-RUN-055", Usage,
+        "A file egress.upstream_roots names could not be read or holds no X.509 certificate in PEM.",
+        "Name the CA's PEM certificate file, relative to af.yaml; nothing was created.";
     NET_CONFIG = "AF-NET-001", Network,
         "The sidecar's configuration is invalid, so it did not start.",
         "Fix the field named in the sidecar configuration.";

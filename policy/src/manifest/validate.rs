@@ -117,6 +117,11 @@ impl<'t, 'a> Sections<'t, 'a> {
                 );
             }
         }
+        if let Some(egress) = &egress {
+            for (path, report) in upstream_roots(egress) {
+                self.refuse(path, report);
+            }
+        }
         let runtime = self.section("runtime");
         if let Some(runtime) = &runtime {
             let under = FieldPath::root().key("runtime");
@@ -196,4 +201,31 @@ impl<'t, 'a> Sections<'t, 'a> {
             report,
         });
     }
+}
+
+/// `egress.upstream_roots` names files in the repository: each a relative path, not empty. The
+/// files themselves are read, and checked to be PEM certificates, by whoever builds the
+/// sidecar's configuration.
+fn upstream_roots(egress: &EgressSpec) -> Vec<(FieldPath, Report)> {
+    let under = FieldPath::root().key("egress").key("upstream_roots");
+    egress
+        .upstream_roots
+        .iter()
+        .enumerate()
+        .filter_map(|(index, file)| {
+            let why = if file.trim().is_empty() {
+                "is empty"
+            } else if std::path::Path::new(file).is_absolute() {
+                "is an absolute path"
+            } else {
+                return None;
+            };
+            let report = Report::new(
+                &codes::MAN_WRONG_TYPE,
+                format!("egress.upstream_roots[{index}] {why}; it names a PEM file relative to af.yaml."),
+            )
+            .with_next("Give the CA's PEM file as a path relative to af.yaml, e.g. certs/internal-ca.pem, kept in the repository.");
+            Some((under.index(index), report))
+        })
+        .collect()
 }

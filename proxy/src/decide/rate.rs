@@ -75,6 +75,7 @@ mod tests {
         Catalogue::compile(&EgressSpec {
             default: None,
             allow_ipv6: false,
+            upstream_roots: Vec::new(),
             rules: serde_json::from_value::<Vec<RuleSpec>>(rules).expect("rules"),
         })
         .expect("compiles")

@@ -160,8 +160,9 @@ pub struct TlsConfig {
     /// evicted and counted.
     #[serde(default = "TlsConfig::default_leaf_cache")]
     pub leaf_cache: usize,
-    /// Extra roots (PEM) trusted for upstream certificates besides the built-in web roots.
-    /// Meant for tests whose upstreams carry a test CA's certificates.
+    /// Extra roots (PEM) trusted for upstream certificates besides the built-in web roots:
+    /// `af` fills it from the files `af.yaml`'s `egress.upstream_roots` names (an upstream
+    /// with a private CA); tests give their test CA here.
     #[serde(default)]
     pub extra_upstream_roots_pem: Option<String>,
 }
