@@ -5,6 +5,7 @@ use std::path::Path;
 
 use pem::{EncodeConfig, LineEnding, Pem};
 
+use super::store::with_ca;
 use super::{EnvCa, TrustError};
 use crate::plan::short_digest;
 
@@ -24,14 +25,8 @@ pub struct TrustFiles {
 impl TrustFiles {
     /// The files for `ca` on top of `system_roots_pem`.
     pub fn new(system_roots_pem: &str, ca: &EnvCa) -> TrustFiles {
-        let mut bundle_pem = system_roots_pem.trim_end().to_owned();
-        if !bundle_pem.is_empty() {
-            bundle_pem.push('\n');
-        }
-        bundle_pem.push_str(ca.cert_pem().trim_end());
-        bundle_pem.push('\n');
         TrustFiles {
-            bundle_pem,
+            bundle_pem: with_ca(system_roots_pem, ca.cert_pem()),
             ca_pem: ca.cert_pem().to_owned(),
         }
     }

@@ -7,6 +7,7 @@
 
 pub mod bundle;
 pub mod ca;
+pub mod store;
 pub mod upstream;
 
 pub use bundle::TrustFiles;

@@ -3,7 +3,9 @@
 //! A service sits on the internal network only, under its name as alias, with the sidecar as
 //! its only DNS server and its proxy in the proxy variables ([`environment`]). Before it
 //! starts, the CA files are written into it (`/etc/af/ca-bundle.pem`, `/etc/af/ca.pem`) and its
-//! variables point at them; the environment's webhook secrets are in its variables too. A web service is published on
+//! variables point at them; each system store its image has (read from the created container)
+//! is rewritten as that store plus the environment CA; the environment's webhook secrets are
+//! in its variables too. A web service is published on
 //! 127.0.0.1 by a forwarder: a container on the internal and publish networks that relays one
 //! port to that one service and dials nothing else, so it is not a route out.
 
@@ -21,6 +23,7 @@ use super::{containers, hardening};
 use crate::plan::{EnvPlan, ServicePlan};
 use crate::runtime::RuntimeError;
 use crate::runtime::service_env::{Provisions, environment};
+use crate::trust::store::{self, SYSTEM_STORES};
 use crate::trust::{self, TrustFiles};
 
 /// How a service container (or its migration) is made.
@@ -112,8 +115,8 @@ pub async fn migrate(docker: &Docker, spec: &Spec<'_>) -> Result<(), RuntimeErro
     containers::remove(docker, &name).await
 }
 
-/// Create the container, write the CA files into it, then start it (so no process of it runs
-/// without them).
+/// Create the container, write the CA files into it (and the CA into each system store its
+/// image has), then start it (so no process of it runs without them).
 async fn create_and_start(
     docker: &Docker,
     name: &str,
@@ -121,21 +124,32 @@ async fn create_and_start(
     trust: &TrustFiles,
 ) -> Result<(), RuntimeError> {
     containers::create(docker, name, body).await?;
-    containers::upload(docker, name, ca_archive(trust)?, "the CA files").await?;
+    let mut found = Vec::with_capacity(SYSTEM_STORES.len());
+    for path in SYSTEM_STORES {
+        found.push((path, containers::read_file(docker, name, path).await?));
+    }
+    let stores = store::replacements(found, &trust.ca_pem);
+    containers::upload(docker, name, ca_archive(trust, &stores)?, "the CA files").await?;
     containers::start(docker, name).await
 }
 
-/// The CA files as a tar archive to unpack at `/`.
-fn ca_archive(trust: &TrustFiles) -> Result<Vec<u8>, RuntimeError> {
-    tar_of(&[
+/// The CA files, and each system store with the CA appended, as a tar archive to unpack at
+/// `/`.
+fn ca_archive(trust: &TrustFiles, stores: &[(&str, String)]) -> Result<Vec<u8>, RuntimeError> {
+    let mut files = vec![
         (
             relative(trust::BUNDLE_PATH),
             trust.bundle_pem.as_bytes(),
             0o644,
         ),
         (relative(trust::CA_PATH), trust.ca_pem.as_bytes(), 0o644),
-    ])
-    .map_err(|e| RuntimeError::engine("pack the CA files", e))
+    ];
+    files.extend(
+        stores
+            .iter()
+            .map(|(path, pem)| (relative(path), pem.as_bytes(), 0o644)),
+    );
+    tar_of(&files).map_err(|e| RuntimeError::engine("pack the CA files", e))
 }
 
 /// An absolute path as a tar entry under `/`.
