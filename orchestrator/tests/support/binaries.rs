@@ -13,7 +13,10 @@ pub(crate) fn static_binaries() -> PathBuf {
     if let Some(dir) = std::env::var_os("AF_TEST_BINARIES") {
         return PathBuf::from(dir);
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    // Canonical, as `.ci/run` and `fixtures/demo/up` spell it from the root: cargo keys the
+    // workspace's own crates by their path, so `orchestrator/..` would rebuild them all.
+    let root = std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .unwrap_or_else(|e| panic!("the workspace root: {e}"));
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
