@@ -2,16 +2,12 @@
 //! chose) and decide every request on its own host. A request that names another host than
 //! the connection's is decided for that host: switching to a blocked host is refused.
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use af_policy::error::codes;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
-use hyper::server::conn::http2;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::server::TlsStream;
 
@@ -19,14 +15,10 @@ use super::HandshakeError;
 use crate::answer::body::ProxyBody;
 use crate::answer::refusal::Refusal;
 use crate::answer::request::{Origin, respond};
-use crate::arrive::listener::{Conn, no_single_host, request_authority, serve_http};
+use crate::arrive::listener::{Conn, no_single_host, request_authority, serve_h2, serve_http};
 use crate::decide::Ticket;
-use crate::limits::IdleIo;
-use crate::metrics::{Unanswered, Via};
+use crate::metrics::Via;
 use crate::state::State;
-
-/// HTTP/2 streams a client may open at once on one intercepted connection.
-const MAX_CONCURRENT_STREAMS: u32 = 100;
 
 /// Journal a failed interception handshake against the connection's ticket.
 fn handshake_failed(ticket: Ticket, error: &HandshakeError) {
@@ -122,52 +114,6 @@ where
                     .into(),
             },
         );
-    }
-}
-
-/// Serve HTTP/2 until the connection closes or idles out.
-async fn serve_h2<IO, F, Fut>(state: &State, conn: &Conn, tls: TlsStream<IO>, handler: F)
-where
-    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    F: Fn(Request<Incoming>) -> Fut + Send + 'static,
-    Fut: Future<Output = Response<ProxyBody>> + Send + 'static,
-{
-    let t = state.tuning;
-    let io = TokioIo::new(IdleIo::new(tls, conn.activity.clone()));
-    let svc = service_fn(move |req| {
-        let fut = handler(req);
-        async move { Ok::<_, Infallible>(fut.await) }
-    });
-    // Streams run on the drain, tracked with the connection's task.
-    let mut builder = http2::Builder::new(state.drain.clone());
-    builder
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
-        .max_header_list_size(u32::try_from(t.max_header_bytes).unwrap_or(u32::MAX));
-    let served = builder.serve_connection(io, svc);
-    tokio::pin!(served);
-    // Once the sidecar is stopping: GOAWAY, the open streams finish, no new one starts.
-    let stopping = state.drain.stopping();
-    tokio::pin!(stopping);
-    let mut closing = false;
-    loop {
-        tokio::select! {
-            r = &mut served => {
-                if let Err(e) = r {
-                    tracing::debug!(error = %e, peer = %conn.peer, "intercepted connection ended with an error");
-                }
-                return;
-            }
-            () = conn.activity.idle_for(t.idle_timeout) => {
-                state.metrics.unanswered(Unanswered::Idle);
-                tracing::debug!(peer = %conn.peer, "intercepted connection idle, closed");
-                return;
-            }
-            () = &mut stopping, if !closing => {
-                closing = true;
-                served.as_mut().graceful_shutdown();
-            }
-        }
     }
 }
 

@@ -1,4 +1,6 @@
-//! The explicit proxy listener: absolute-form `http://` requests and CONNECT tunnels.
+//! The explicit proxy listener: absolute-form `http://` requests and CONNECT tunnels, over
+//! HTTP/1.1 or HTTP/2 with prior knowledge (a stream's `:scheme` and `:authority` are its
+//! absolute form, decided the same way).
 
 use std::sync::Arc;
 
@@ -12,7 +14,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 use super::authority::authority_port;
-use super::{Conn, bad_request, serve_http};
+use super::{Conn, bad_request, serve_cleartext};
 use crate::answer::body::ProxyBody;
 use crate::answer::refusal::Refusal;
 use crate::answer::refuse::refuse;
@@ -33,7 +35,7 @@ pub(crate) async fn serve(state: Arc<State>, stream: TcpStream, conn: Conn) {
         client: conn.peer,
         port: 0,
     };
-    serve_http(&state, stream, &conn, origin, "", move |req| {
+    serve_cleartext(&state, stream, &conn, origin, move |req| {
         handle(s.clone(), c.clone(), req)
     })
     .await;
