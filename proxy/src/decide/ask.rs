@@ -68,7 +68,11 @@ pub(crate) fn request_url(ask: &Ask<'_>, host: &str) -> String {
         ("https", 443, "/".into())
     } else {
         let default_port = if ask.via == Via::Intercept { 443 } else { 80 };
-        (ask.scheme(), default_port, tripwire::redact_path(ask.path))
+        (
+            ask.scheme(),
+            default_port,
+            tripwire::redact_path(host, ask.path),
+        )
     };
     let authority = HostPort(host, ask.port).to_string();
     let authority = if ask.port == default_port {

@@ -8,6 +8,7 @@
 
 mod ask;
 pub(crate) mod loops;
+mod path_secrets;
 pub(crate) mod rate;
 mod ticket;
 pub(crate) mod tripwire;

@@ -56,6 +56,8 @@ impl Ticket {
         rule: Option<String>,
         reason: &str,
     ) -> Self {
+        // Every record's path is redacted: no secret a URL carries reaches disk.
+        let path = tripwire::redact_path(&host, ask.path).into_owned();
         Self {
             state: state.clone(),
             via: ask.via,
@@ -69,8 +71,7 @@ impl Ticket {
                 method: ask.method.to_owned(),
                 host,
                 port: ask.port,
-                // Every record's path is redacted: no secret a URL carries reaches disk.
-                path: tripwire::redact_path(ask.path).into_owned(),
+                path,
                 tls: matches!(ask.via, Via::Tls | Via::Intercept),
                 mode,
                 rule,

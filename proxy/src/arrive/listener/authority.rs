@@ -128,7 +128,7 @@ pub(crate) fn no_single_host(
     req: &Request<Incoming>,
     problem: &HostProblem,
 ) -> http::Response<ProxyBody> {
-    let path = tripwire::redact_path(req.uri().path_and_query().map_or("/", |p| p.as_str()));
+    let path = tripwire::redact_path(host, req.uri().path_and_query().map_or("/", |p| p.as_str()));
     let ask = Ask {
         via: origin.via,
         client: origin.client,

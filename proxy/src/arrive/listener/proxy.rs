@@ -68,7 +68,7 @@ async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Respon
                 format!(
                     "{}://{host}{} is not an http:// URL; this proxy forwards plain HTTP and tunnels everything else",
                     uri.scheme_str().unwrap_or_default(),
-                    tripwire::redact_path(path)
+                    tripwire::redact_path(host, path)
                 ),
             )
             .with_next("Send https:// requests as CONNECT (HTTPS_PROXY does this).");
@@ -81,7 +81,7 @@ async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Respon
                 "not_proxy_request",
                 format!(
                     "{method} {} reached the proxy port without an absolute URL",
-                    tripwire::redact_path(path)
+                    tripwire::redact_path(uri.host().unwrap_or_default(), path)
                 ),
             );
             return bad_request(&state, &ask, refusal);
@@ -94,7 +94,7 @@ async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Respon
             let what = format!(
                 "{method} http://{}{}",
                 bad.authority(),
-                tripwire::redact_path(path)
+                tripwire::redact_path(host, path)
             );
             return bad_request(&state, &ask, bad.refusal(&what, "URL"));
         }
@@ -142,7 +142,7 @@ async fn connect(state: Arc<State>, conn: Conn, mut req: Request<Incoming>) -> R
             "bad_request",
             format!(
                 "CONNECT {} does not name a host and port",
-                tripwire::redact_path(&req.uri().to_string())
+                tripwire::redact_path("", &req.uri().to_string())
             ),
         )
         .with_next("Send CONNECT host:port.");
