@@ -11,6 +11,8 @@ use crate::metrics::Via;
 pub(crate) struct Ask<'a> {
     /// Which listener.
     pub via: Via,
+    /// For a request inside an opened TLS connection: the listener that connection arrived on.
+    pub arrived: Option<Via>,
     /// The client.
     pub client: SocketAddr,
     /// Method (`CONNECT` for a proxy tunnel, empty for a TLS connection).

@@ -1,8 +1,11 @@
 //! An intercepted connection: complete the handshake, then serve HTTP/2 or HTTP/1.1 (as ALPN
 //! chose) and decide every request on its own host. A request that names another host than
-//! the connection's is decided for that host: switching to a blocked host is refused.
+//! the connection's is decided for that host: switching to a blocked host is refused. The
+//! journal keeps how the connection came: each request records the listener it arrived on,
+//! and the connection itself is recorded when it closes.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use af_policy::error::codes;
@@ -63,18 +66,44 @@ pub(crate) async fn open<IO>(
     }
 }
 
-/// The connection's own ticket until its first request arrives.
+/// The connection's own ticket, closed when the connection ends: as the record of the opened
+/// connection once a request arrived in it, as a client that refused the certificate if none
+/// did.
 #[derive(Clone)]
-struct ConnectionTicket(Arc<Mutex<Option<Ticket>>>);
+struct ConnectionTicket(Arc<(Mutex<Option<Ticket>>, AtomicBool)>);
 
 impl ConnectionTicket {
-    fn take(&self) -> Option<Ticket> {
-        self.0.lock().ok()?.take()
+    fn new(ticket: Ticket) -> Self {
+        Self(Arc::new((Mutex::new(Some(ticket)), AtomicBool::new(false))))
+    }
+
+    /// A request arrived inside the connection.
+    fn asked(&self) {
+        self.0.1.store(true, Relaxed);
+    }
+
+    /// Close the ticket: the connection ended.
+    fn close(&self, host: String) {
+        let Some(ticket) = self.0.0.lock().ok().and_then(|mut t| t.take()) else {
+            return;
+        };
+        if self.0.1.load(Relaxed) {
+            return ticket.intercepted();
+        }
+        handshake_failed(
+            ticket,
+            &HandshakeError::ClientRejected {
+                name: host,
+                why: "it closed the connection after the handshake without sending a request"
+                    .into(),
+            },
+        );
     }
 }
 
 /// Serve an opened connection until it closes or idles out. Each request inside is journaled
-/// on its own, so the connection's ticket is superseded once one arrives; a connection closed
+/// on its own (`via: intercept`, `arrived` naming the connection's listener), and the
+/// connection's ticket is journaled `intercepted` when it closes; a connection closed
 /// without any request is a client that refused the certificate after the handshake (OkHttp's
 /// and Node's pinning check then), journaled as such. One the drain deadline cuts before any
 /// request is journaled as `shutdown` when its ticket is dropped.
@@ -83,16 +112,22 @@ where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let connection_host = ticket.host().to_owned();
-    let own = ConnectionTicket(Arc::new(Mutex::new(Some(ticket))));
+    let arrived = ticket.via();
+    let own = ConnectionTicket::new(ticket);
     let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
     let handler = {
         let (state, conn, own) = (state.clone(), conn.clone(), own.clone());
         let host = connection_host.clone();
         move |req| {
-            if let Some(ticket) = own.take() {
-                ticket.superseded();
-            }
-            handle(state.clone(), conn.clone(), host.clone(), port, req)
+            own.asked();
+            handle(
+                state.clone(),
+                conn.clone(),
+                host.clone(),
+                arrived,
+                port,
+                req,
+            )
         }
     };
     if h2 {
@@ -100,32 +135,26 @@ where
     } else {
         let origin = Origin {
             via: Via::Intercept,
+            arrived: Some(arrived),
             client: conn.peer,
             port,
         };
         serve_http(&state, tls, &conn, origin, &connection_host, handler).await;
     }
-    if let Some(ticket) = own.take() {
-        handshake_failed(
-            ticket,
-            &HandshakeError::ClientRejected {
-                name: connection_host,
-                why: "it closed the connection after the handshake without sending a request"
-                    .into(),
-            },
-        );
-    }
+    own.close(connection_host);
 }
 
 async fn handle(
     state: Arc<State>,
     conn: Conn,
     connection_host: String,
+    arrived: Via,
     port: u16,
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
     let origin = Origin {
         via: Via::Intercept,
+        arrived: Some(arrived),
         client: conn.peer,
         port,
     };

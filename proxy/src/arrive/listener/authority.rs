@@ -131,6 +131,7 @@ pub(crate) fn no_single_host(
     let path = tripwire::redact_path(host, req.uri().path_and_query().map_or("/", |p| p.as_str()));
     let ask = Ask {
         via: origin.via,
+        arrived: origin.arrived,
         client: origin.client,
         method: req.method().as_str(),
         host,

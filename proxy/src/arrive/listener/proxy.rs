@@ -32,6 +32,7 @@ pub(crate) async fn serve(state: Arc<State>, stream: TcpStream, conn: Conn) {
     let c = conn.clone();
     let origin = Origin {
         via: Via::Proxy,
+        arrived: None,
         client: conn.peer,
         port: 0,
     };
@@ -50,6 +51,7 @@ async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Respon
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
     let mut ask = Ask {
         via: Via::Proxy,
+        arrived: None,
         client: conn.peer,
         method: method.as_str(),
         host: "",
@@ -101,6 +103,7 @@ async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Respon
     };
     let origin = Origin {
         via: Via::Proxy,
+        arrived: None,
         client: conn.peer,
         port,
     };
@@ -117,6 +120,7 @@ async fn connect(state: Arc<State>, conn: Conn, mut req: Request<Incoming>) -> R
     let authority = req.uri().authority().cloned();
     let mut ask = Ask {
         via: Via::Proxy,
+        arrived: None,
         client: conn.peer,
         method: "CONNECT",
         host: "",

@@ -22,6 +22,7 @@ pub(crate) async fn serve(state: Arc<State>, stream: TcpStream, conn: Conn) {
     let c = conn.clone();
     let origin = Origin {
         via: Via::Transparent,
+        arrived: None,
         client: conn.peer,
         port: state.tuning.http_port,
     };
@@ -34,6 +35,7 @@ pub(crate) async fn serve(state: Arc<State>, stream: TcpStream, conn: Conn) {
 async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Response<ProxyBody> {
     let origin = Origin {
         via: Via::Transparent,
+        arrived: None,
         client: conn.peer,
         port: state.tuning.http_port,
     };

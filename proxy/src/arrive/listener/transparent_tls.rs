@@ -115,6 +115,7 @@ pub(crate) async fn serve(state: Arc<State>, mut stream: TcpStream, conn: Conn) 
     let port = state.tuning.tls_port;
     let mut ask = Ask {
         via: Via::Tls,
+        arrived: None,
         client: conn.peer,
         method: "",
         host: "",
