@@ -498,3 +498,41 @@ async fn a_request_through_connect_and_through_transparent_tls_read_the_same_but
     let open = env.sc.admin().wait_records("host=api.open.test", 1).await;
     assert!(open[0].get("intercepted").is_none(), "{open:#?}");
 }
+
+#[tokio::test]
+async fn a_transparent_tls_client_of_a_blocked_host_reads_its_coded_403() {
+    let env = Env::start(16).await;
+    let mut c = env.h1_direct("api.blocked.test").await;
+    let got = send1(&mut c, request("GET", "api.blocked.test", "/x", "")).await;
+    assert_eq!(got.status, 403, "{}", got.body);
+    assert_eq!(got.header("x-af-code"), Some("AF-NET-010"));
+    assert!(got.body.contains("Next:"), "{}", got.body);
+    let recs = env
+        .sc
+        .admin()
+        .wait_records("host=api.blocked.test", 1)
+        .await;
+    assert_eq!(recs[0]["via"], "tls");
+    assert_eq!(recs[0]["code"], "AF-NET-010");
+    assert_eq!(recs[0]["status"], 403, "{recs:#?}");
+    assert_eq!(env.up.seen().len(), 0);
+    // A client that refuses the certificate is closed, and that is journaled.
+    let pinned = client(&[&env.up.certificate().unwrap()], &[H1]);
+    assert!(
+        tls_direct(env.sc.tls(), "api.blocked.test", &pinned)
+            .await
+            .is_err()
+    );
+    let recs = env
+        .sc
+        .admin()
+        .wait_records("host=api.blocked.test", 2)
+        .await;
+    assert_eq!(recs[1]["code"], "AF-NET-010");
+    assert!(recs[1]["status"].is_null(), "{recs:#?}");
+    let error = recs[1]["error"].as_str().unwrap();
+    assert!(
+        error.contains("refused the environment's certificate"),
+        "{error}"
+    );
+}

@@ -145,6 +145,12 @@ impl Ticket {
         self.refused_with(status, refusal);
     }
 
+    /// The connection was refused and the refusal answered inside its opened TLS (the
+    /// transparent TLS listener with an environment CA): the status is the refusal's.
+    pub(crate) fn refused_answering(self, refusal: &Refusal) {
+        self.refused_with(Some(refusal.status.as_u16()), refusal);
+    }
+
     /// The connection was refused inside TLS, after it was accepted: the status journaled is
     /// the last one the client saw (200 for a CONNECT, none on the transparent listener).
     pub(crate) fn refused_in_tls(self, refusal: &Refusal) {

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use af_policy::error::codes;
 use http::{Request, Response, StatusCode};
+use http_body_util::Either;
 use hyper::body::Incoming;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::server::TlsStream;
@@ -114,7 +115,6 @@ where
     let connection_host = ticket.host().to_owned();
     let arrived = ticket.via();
     let own = ConnectionTicket::new(ticket);
-    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
     let handler = {
         let (state, conn, own) = (state.clone(), conn.clone(), own.clone());
         let host = connection_host.clone();
@@ -130,18 +130,85 @@ where
             )
         }
     };
-    if h2 {
-        serve_h2(&state, &conn, tls, handler).await;
-    } else {
-        let origin = Origin {
-            via: Via::Intercept,
-            arrived: Some(arrived),
-            client: conn.peer,
-            port,
-        };
-        serve_http(&state, tls, &conn, origin, &connection_host, handler).await;
-    }
+    let origin = Origin {
+        via: Via::Intercept,
+        arrived: Some(arrived),
+        client: conn.peer,
+        port,
+    };
+    serve_opened(&state, &conn, tls, origin, &connection_host, handler).await;
     own.close(connection_host);
+}
+
+/// Serve HTTP/2 or HTTP/1.1 on an opened connection, as ALPN chose.
+async fn serve_opened<IO, F, Fut>(
+    state: &Arc<State>,
+    conn: &Conn,
+    tls: TlsStream<IO>,
+    origin: Origin,
+    host: &str,
+    handler: F,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    F: Fn(Request<Incoming>) -> Fut + Send + 'static,
+    Fut: Future<Output = Response<ProxyBody>> + Send + 'static,
+{
+    if tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice()) {
+        serve_h2(state, conn, tls, handler).await;
+    } else {
+        serve_http(state, tls, conn, origin, host, handler).await;
+    }
+}
+
+/// A transparent TLS connection refused on its host, answered inside its TLS: once the
+/// handshake completes with a leaf for the name, every request on it is answered with
+/// `refusal` (the coded answer a CONNECT refusal gets), and the connection is journaled once,
+/// as refused with that status. A client that refuses the certificate, or sends no request,
+/// is closed, and the record says so.
+pub(crate) async fn refuse<IO>(
+    state: Arc<State>,
+    conn: Conn,
+    ticket: Ticket,
+    refusal: Refusal,
+    handshake: impl Future<Output = Result<TlsStream<IO>, HandshakeError>>,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let closed = |why: String| Refusal {
+        statement: format!("{} ({why}, so it was closed unanswered)", refusal.statement),
+        ..refusal.clone()
+    };
+    let tls = match tokio::time::timeout(state.tuning.client_hello_timeout, handshake).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => return ticket.refused(&closed(e.to_string())),
+        Err(_) => {
+            return ticket.refused(&closed(
+                "the client did not finish the handshake in time".into(),
+            ));
+        }
+    };
+    let host = ticket.host().to_owned();
+    let own = Arc::new(Mutex::new(Some(ticket)));
+    let handler = {
+        let (own, refusal) = (own.clone(), refusal.clone());
+        move |_req| {
+            let resp = refusal.response().map(Either::Left);
+            if let Some(ticket) = own.lock().ok().and_then(|mut t| t.take()) {
+                ticket.refused_answering(&refusal);
+            }
+            std::future::ready(resp)
+        }
+    };
+    let origin = Origin {
+        via: Via::Intercept,
+        arrived: Some(Via::Tls),
+        client: conn.peer,
+        port: state.tuning.tls_port,
+    };
+    serve_opened(&state, &conn, tls, origin, &host, handler).await;
+    if let Some(ticket) = own.lock().ok().and_then(|mut t| t.take()) {
+        ticket.refused(&closed("the client sent no request".into()));
+    }
 }
 
 async fn handle(
