@@ -93,7 +93,8 @@ pub enum Unanswered {
     /// Nothing (more) was sent within the header timeout, or nothing moved for the idle
     /// timeout.
     Idle,
-    /// The client closed in the middle of a request head.
+    /// The client closed in the middle of a request head, or closed an HTTP/2 connection
+    /// before its first stream.
     Incomplete,
 }
 
@@ -312,7 +313,7 @@ impl Metrics {
                 }
             }
         }
-        out.push_str("# HELP af_proxy_closed_unanswered_total Client connections closed without an answer: idle (nothing sent within limits.header_read_timeout_ms, or nothing moved for limits.idle_timeout_ms) or incomplete (closed in the middle of a request head).\n# TYPE af_proxy_closed_unanswered_total counter\n");
+        out.push_str("# HELP af_proxy_closed_unanswered_total Client connections closed without an answer: idle (nothing sent within limits.header_read_timeout_ms, or nothing moved for limits.idle_timeout_ms) or incomplete (closed in the middle of a request head, or an HTTP/2 connection closed before its first stream).\n# TYPE af_proxy_closed_unanswered_total counter\n");
         for (why, n) in Unanswered::ALL.iter().zip(&self.unanswered) {
             let _ = writeln!(
                 out,

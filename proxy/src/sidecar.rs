@@ -374,11 +374,24 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
             .spawn(admin::accept_loop(admin_listener, admin));
     }
     tracing::info!(
-        proxy = ?running.proxy,
-        transparent_http = ?running.transparent_http,
-        transparent_tls = ?running.transparent_tls,
+        proxy = %Listening(running.proxy),
+        transparent_http = %Listening(running.transparent_http),
+        transparent_tls = %Listening(running.transparent_tls),
+        dns = %Listening(running.dns),
         admin = %running.admin,
         "af-proxy listening"
     );
     Ok(running)
+}
+
+/// A listener's address as the log shows it: `0.0.0.0:3128`, or `off`.
+struct Listening(Option<SocketAddr>);
+
+impl std::fmt::Display for Listening {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(addr) => write!(f, "{addr}"),
+            None => f.write_str("off"),
+        }
+    }
 }

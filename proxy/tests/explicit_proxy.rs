@@ -355,3 +355,36 @@ async fn many_concurrent_keep_alive_clients_are_each_forwarded_and_journaled_onc
         0
     );
 }
+
+#[tokio::test]
+async fn a_webhook_urls_secret_path_is_forwarded_as_sent_but_never_recorded_or_echoed() {
+    let up = hello_upstream().await;
+    let names = ["hooks.slack.com", "discord.com"];
+    let dns = resolver(names.iter().map(|n| (*n, vec![upstream_ip()])).collect()).await;
+    let rules = [("hooks.slack.com", "allow"), ("discord.com", "block")];
+    let sc = Sidecar::start(&Setup::new(&egress(&rules), dns.addr)).await;
+    let port = up.addr().port();
+    let hook = "/services/T0001/B0002/SlackHookSecret42";
+    let url = format!("http://hooks.slack.com:{port}{hook}");
+    assert_eq!(proxy_get(sc.proxy(), &url).await.status, 200);
+    assert_eq!(up.seen()[0].path, hook);
+    let refused = proxy_get(
+        sc.proxy(),
+        "http://discord.com/api/webhooks/123/DiscordTokenSecret42",
+    )
+    .await;
+    assert_eq!(refused.status, 403);
+    assert!(
+        !refused.body.contains("DiscordTokenSecret42"),
+        "{}",
+        refused.body
+    );
+    let recs = sc.admin().wait_records("", 2).await;
+    assert_eq!(
+        recs[0]["path"], "/services/T0001/B0002/[redacted]",
+        "{recs:#?}"
+    );
+    assert_eq!(recs[1]["path"], "/api/webhooks/123/[redacted]", "{recs:#?}");
+    let all = serde_json::to_string(&recs).unwrap();
+    assert!(!all.contains("Secret42"), "{all}");
+}

@@ -430,3 +430,109 @@ async fn the_leaf_cache_is_bounded_and_counts_evictions() {
         2
     );
 }
+
+#[tokio::test]
+async fn a_request_through_connect_and_through_transparent_tls_read_the_same_but_for_how_they_arrived()
+ {
+    let env = Env::start(16).await;
+    let mut via_connect = env.h1_to("api.paths.test").await;
+    let ok = send1(
+        &mut via_connect,
+        request("GET", "api.paths.test", "/v1/same", ""),
+    )
+    .await;
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    drop(via_connect);
+    let mut direct = env.h1_direct("api.paths.test").await;
+    let ok = send1(
+        &mut direct,
+        request("GET", "api.paths.test", "/v1/same", ""),
+    )
+    .await;
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    drop(direct);
+    // Two requests and the two connections they came on, each closed.
+    let recs = env.sc.admin().wait_records("host=api.paths.test", 4).await;
+    let requests: Vec<&serde_json::Value> =
+        recs.iter().filter(|r| r["via"] == "intercept").collect();
+    assert_eq!(requests.len(), 2, "{recs:#?}");
+    assert_eq!(requests[0]["arrived"], "proxy");
+    assert_eq!(requests[1]["arrived"], "tls");
+    let same = |r: &serde_json::Value| {
+        let mut r = r.clone();
+        for field in ["arrived", "client", "duration_ms"] {
+            r.as_object_mut().unwrap().remove(field);
+        }
+        for field in ["seq", "at"] {
+            r.as_object_mut().unwrap().remove(field);
+        }
+        r
+    };
+    assert_eq!(same(requests[0]), same(requests[1]));
+    let connections: Vec<(&str, &str, &serde_json::Value)> = recs
+        .iter()
+        .filter(|r| r["intercepted"] == true)
+        .map(|r| {
+            (
+                r["via"].as_str().unwrap(),
+                r["method"].as_str().unwrap(),
+                &r["status"],
+            )
+        })
+        .collect();
+    assert_eq!(
+        connections,
+        [
+            ("proxy", "CONNECT", &serde_json::json!(200)),
+            ("tls", "", &serde_json::Value::Null)
+        ],
+        "{recs:#?}"
+    );
+    // Positive control: a plain tunnel is not an opened connection.
+    let upstream_only = client(&[&env.up.certificate().unwrap()], &[H1]);
+    drop(
+        tls_direct(env.sc.tls(), "api.open.test", &upstream_only)
+            .await
+            .unwrap(),
+    );
+    let open = env.sc.admin().wait_records("host=api.open.test", 1).await;
+    assert!(open[0].get("intercepted").is_none(), "{open:#?}");
+}
+
+#[tokio::test]
+async fn a_transparent_tls_client_of_a_blocked_host_reads_its_coded_403() {
+    let env = Env::start(16).await;
+    let mut c = env.h1_direct("api.blocked.test").await;
+    let got = send1(&mut c, request("GET", "api.blocked.test", "/x", "")).await;
+    assert_eq!(got.status, 403, "{}", got.body);
+    assert_eq!(got.header("x-af-code"), Some("AF-NET-010"));
+    assert!(got.body.contains("Next:"), "{}", got.body);
+    let recs = env
+        .sc
+        .admin()
+        .wait_records("host=api.blocked.test", 1)
+        .await;
+    assert_eq!(recs[0]["via"], "tls");
+    assert_eq!(recs[0]["code"], "AF-NET-010");
+    assert_eq!(recs[0]["status"], 403, "{recs:#?}");
+    assert_eq!(env.up.seen().len(), 0);
+    // A client that refuses the certificate is closed, and that is journaled.
+    let pinned = client(&[&env.up.certificate().unwrap()], &[H1]);
+    assert!(
+        tls_direct(env.sc.tls(), "api.blocked.test", &pinned)
+            .await
+            .is_err()
+    );
+    let recs = env
+        .sc
+        .admin()
+        .wait_records("host=api.blocked.test", 2)
+        .await;
+    assert_eq!(recs[1]["code"], "AF-NET-010");
+    assert!(recs[1]["status"].is_null(), "{recs:#?}");
+    let error = recs[1]["error"].as_str().unwrap();
+    assert!(
+        error.contains("refused the environment's certificate"),
+        "{error}"
+    );
+}

@@ -79,6 +79,18 @@ pub struct DecisionRecord {
     /// opened TLS connection), `smtp`. Borrowed when the sidecar writes it (no allocation per
     /// request), owned when read back.
     pub via: Cow<'static, str>,
+    /// For a request inside an opened TLS connection (`via: intercept`): the listener that
+    /// connection arrived on, `proxy` (a CONNECT) or `tls` (the transparent TLS listener,
+    /// after DNS gave the sidecar's address). Absent on every other record, and in journals
+    /// written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrived: Option<Cow<'static, str>>,
+    /// Whether this is the record of a connection (a CONNECT, a transparent TLS connection)
+    /// whose TLS the sidecar opened with a leaf from the environment CA, written when it
+    /// closed; each request inside has its own record (`via: intercept`, `arrived` naming
+    /// this connection's listener). `false` when absent (journals written before it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub intercepted: bool,
     /// The client's address.
     pub client: SocketAddr,
     /// Request method; `CONNECT` for tunnels, empty for a TLS connection.
@@ -125,6 +137,8 @@ impl Default for DecisionRecord {
     fn default() -> Self {
         Self {
             via: Cow::Borrowed(""),
+            arrived: None,
+            intercepted: false,
             client: SocketAddr::from(([0, 0, 0, 0], 0)),
             method: String::new(),
             host: String::new(),
@@ -287,5 +301,22 @@ mod tests {
         assert_eq!(read, record);
         assert_eq!(read.entry.blocked(), Some(true));
         assert_eq!(read.entry.host(), "x.test");
+    }
+
+    #[test]
+    fn a_decision_written_before_arrived_and_intercepted_reads_without_them() {
+        let old = r#"{"seq":1,"at":"2026-11-29T14:51:33.123Z","env":"e","kind":"decision","via":"intercept","client":"127.0.0.1:5000","method":"GET","host":"x.test","port":443,"path":"/","tls":true,"mode":"mock","rule":"default","reason":"default","allowed":false,"status":200,"bytes_up":0,"bytes_down":2,"duration_ms":1,"code":null,"error":null}"#;
+        let read: Record = serde_json::from_str(old).expect("an old line reads");
+        let d = read.entry.as_decision().expect("a decision");
+        assert_eq!((d.arrived.as_deref(), d.intercepted), (None, false));
+        // And a new one carries both only when they say something.
+        let inside = DecisionRecord {
+            via: "intercept".into(),
+            arrived: Some("tls".into()),
+            ..DecisionRecord::default()
+        };
+        let line = serde_json::to_string(&inside).expect("serializes");
+        assert!(line.contains(r#""arrived":"tls""#), "{line}");
+        assert!(!line.contains("intercepted"), "{line}");
     }
 }

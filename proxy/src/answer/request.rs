@@ -32,6 +32,8 @@ use crate::state::State;
 pub(crate) struct Origin {
     /// The listener (or `Intercept`).
     pub via: Via,
+    /// For `Intercept`: the listener the opened connection arrived on (`Proxy`, `Tls`).
+    pub arrived: Option<Via>,
     /// The client.
     pub client: SocketAddr,
     /// The port the request is decided and forwarded on.
@@ -52,6 +54,7 @@ pub(crate) async fn respond(
     let full_path = req.uri().path_and_query().map_or("/", |p| p.as_str());
     let ask = Ask {
         via: origin.via,
+        arrived: origin.arrived,
         client: origin.client,
         method: req.method().as_str(),
         host,

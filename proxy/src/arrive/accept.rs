@@ -98,6 +98,7 @@ async fn refuse_at_limit(
     );
     let ask = Ask {
         via,
+        arrived: None,
         client: peer,
         method: "",
         host: "",

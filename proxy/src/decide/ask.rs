@@ -11,6 +11,8 @@ use crate::metrics::Via;
 pub(crate) struct Ask<'a> {
     /// Which listener.
     pub via: Via,
+    /// For a request inside an opened TLS connection: the listener that connection arrived on.
+    pub arrived: Option<Via>,
     /// The client.
     pub client: SocketAddr,
     /// Method (`CONNECT` for a proxy tunnel, empty for a TLS connection).
@@ -68,7 +70,11 @@ pub(crate) fn request_url(ask: &Ask<'_>, host: &str) -> String {
         ("https", 443, "/".into())
     } else {
         let default_port = if ask.via == Via::Intercept { 443 } else { 80 };
-        (ask.scheme(), default_port, tripwire::redact_path(ask.path))
+        (
+            ask.scheme(),
+            default_port,
+            tripwire::redact_path(host, ask.path),
+        )
     };
     let authority = HostPort(host, ask.port).to_string();
     let authority = if ask.port == default_port {

@@ -8,6 +8,7 @@
 
 mod ask;
 pub(crate) mod loops;
+mod path_secrets;
 pub(crate) mod rate;
 mod ticket;
 pub(crate) mod tripwire;
@@ -205,6 +206,7 @@ mod tests {
     fn ask(via: Via, method: &'static str, port: u16, path: &'static str) -> Ask<'static> {
         Ask {
             via,
+            arrived: None,
             client: SocketAddr::from(([127, 0, 0, 1], 5000)),
             method,
             host: "",

@@ -56,6 +56,8 @@ impl Ticket {
         rule: Option<String>,
         reason: &str,
     ) -> Self {
+        // Every record's path is redacted: no secret a URL carries reaches disk.
+        let path = tripwire::redact_path(&host, ask.path).into_owned();
         Self {
             state: state.clone(),
             via: ask.via,
@@ -65,12 +67,12 @@ impl Ticket {
             open: true,
             record: DecisionRecord {
                 via: Cow::Borrowed(ask.via.as_str()),
+                arrived: ask.arrived.map(|v| Cow::Borrowed(v.as_str())),
                 client: ask.client,
                 method: ask.method.to_owned(),
                 host,
                 port: ask.port,
-                // Every record's path is redacted: no secret a URL carries reaches disk.
-                path: tripwire::redact_path(ask.path).into_owned(),
+                path,
                 tls: matches!(ask.via, Via::Tls | Via::Intercept),
                 mode,
                 rule,
@@ -113,10 +115,19 @@ impl Ticket {
         }
     }
 
-    /// The connection was opened for interception: each request inside it is decided and
-    /// journaled on its own, so the connection itself leaves no record.
-    pub(crate) fn superseded(mut self) {
-        self.open = false;
+    /// The listener the request or connection arrived on.
+    pub(crate) fn via(&self) -> Via {
+        self.via
+    }
+
+    /// The connection was opened for interception and has closed: each request inside it was
+    /// decided and journaled on its own; this records the connection itself (not a request:
+    /// not counted in the request metrics). Its status is the last one the client saw (200
+    /// for a CONNECT, none on the transparent listener).
+    pub(crate) fn intercepted(mut self) {
+        self.record.intercepted = true;
+        let status = (self.record.method == "CONNECT").then_some(200);
+        self.write(false, status, 0, 0);
     }
 
     /// The sidecar answered the request itself (mock, capture, synth): nothing left the
@@ -132,6 +143,12 @@ impl Ticket {
             _ => Some(refusal.status.as_u16()),
         };
         self.refused_with(status, refusal);
+    }
+
+    /// The connection was refused and the refusal answered inside its opened TLS (the
+    /// transparent TLS listener with an environment CA): the status is the refusal's.
+    pub(crate) fn refused_answering(self, refusal: &Refusal) {
+        self.refused_with(Some(refusal.status.as_u16()), refusal);
     }
 
     /// The connection was refused inside TLS, after it was accepted: the status journaled is
@@ -215,6 +232,16 @@ impl Ticket {
     }
 
     fn finish(&mut self, allowed: bool, status: Option<u16>, up: u64, down: u64, outcome: Outcome) {
+        let metrics = &self.state.metrics;
+        if let Some(mode) = self.mode {
+            metrics.request(self.via, mode, outcome);
+        }
+        metrics.bytes(up, down);
+        self.write(allowed, status, up, down);
+    }
+
+    /// Journal the record with how it ended.
+    fn write(&mut self, allowed: bool, status: Option<u16>, up: u64, down: u64) {
         self.open = false;
         let r = &mut self.record;
         r.allowed = allowed;
@@ -222,11 +249,6 @@ impl Ticket {
         r.bytes_up = up;
         r.bytes_down = down;
         r.duration_ms = self.started.elapsed().as_millis() as u64;
-        let metrics = &self.state.metrics;
-        if let Some(mode) = self.mode {
-            metrics.request(self.via, mode, outcome);
-        }
-        metrics.bytes(up, down);
         tracing::debug!(host = %r.host, reason = %r.reason, allowed, "decision");
         let record = std::mem::take(&mut self.record);
         self.state.journal.record(Entry::Decision(record));

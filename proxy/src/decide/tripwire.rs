@@ -6,8 +6,9 @@
 //! checked for every request; the body is checked where the sidecar reads it anyway (mock,
 //! capture, synth). A streamed body (allow, sandbox) is not buffered for this.
 //!
-//! Any credential a URL carries in a query parameter (`?key=`, `?access_token=`, live or not)
-//! is kept out of the journal and refusals too: [`redact_path`] replaces its value.
+//! Any credential a URL carries in a query parameter (`?key=`, `?access_token=`, live or not),
+//! or in the path of a known provider's webhook URL ([`super::path_secrets`]), is kept out of
+//! the journal and refusals too: [`redact_path`] replaces it.
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -15,6 +16,8 @@ use std::sync::LazyLock;
 use aho_corasick::AhoCorasick;
 use base64::Engine;
 use http::HeaderMap;
+
+use super::path_secrets;
 
 /// Prefixes of live secrets, and how a refusal names them.
 const LIVE_PREFIXES: [(&str, &str); 5] = [
@@ -176,10 +179,14 @@ pub(crate) fn non_credential_pairs(query: &str) -> impl Iterator<Item = &str> {
         .filter(|pair| !pair.is_empty() && !is_credential_parameter(pair))
 }
 
-/// A request path (with query) as records and refusals show it: [`redact`], and the value of
-/// every credential query parameter replaced.
-pub(crate) fn redact_path(path: &str) -> Cow<'_, str> {
-    let live = redact(path);
+/// A request path (with query) for `host` as records and refusals show it: the segments of a
+/// known provider's webhook URL that carry its secret ([`path_secrets`]), [`redact`], and the
+/// value of every credential query parameter replaced. The one place a URL is redacted.
+pub(crate) fn redact_path<'a>(host: &str, path: &'a str) -> Cow<'a, str> {
+    let live = match path_secrets::redact(host, path) {
+        Cow::Borrowed(path) => redact(path),
+        Cow::Owned(hooked) => Cow::Owned(redact(&hooked).into_owned()),
+    };
     let Some((head, query)) = live.split_once('?') else {
         return live;
     };
@@ -234,19 +241,31 @@ mod tests {
     #[test]
     fn credential_parameters_are_redacted_from_paths_and_the_rest_is_kept() {
         assert_eq!(
-            redact_path("/geo?address=a%20b&KEY=AIzaOwnKey&x=1&access_token=t&token="),
+            redact_path(
+                "api.example.test",
+                "/geo?address=a%20b&KEY=AIzaOwnKey&x=1&access_token=t&token="
+            ),
             "/geo?address=a%20b&KEY=[redacted]&x=1&access_token=[redacted]&token="
         );
         assert_eq!(
-            redact_path(&format!("/v1?monkey=1&q={KEY}")),
+            redact_path("api.example.test", &format!("/v1?monkey=1&q={KEY}")),
             "/v1?monkey=1&q=sk_live_[redacted]"
         );
         assert_eq!(
-            redact_path("/o?ke%79=own&api%5Fkey=own&X-Amz-Signature=abc&sig=s"),
+            redact_path(
+                "api.example.test",
+                "/o?ke%79=own&api%5Fkey=own&X-Amz-Signature=abc&sig=s"
+            ),
             "/o?ke%79=[redacted]&api%5Fkey=[redacted]&X-Amz-Signature=[redacted]&sig=[redacted]"
         );
-        assert!(matches!(redact_path("/v1/x?keyword=k"), Cow::Borrowed(_)));
-        assert!(matches!(redact_path("/v1/x"), Cow::Borrowed(_)));
+        assert!(matches!(
+            redact_path("api.example.test", "/v1/x?keyword=k"),
+            Cow::Borrowed(_)
+        ));
+        assert!(matches!(
+            redact_path("api.example.test", "/v1/x"),
+            Cow::Borrowed(_)
+        ));
     }
 
     #[test]

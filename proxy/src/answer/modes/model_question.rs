@@ -193,7 +193,9 @@ fn user_prompt(
     };
     let mut prompt = format!(
         "Request: {} {}\nHost: {}\nQuery: {query}\n",
-        ex.method, ex.path, ex.host,
+        ex.method,
+        tripwire::redact_path(ex.host, ex.path),
+        ex.host,
     );
     if ex.body.is_empty() {
         prompt.push_str("Request body: (none)\n");

@@ -1,17 +1,17 @@
 //! An intercepted connection: complete the handshake, then serve HTTP/2 or HTTP/1.1 (as ALPN
 //! chose) and decide every request on its own host. A request that names another host than
-//! the connection's is decided for that host: switching to a blocked host is refused.
+//! the connection's is decided for that host: switching to a blocked host is refused. The
+//! journal keeps how the connection came: each request records the listener it arrived on,
+//! and the connection itself is recorded when it closes.
 
-use std::convert::Infallible;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use af_policy::error::codes;
 use http::{Request, Response, StatusCode};
+use http_body_util::Either;
 use hyper::body::Incoming;
-use hyper::server::conn::http2;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::server::TlsStream;
 
@@ -19,14 +19,10 @@ use super::HandshakeError;
 use crate::answer::body::ProxyBody;
 use crate::answer::refusal::Refusal;
 use crate::answer::request::{Origin, respond};
-use crate::arrive::listener::{Conn, no_single_host, request_authority, serve_http};
+use crate::arrive::listener::{Conn, no_single_host, request_authority, serve_h2, serve_http};
 use crate::decide::Ticket;
-use crate::limits::IdleIo;
-use crate::metrics::{Unanswered, Via};
+use crate::metrics::Via;
 use crate::state::State;
-
-/// HTTP/2 streams a client may open at once on one intercepted connection.
-const MAX_CONCURRENT_STREAMS: u32 = 100;
 
 /// Journal a failed interception handshake against the connection's ticket.
 fn handshake_failed(ticket: Ticket, error: &HandshakeError) {
@@ -71,18 +67,44 @@ pub(crate) async fn open<IO>(
     }
 }
 
-/// The connection's own ticket until its first request arrives.
+/// The connection's own ticket, closed when the connection ends: as the record of the opened
+/// connection once a request arrived in it, as a client that refused the certificate if none
+/// did.
 #[derive(Clone)]
-struct ConnectionTicket(Arc<Mutex<Option<Ticket>>>);
+struct ConnectionTicket(Arc<(Mutex<Option<Ticket>>, AtomicBool)>);
 
 impl ConnectionTicket {
-    fn take(&self) -> Option<Ticket> {
-        self.0.lock().ok()?.take()
+    fn new(ticket: Ticket) -> Self {
+        Self(Arc::new((Mutex::new(Some(ticket)), AtomicBool::new(false))))
+    }
+
+    /// A request arrived inside the connection.
+    fn asked(&self) {
+        self.0.1.store(true, Relaxed);
+    }
+
+    /// Close the ticket: the connection ended.
+    fn close(&self, host: String) {
+        let Some(ticket) = self.0.0.lock().ok().and_then(|mut t| t.take()) else {
+            return;
+        };
+        if self.0.1.load(Relaxed) {
+            return ticket.intercepted();
+        }
+        handshake_failed(
+            ticket,
+            &HandshakeError::ClientRejected {
+                name: host,
+                why: "it closed the connection after the handshake without sending a request"
+                    .into(),
+            },
+        );
     }
 }
 
 /// Serve an opened connection until it closes or idles out. Each request inside is journaled
-/// on its own, so the connection's ticket is superseded once one arrives; a connection closed
+/// on its own (`via: intercept`, `arrived` naming the connection's listener), and the
+/// connection's ticket is journaled `intercepted` when it closes; a connection closed
 /// without any request is a client that refused the certificate after the handshake (OkHttp's
 /// and Node's pinning check then), journaled as such. One the drain deadline cuts before any
 /// request is journaled as `shutdown` when its ticket is dropped.
@@ -91,83 +113,101 @@ where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let connection_host = ticket.host().to_owned();
-    let own = ConnectionTicket(Arc::new(Mutex::new(Some(ticket))));
-    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+    let arrived = ticket.via();
+    let own = ConnectionTicket::new(ticket);
     let handler = {
         let (state, conn, own) = (state.clone(), conn.clone(), own.clone());
         let host = connection_host.clone();
         move |req| {
-            if let Some(ticket) = own.take() {
-                ticket.superseded();
-            }
-            handle(state.clone(), conn.clone(), host.clone(), port, req)
+            own.asked();
+            handle(
+                state.clone(),
+                conn.clone(),
+                host.clone(),
+                arrived,
+                port,
+                req,
+            )
         }
     };
-    if h2 {
-        serve_h2(&state, &conn, tls, handler).await;
-    } else {
-        let origin = Origin {
-            via: Via::Intercept,
-            client: conn.peer,
-            port,
-        };
-        serve_http(&state, tls, &conn, origin, &connection_host, handler).await;
-    }
-    if let Some(ticket) = own.take() {
-        handshake_failed(
-            ticket,
-            &HandshakeError::ClientRejected {
-                name: connection_host,
-                why: "it closed the connection after the handshake without sending a request"
-                    .into(),
-            },
-        );
-    }
+    let origin = Origin {
+        via: Via::Intercept,
+        arrived: Some(arrived),
+        client: conn.peer,
+        port,
+    };
+    serve_opened(&state, &conn, tls, origin, &connection_host, handler).await;
+    own.close(connection_host);
 }
 
-/// Serve HTTP/2 until the connection closes or idles out.
-async fn serve_h2<IO, F, Fut>(state: &State, conn: &Conn, tls: TlsStream<IO>, handler: F)
-where
+/// Serve HTTP/2 or HTTP/1.1 on an opened connection, as ALPN chose.
+async fn serve_opened<IO, F, Fut>(
+    state: &Arc<State>,
+    conn: &Conn,
+    tls: TlsStream<IO>,
+    origin: Origin,
+    host: &str,
+    handler: F,
+) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     F: Fn(Request<Incoming>) -> Fut + Send + 'static,
     Fut: Future<Output = Response<ProxyBody>> + Send + 'static,
 {
-    let t = state.tuning;
-    let io = TokioIo::new(IdleIo::new(tls, conn.activity.clone()));
-    let svc = service_fn(move |req| {
-        let fut = handler(req);
-        async move { Ok::<_, Infallible>(fut.await) }
-    });
-    // Streams run on the drain, tracked with the connection's task.
-    let mut builder = http2::Builder::new(state.drain.clone());
-    builder
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
-        .max_header_list_size(u32::try_from(t.max_header_bytes).unwrap_or(u32::MAX));
-    let served = builder.serve_connection(io, svc);
-    tokio::pin!(served);
-    // Once the sidecar is stopping: GOAWAY, the open streams finish, no new one starts.
-    let stopping = state.drain.stopping();
-    tokio::pin!(stopping);
-    let mut closing = false;
-    loop {
-        tokio::select! {
-            r = &mut served => {
-                if let Err(e) = r {
-                    tracing::debug!(error = %e, peer = %conn.peer, "intercepted connection ended with an error");
-                }
-                return;
-            }
-            () = conn.activity.idle_for(t.idle_timeout) => {
-                state.metrics.unanswered(Unanswered::Idle);
-                tracing::debug!(peer = %conn.peer, "intercepted connection idle, closed");
-                return;
-            }
-            () = &mut stopping, if !closing => {
-                closing = true;
-                served.as_mut().graceful_shutdown();
-            }
+    if tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice()) {
+        serve_h2(state, conn, tls, handler).await;
+    } else {
+        serve_http(state, tls, conn, origin, host, handler).await;
+    }
+}
+
+/// A transparent TLS connection refused on its host, answered inside its TLS: once the
+/// handshake completes with a leaf for the name, every request on it is answered with
+/// `refusal` (the coded answer a CONNECT refusal gets), and the connection is journaled once,
+/// as refused with that status. A client that refuses the certificate, or sends no request,
+/// is closed, and the record says so.
+pub(crate) async fn refuse<IO>(
+    state: Arc<State>,
+    conn: Conn,
+    ticket: Ticket,
+    refusal: Refusal,
+    handshake: impl Future<Output = Result<TlsStream<IO>, HandshakeError>>,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let closed = |why: String| Refusal {
+        statement: format!("{} ({why}, so it was closed unanswered)", refusal.statement),
+        ..refusal.clone()
+    };
+    let tls = match tokio::time::timeout(state.tuning.client_hello_timeout, handshake).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => return ticket.refused(&closed(e.to_string())),
+        Err(_) => {
+            return ticket.refused(&closed(
+                "the client did not finish the handshake in time".into(),
+            ));
         }
+    };
+    let host = ticket.host().to_owned();
+    let own = Arc::new(Mutex::new(Some(ticket)));
+    let handler = {
+        let (own, refusal) = (own.clone(), refusal.clone());
+        move |_req| {
+            let resp = refusal.response().map(Either::Left);
+            if let Some(ticket) = own.lock().ok().and_then(|mut t| t.take()) {
+                ticket.refused_answering(&refusal);
+            }
+            std::future::ready(resp)
+        }
+    };
+    let origin = Origin {
+        via: Via::Intercept,
+        arrived: Some(Via::Tls),
+        client: conn.peer,
+        port: state.tuning.tls_port,
+    };
+    serve_opened(&state, &conn, tls, origin, &host, handler).await;
+    if let Some(ticket) = own.lock().ok().and_then(|mut t| t.take()) {
+        ticket.refused(&closed("the client sent no request".into()));
     }
 }
 
@@ -175,11 +215,13 @@ async fn handle(
     state: Arc<State>,
     conn: Conn,
     connection_host: String,
+    arrived: Via,
     port: u16,
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
     let origin = Origin {
         via: Via::Intercept,
+        arrived: Some(arrived),
         client: conn.peer,
         port,
     };

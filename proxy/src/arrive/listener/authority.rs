@@ -128,9 +128,10 @@ pub(crate) fn no_single_host(
     req: &Request<Incoming>,
     problem: &HostProblem,
 ) -> http::Response<ProxyBody> {
-    let path = tripwire::redact_path(req.uri().path_and_query().map_or("/", |p| p.as_str()));
+    let path = tripwire::redact_path(host, req.uri().path_and_query().map_or("/", |p| p.as_str()));
     let ask = Ask {
         via: origin.via,
+        arrived: origin.arrived,
         client: origin.client,
         method: req.method().as_str(),
         host,

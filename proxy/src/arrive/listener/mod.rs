@@ -3,17 +3,21 @@
 
 pub(crate) mod authority;
 pub(crate) mod gate;
+mod h2;
+mod preface;
 pub(crate) mod proxy;
 pub(crate) mod transparent_http;
 pub(crate) mod transparent_tls;
 mod unread;
 
 pub(crate) use authority::{bad_request, no_single_host, request_authority};
+pub(crate) use h2::serve_h2;
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use http::{Method, Request, Response};
 use hyper::body::Incoming;
@@ -21,12 +25,15 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
 
 use crate::answer::body::ProxyBody;
 use crate::answer::request::Origin;
 use crate::limits::{Activity, Admitted, IdleIo};
+use crate::metrics::Unanswered;
 use crate::state::State;
 use gate::{Gate, Phase, Tracked};
+use preface::Speaks;
 use unread::Ended;
 
 /// One admitted client connection.
@@ -38,6 +45,47 @@ pub(crate) struct Conn {
     pub admitted: Arc<Admitted>,
     /// Its traffic, for the idle watchdog.
     pub activity: Arc<Activity>,
+}
+
+/// Serve a cleartext listener's connection (the proxy port, transparent HTTP): HTTP/2 with
+/// prior knowledge when it opens with the HTTP/2 preface, HTTP/1.1 otherwise; every request,
+/// or stream, through `handler`. A connection that ends before its first request is counted
+/// unanswered: `idle` if it sent nothing in time, `incomplete` if it closed.
+pub(crate) async fn serve_cleartext<F, Fut>(
+    state: &Arc<State>,
+    stream: TcpStream,
+    conn: &Conn,
+    origin: Origin,
+    handler: F,
+) where
+    F: Fn(Request<Incoming>) -> Fut + Send + 'static,
+    Fut: Future<Output = Response<ProxyBody>> + Send + 'static,
+{
+    let sniffing = tokio::time::timeout(state.tuning.header_read_timeout, preface::sniff(stream));
+    let sniffed = tokio::select! {
+        sniffed = sniffing => sniffed,
+        () = state.drain.stopping() => return,
+    };
+    match sniffed {
+        Ok(Ok((Speaks::Http1, io))) => serve_http(state, io, conn, origin, "", handler).await,
+        Ok(Ok((Speaks::Http2, io))) => {
+            let asked = Arc::new(AtomicBool::new(false));
+            let seen = asked.clone();
+            let handler = move |req| {
+                seen.store(true, Relaxed);
+                handler(req)
+            };
+            serve_h2(state, conn, io, handler).await;
+            if !asked.load(Relaxed) {
+                state.metrics.unanswered(Unanswered::Incomplete);
+            }
+        }
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, peer = %conn.peer, "client connection failed before a request");
+            state.metrics.unanswered(Unanswered::Incomplete);
+        }
+        Err(_) => state.metrics.unanswered(Unanswered::Idle),
+    }
 }
 
 /// Serve HTTP/1.1 on an admitted connection with the configured limits; `origin` and `host`

@@ -1,4 +1,6 @@
-//! The explicit proxy listener: absolute-form `http://` requests and CONNECT tunnels.
+//! The explicit proxy listener: absolute-form `http://` requests and CONNECT tunnels, over
+//! HTTP/1.1 or HTTP/2 with prior knowledge (a stream's `:scheme` and `:authority` are its
+//! absolute form, decided the same way).
 
 use std::sync::Arc;
 
@@ -12,7 +14,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 use super::authority::authority_port;
-use super::{Conn, bad_request, serve_http};
+use super::{Conn, bad_request, serve_cleartext};
 use crate::answer::body::ProxyBody;
 use crate::answer::refusal::Refusal;
 use crate::answer::refuse::refuse;
@@ -30,10 +32,11 @@ pub(crate) async fn serve(state: Arc<State>, stream: TcpStream, conn: Conn) {
     let c = conn.clone();
     let origin = Origin {
         via: Via::Proxy,
+        arrived: None,
         client: conn.peer,
         port: 0,
     };
-    serve_http(&state, stream, &conn, origin, "", move |req| {
+    serve_cleartext(&state, stream, &conn, origin, move |req| {
         handle(s.clone(), c.clone(), req)
     })
     .await;
@@ -48,6 +51,7 @@ async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Respon
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
     let mut ask = Ask {
         via: Via::Proxy,
+        arrived: None,
         client: conn.peer,
         method: method.as_str(),
         host: "",
@@ -66,7 +70,7 @@ async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Respon
                 format!(
                     "{}://{host}{} is not an http:// URL; this proxy forwards plain HTTP and tunnels everything else",
                     uri.scheme_str().unwrap_or_default(),
-                    tripwire::redact_path(path)
+                    tripwire::redact_path(host, path)
                 ),
             )
             .with_next("Send https:// requests as CONNECT (HTTPS_PROXY does this).");
@@ -79,7 +83,7 @@ async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Respon
                 "not_proxy_request",
                 format!(
                     "{method} {} reached the proxy port without an absolute URL",
-                    tripwire::redact_path(path)
+                    tripwire::redact_path(uri.host().unwrap_or_default(), path)
                 ),
             );
             return bad_request(&state, &ask, refusal);
@@ -92,13 +96,14 @@ async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Respon
             let what = format!(
                 "{method} http://{}{}",
                 bad.authority(),
-                tripwire::redact_path(path)
+                tripwire::redact_path(host, path)
             );
             return bad_request(&state, &ask, bad.refusal(&what, "URL"));
         }
     };
     let origin = Origin {
         via: Via::Proxy,
+        arrived: None,
         client: conn.peer,
         port,
     };
@@ -115,6 +120,7 @@ async fn connect(state: Arc<State>, conn: Conn, mut req: Request<Incoming>) -> R
     let authority = req.uri().authority().cloned();
     let mut ask = Ask {
         via: Via::Proxy,
+        arrived: None,
         client: conn.peer,
         method: "CONNECT",
         host: "",
@@ -140,7 +146,7 @@ async fn connect(state: Arc<State>, conn: Conn, mut req: Request<Incoming>) -> R
             "bad_request",
             format!(
                 "CONNECT {} does not name a host and port",
-                tripwire::redact_path(&req.uri().to_string())
+                tripwire::redact_path("", &req.uri().to_string())
             ),
         )
         .with_next("Send CONNECT host:port.");

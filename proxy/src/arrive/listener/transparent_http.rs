@@ -1,6 +1,7 @@
 //! The transparent HTTP listener: origin-form requests with `Host`, decided on the listener's
-//! advertised port (never on a port in `Host`). Every request on a keep-alive connection is
-//! decided on its own.
+//! advertised port (never on a port in `Host`), over HTTP/1.1 or HTTP/2 with prior knowledge
+//! (`:authority` in place of `Host`). Every request on a keep-alive connection, and every
+//! HTTP/2 stream, is decided on its own.
 
 use std::sync::Arc;
 
@@ -9,7 +10,7 @@ use hyper::body::Incoming;
 use tokio::net::TcpStream;
 
 use super::authority::HostProblem;
-use super::{Conn, no_single_host, request_authority, serve_http};
+use super::{Conn, no_single_host, request_authority, serve_cleartext};
 use crate::answer::body::ProxyBody;
 use crate::answer::request::{Origin, respond};
 use crate::metrics::Via;
@@ -21,10 +22,11 @@ pub(crate) async fn serve(state: Arc<State>, stream: TcpStream, conn: Conn) {
     let c = conn.clone();
     let origin = Origin {
         via: Via::Transparent,
+        arrived: None,
         client: conn.peer,
         port: state.tuning.http_port,
     };
-    serve_http(&state, stream, &conn, origin, "", move |req| {
+    serve_cleartext(&state, stream, &conn, origin, move |req| {
         handle(s.clone(), c.clone(), req)
     })
     .await;
@@ -33,6 +35,7 @@ pub(crate) async fn serve(state: Arc<State>, stream: TcpStream, conn: Conn) {
 async fn handle(state: Arc<State>, conn: Conn, req: Request<Incoming>) -> Response<ProxyBody> {
     let origin = Origin {
         via: Via::Transparent,
+        arrived: None,
         client: conn.peer,
         port: state.tuning.http_port,
     };

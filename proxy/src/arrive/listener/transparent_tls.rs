@@ -1,5 +1,7 @@
 //! The transparent TLS listener: read the ClientHello without answering it, decide on its SNI,
-//! then replay the bytes upstream untouched and tunnel. No SNI: close and journal why.
+//! then replay the bytes upstream untouched and tunnel, open it (interception), or refuse it:
+//! inside its TLS with the coded answer when the sidecar has an environment CA, else by
+//! closing. No SNI: close and journal why.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -115,6 +117,7 @@ pub(crate) async fn serve(state: Arc<State>, mut stream: TcpStream, conn: Conn) 
     let port = state.tuning.tls_port;
     let mut ask = Ask {
         via: Via::Tls,
+        arrived: None,
         client: conn.peer,
         method: "",
         host: "",
@@ -173,8 +176,17 @@ pub(crate) async fn serve(state: Arc<State>, mut stream: TcpStream, conn: Conn) 
             let handshake = interception.finish(start, &host, Protocols::Http);
             return session::open(state.clone(), conn, ticket, port, handshake).await;
         }
-        // Closing is the answer: a TLS client cannot read an HTTP 403.
-        TunnelVerdict::Refuse(refusal) => return ticket.refused(&refusal),
+        // With the environment CA the client's TLS is opened, so it reads the coded answer a
+        // CONNECT refusal gets; without one closing is the answer.
+        TunnelVerdict::Refuse(refusal) => {
+            let Some(interception) = state.intercept.clone() else {
+                return ticket.refused(&refusal);
+            };
+            let start = StartHandshake::from_parts(*accepted, stream);
+            let host = ticket.host().to_owned();
+            let handshake = interception.finish(start, &host, Protocols::Http);
+            return session::refuse(state.clone(), conn, ticket, refusal, handshake).await;
+        }
     }
     let upstream = match state.guard.dial(ticket.host(), port).await {
         Ok(s) => s,

@@ -87,6 +87,7 @@ pub(super) fn answer<T>(
     };
     let ask = Ask {
         via: origin.via,
+        arrived: origin.arrived,
         client: origin.client,
         method: "",
         host,

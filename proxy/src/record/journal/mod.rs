@@ -206,6 +206,8 @@ mod tests {
     fn decision(n: u32) -> Entry {
         Entry::Decision(DecisionRecord {
             via: "proxy".into(),
+            arrived: None,
+            intercepted: false,
             client: "127.0.0.1:5000".parse().unwrap(),
             method: "GET".into(),
             host: format!("h{n}.test"),
