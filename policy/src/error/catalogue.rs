@@ -126,6 +126,9 @@ catalogue! {
     SCH_RULE_GROUP_FAIL_OPEN = "AF-SCH-018", Placement,
         "The rule group is checked with DNS Firewall fail-open enabled, so a query goes through whenever the firewall does not answer.",
         "Set FirewallFailOpen to DISABLED for the VPC (UpdateFirewallConfig).";
+    SCH_ECS_PLAN_UNWRITABLE = "AF-SCH-019", Usage,
+        "The file --plan names could not be written.",
+        "Name a file in a directory that exists and that af may write.";
     RUN_DOCKER_UNREACHABLE = "AF-RUN-001", Runtime,
         "The Docker daemon could not be reached.",
         "Start Docker (or set DOCKER_HOST) and run `af doctor`.";

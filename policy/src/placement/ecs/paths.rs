@@ -429,14 +429,14 @@ impl Judge<'_> {
                 .collect(),
         };
         let closed = wider.is_empty();
-        let names: Vec<String> = self
+        let allows: Vec<String> = self
             .plan
             .endpoint(short)
             .map(|e| {
                 e.policy
                     .statements
                     .iter()
-                    .flat_map(|s| s.resources.clone())
+                    .map(|s| format!("{} on {}", s.actions.join(", "), s.resources.join(", ")))
                     .collect()
             })
             .unwrap_or_default();
@@ -450,7 +450,7 @@ impl Judge<'_> {
                 vec![Closure {
                     kind: ClosureKind::EndpointPolicy,
                     at: pointer,
-                    says: format!("The endpoint policy allows only {}", names.join(", ")),
+                    says: format!("The endpoint policy allows only {}", allows.join("; ")),
                 }]
             }),
             if closed {
