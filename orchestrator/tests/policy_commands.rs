@@ -8,6 +8,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use af_orchestrator::runtime::org_policy;
+use af_policy::placement::ecs::network::{PROBE_IMAGE_VARIABLE, VARIABLES};
+
 const MANIFEST: &str = r#"version: 1
 name: shop
 services:
@@ -51,7 +54,10 @@ impl Repo {
             .args(args)
             .current_dir(cwd)
             .env("XDG_CONFIG_HOME", self.dir.join("config"));
-        for name in PLACEMENT_VARS {
+        for name in VARIABLES
+            .iter()
+            .chain([&PROBE_IMAGE_VARIABLE, &org_policy::ENV])
+        {
             command.env_remove(name);
         }
         command.envs(vars.iter().copied());
@@ -86,17 +92,6 @@ impl Repo {
         out
     }
 }
-
-const PLACEMENT_VARS: [&str; 8] = [
-    "AF_ORG_POLICY",
-    "AF_ECS_REGION",
-    "AF_ECS_CLUSTER",
-    "AF_ECS_VPC_ID",
-    "AF_ECS_VPC_CIDR",
-    "AF_ECS_SUBNET_IDS",
-    "AF_ECS_SUBNET_CIDRS",
-    "AF_ECS_PROBE_IMAGE",
-];
 
 impl Drop for Repo {
     fn drop(&mut self) {

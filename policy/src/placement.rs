@@ -21,8 +21,8 @@ pub mod residency;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Runtime {
-    /// The runtime provider: `local` (Docker on this machine) or `kubernetes`. Missing means
-    /// `local`.
+    /// The runtime provider: `local` (Docker on this machine) or `kubernetes`; `ecs` is known
+    /// and always refuses with its report (docs/ecs.md). Missing means `local`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
     /// The kubeconfig context of the cluster, for the kubernetes provider. Missing means the
@@ -67,7 +67,8 @@ pub struct Target {
     pub tags: BTreeMap<String, String>,
 }
 
-/// A runtime provider this build can run environments on.
+/// A runtime provider this build knows: two it runs environments on, and `ecs`, which it
+/// refuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Provider {

@@ -10,16 +10,7 @@ use af_policy::placement::ecs::{self, EcsReport};
 /// The network the `AF_ECS_*` variables describe (placeholders when none is set), or
 /// AF-SCH-011.
 pub fn network_from_env() -> Result<Network, Report> {
-    let var = |name: &str| std::env::var(name).ok();
-    Network::describe(&NetworkVars {
-        region: var("AF_ECS_REGION"),
-        cluster: var("AF_ECS_CLUSTER"),
-        vpc_id: var("AF_ECS_VPC_ID"),
-        vpc_cidr: var("AF_ECS_VPC_CIDR"),
-        subnet_ids: var("AF_ECS_SUBNET_IDS"),
-        subnet_cidrs: var("AF_ECS_SUBNET_CIDRS"),
-        probe_image: var("AF_ECS_PROBE_IMAGE"),
-    })
+    Network::describe(&NetworkVars::read(|name| std::env::var(name).ok()))
 }
 
 /// The report for `manifest` on the network the environment describes.

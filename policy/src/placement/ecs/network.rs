@@ -55,8 +55,8 @@ pub struct Network {
     pub probe_image: Option<String>,
 }
 
-/// The variables' names, in the order [`NetworkVars`] holds them.
-const NAMES: [&str; 6] = [
+/// The six variables that describe the network, in the order [`NetworkVars`] holds them.
+pub const VARIABLES: [&str; 6] = [
     "AF_ECS_REGION",
     "AF_ECS_CLUSTER",
     "AF_ECS_VPC_ID",
@@ -64,6 +64,25 @@ const NAMES: [&str; 6] = [
     "AF_ECS_SUBNET_IDS",
     "AF_ECS_SUBNET_CIDRS",
 ];
+
+/// The optional variable naming the probe container's image.
+pub const PROBE_IMAGE_VARIABLE: &str = "AF_ECS_PROBE_IMAGE";
+
+impl NetworkVars {
+    /// The variables as `lookup` (the caller's environment) gives them.
+    pub fn read(lookup: impl Fn(&str) -> Option<String>) -> NetworkVars {
+        let [region, cluster, vpc_id, vpc_cidr, subnet_ids, subnet_cidrs] = VARIABLES.map(&lookup);
+        NetworkVars {
+            region,
+            cluster,
+            vpc_id,
+            vpc_cidr,
+            subnet_ids,
+            subnet_cidrs,
+            probe_image: lookup(PROBE_IMAGE_VARIABLE),
+        }
+    }
+}
 
 impl Network {
     /// The network `vars` describe: placeholders when none of the six is set, AF-SCH-011 when
@@ -86,7 +105,7 @@ impl Network {
                 ..Network::placeholder()
             });
         }
-        let missing: Vec<&str> = NAMES
+        let missing: Vec<&str> = VARIABLES
             .iter()
             .zip(&values)
             .filter(|(_, v)| v.is_none())
