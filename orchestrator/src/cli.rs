@@ -73,6 +73,28 @@ pub(crate) enum Command {
     Webhook(WebhookCommand),
     /// Check that this machine can run environments, with a remedy for each problem.
     Doctor,
+    /// Why there is no ECS runtime: its report, and the DNS Firewall rule-group check.
+    #[command(subcommand)]
+    Ecs(EcsCommand),
+}
+
+/// `af ecs ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum EcsCommand {
+    /// The thirteen egress paths out of a Fargate task for this manifest, on the network the
+    /// AF_ECS_* variables describe: what closes each, and why af refuses ECS (exit 3, always).
+    Report {
+        /// Write the generated plan (security groups, route tables, endpoint policies, the
+        /// DNS Firewall rule group) to FILE as JSON.
+        #[arg(long, value_name = "FILE")]
+        plan: Option<PathBuf>,
+    },
+    /// Check a DNS Firewall rule group (the JSON docs/ecs.md describes): accepted, or refused
+    /// with a coded reason for each way it lets a name through.
+    CheckRuleGroup {
+        /// The rule group's JSON file.
+        file: PathBuf,
+    },
 }
 
 /// `af inbox ...`

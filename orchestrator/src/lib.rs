@@ -5,6 +5,7 @@
 //! everything it promises is checked by one conformance suite (`tests/conformance`).
 
 pub mod admin;
+pub mod bounded;
 pub mod env_id;
 pub mod lifecycle;
 pub mod modes;

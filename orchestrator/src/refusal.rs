@@ -2,16 +2,20 @@
 
 use std::path::PathBuf;
 
+use af_orchestrator::runtime::factory::Refused;
 use af_policy::error::{ExitStatus, Report};
-use af_policy::manifest::{Location, ManifestError};
+use af_policy::manifest::{Location, ManifestError, Problem};
+use af_policy::placement::ecs::EcsReport;
 use serde::Serialize;
 
 use crate::output::{Format, print_json};
 
-/// Why a command stopped: one or more coded reports, some at a place in the manifest.
+/// Why a command stopped: one or more coded reports, some at a place in a file, and for the
+/// ECS runtime the report its refusal carries.
 #[derive(Debug)]
 pub(crate) struct Refusal {
     entries: Vec<Entry>,
+    ecs: Option<Box<EcsReport>>,
 }
 
 #[derive(Debug)]
@@ -44,10 +48,14 @@ impl Refusal {
             .unwrap_or(ExitStatus::Usage)
     }
 
-    /// Print every report: on stderr as text, or on stdout as `{"errors": [...]}`.
+    /// Print every report: on stderr as text (an ECS report before them, on stdout), or on
+    /// stdout as `{"errors": [...]}` (with `"ecs": {...}`).
     pub(crate) fn print(&self, format: Format) {
         match format {
             Format::Text => {
+                if let Some(report) = &self.ecs {
+                    println!("{report}");
+                }
                 for entry in &self.entries {
                     match &entry.at {
                         Some((path, at)) => eprintln!("{}:{at}: {}", path.display(), entry.report),
@@ -68,36 +76,74 @@ impl Refusal {
                         column: e.at.as_ref().map(|(_, at)| at.column),
                     })
                     .collect();
-                print_json(&serde_json::json!({ "errors": errors }));
+                match &self.ecs {
+                    Some(report) => {
+                        print_json(&serde_json::json!({ "errors": errors, "ecs": report }))
+                    }
+                    None => print_json(&serde_json::json!({ "errors": errors })),
+                }
             }
+        }
+    }
+}
+
+impl Refusal {
+    /// Every report, none at a position.
+    pub(crate) fn reports(reports: Vec<Report>) -> Self {
+        Refusal {
+            entries: reports
+                .into_iter()
+                .map(|report| Entry { at: None, report })
+                .collect(),
+            ecs: None,
+        }
+    }
+
+    /// The problems of the file at `path`, each at its position.
+    fn positioned(path: &std::path::Path, problems: &[Problem]) -> Self {
+        Refusal {
+            entries: problems
+                .iter()
+                .map(|p| Entry {
+                    at: Some((path.to_owned(), p.location)),
+                    report: p.report.clone(),
+                })
+                .collect(),
+            ecs: None,
+        }
+    }
+
+    /// The ECS runtime's refusal: its coded reports, carrying the report itself.
+    pub(crate) fn ecs(report: Box<EcsReport>) -> Self {
+        let refusals = report.refusals();
+        Refusal {
+            ecs: Some(report),
+            ..Refusal::reports(refusals)
         }
     }
 }
 
 impl From<Report> for Refusal {
     fn from(report: Report) -> Self {
-        Refusal {
-            entries: vec![Entry { at: None, report }],
+        Refusal::reports(vec![report])
+    }
+}
+
+impl From<Refused> for Refusal {
+    fn from(refused: Refused) -> Self {
+        match refused {
+            Refused::Report(report) => report.into(),
+            Refused::OrgPolicy { path, problems } => Refusal::positioned(&path, &problems),
+            Refused::Ecs(report) => Refusal::ecs(report),
         }
     }
 }
 
 impl From<ManifestError> for Refusal {
     fn from(error: ManifestError) -> Self {
-        let entries = match &error {
-            ManifestError::Invalid { path, problems } => problems
-                .iter()
-                .map(|p| Entry {
-                    at: Some((path.clone(), p.location)),
-                    report: p.report.clone(),
-                })
-                .collect(),
-            _ => error
-                .reports()
-                .into_iter()
-                .map(|report| Entry { at: None, report })
-                .collect(),
-        };
-        Refusal { entries }
+        match &error {
+            ManifestError::Invalid { path, problems } => Refusal::positioned(path, problems),
+            _ => Refusal::reports(error.reports()),
+        }
     }
 }

@@ -14,12 +14,15 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Report, codes};
 use crate::manifest::{FieldPath, dns_label_problem};
 
+pub mod ecs;
+pub mod residency;
+
 /// The `runtime:` section of a manifest.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Runtime {
-    /// The runtime provider: `local` (Docker on this machine) or `kubernetes`. Missing means
-    /// `local`.
+    /// The runtime provider: `local` (Docker on this machine) or `kubernetes`; `ecs` is known
+    /// and always refuses with its report (docs/ecs.md). Missing means `local`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
     /// The kubeconfig context of the cluster, for the kubernetes provider. Missing means the
@@ -64,7 +67,8 @@ pub struct Target {
     pub tags: BTreeMap<String, String>,
 }
 
-/// A runtime provider this build can run environments on.
+/// A runtime provider this build knows: two it runs environments on, and `ecs`, which it
+/// refuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Provider {
@@ -72,42 +76,38 @@ pub enum Provider {
     Local,
     /// A Kubernetes cluster, reached through a kubeconfig context.
     Kubernetes,
+    /// ECS on Fargate: placed like any provider, so residency judges it, and then refused
+    /// every time with the report of [`ecs`].
+    Ecs,
 }
 
 impl Provider {
-    /// Every provider this build has, in documentation order.
+    /// Every provider this build runs environments on, in documentation order.
     pub const ALL: [Provider; 2] = [Provider::Local, Provider::Kubernetes];
 
-    /// Providers that are known but always refuse with a report.
-    pub const RESERVED: [&'static str; 1] = ["ecs"];
+    /// Providers that are known, placed, and always refuse with a report.
+    pub const REFUSING: [Provider; 1] = [Provider::Ecs];
 
     /// The name used in `af.yaml`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Provider::Local => "local",
             Provider::Kubernetes => "kubernetes",
+            Provider::Ecs => "ecs",
         }
     }
 
-    /// The provider a manifest names, or the refusal: AF-SCH-006 for a reserved provider,
-    /// AF-SCH-005 listing what this build has for any other.
+    /// The provider a manifest names, or AF-SCH-005 listing what this build has. `ecs` is
+    /// a provider: its refusal is the report [`ecs::report`] makes, not a parse error.
     pub fn parse(name: &str) -> Result<Provider, Report> {
-        if let Some(provider) = Provider::ALL.into_iter().find(|p| p.as_str() == name) {
+        if let Some(provider) = Provider::ALL
+            .into_iter()
+            .chain(Provider::REFUSING)
+            .find(|p| p.as_str() == name)
+        {
             return Ok(provider);
         }
         let have = Provider::ALL.map(Provider::as_str).join(", ");
-        if Provider::RESERVED.contains(&name) {
-            return Err(Report::new(
-                &codes::SCH_PROVIDER_UNAVAILABLE,
-                format!(
-                    "The runtime provider {name} is known but refuses to run environments: \
-                     no configuration can prove that an ECS task has no way out."
-                ),
-            )
-            .with_next(
-                "Use provider: kubernetes against an EKS cluster, where the containment probe runs.",
-            ));
-        }
         Err(Report::new(
             &codes::SCH_UNKNOWN_PROVIDER,
             format!("The runtime provider {name} is not one this build has; it has {have}."),
@@ -159,7 +159,7 @@ pub fn place(runtime: &Runtime) -> Result<Placement, Report> {
 }
 
 /// Every placement problem in `runtime`, each with the path (under `runtime`) it is written
-/// at: unknown or reserved providers, target names that are not DNS labels or repeat, targets
+/// at: unknown providers, target names that are not DNS labels or repeat, targets
 /// sharing a cluster context, Kubernetes targets left on a localhost domain, namespace
 /// prefixes that cannot begin a namespace name, and requirements no target meets.
 pub fn check(runtime: &Runtime) -> Vec<(FieldPath, Report)> {
@@ -300,6 +300,7 @@ fn cluster_identity(provider: Provider, context: Option<&str>) -> String {
         (Provider::Local, _) => "the local Docker daemon".to_owned(),
         (Provider::Kubernetes, Some(context)) => format!("the kubeconfig context {context}"),
         (Provider::Kubernetes, None) => "the current kubeconfig context".to_owned(),
+        (Provider::Ecs, _) => "the ECS cluster AF_ECS_CLUSTER names".to_owned(),
     }
 }
 

@@ -383,7 +383,7 @@ mod placement_at_load {
     #[test]
     fn target_problems_are_all_refused_at_their_fields() {
         let text = with_head(
-            "runtime:\n  provider: kubernetes\n  targets:\n    - name: a\n      kubeconfig_context: one\n      domain: app.localhost\n    - name: a\n      kubeconfig_context: two\n    - name: c\n      kubeconfig_context: one\n    - name: d\n      provider: ecs\n",
+            "runtime:\n  provider: kubernetes\n  targets:\n    - name: a\n      kubeconfig_context: one\n      domain: app.localhost\n    - name: a\n      kubeconfig_context: two\n    - name: c\n      kubeconfig_context: one\n    - name: d\n      provider: nomad\n",
         );
         assert_eq!(
             refusals(&text),
@@ -391,7 +391,7 @@ mod placement_at_load {
                 ("AF-SCH-004", 8, 15),
                 ("AF-SCH-002", 9, 13),
                 ("AF-SCH-003", 12, 27),
-                ("AF-SCH-006", 14, 17),
+                ("AF-SCH-005", 14, 17),
             ]
         );
     }

@@ -179,11 +179,11 @@ fn placement_is_a_pure_function_of_the_runtime() {
 }
 
 #[test]
-fn providers_are_local_and_kubernetes_and_ecs_is_reserved() {
+fn providers_are_local_kubernetes_and_ecs_and_any_other_name_is_refused() {
     let cases = [
         ("local", None),
         ("kubernetes", None),
-        ("ecs", Some("AF-SCH-006")),
+        ("ecs", None),
         ("nomad", Some("AF-SCH-005")),
         ("Local", Some("AF-SCH-005")),
     ];
@@ -206,7 +206,7 @@ fn target_refusals_are_all_found_with_their_paths() {
         ..target("dev", "k3d-dev", None)
     });
     runtime.targets.push(Target {
-        provider: Some("ecs".to_owned()),
+        provider: Some("nomad".to_owned()),
         ..target("fargate", "none", None)
     });
     let found: Vec<(String, &str)> = check(&runtime)
@@ -219,7 +219,7 @@ fn target_refusals_are_all_found_with_their_paths() {
             ("targets[2].name".to_owned(), "AF-SCH-002"),
             ("targets[3].kubeconfig_context".to_owned(), "AF-SCH-003"),
             ("targets[4].domain".to_owned(), "AF-SCH-004"),
-            ("targets[5].provider".to_owned(), "AF-SCH-006"),
+            ("targets[5].provider".to_owned(), "AF-SCH-005"),
         ]
     );
     assert_eq!(

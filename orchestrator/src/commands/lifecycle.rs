@@ -10,10 +10,9 @@ use af_orchestrator::lifecycle::interrupt::Interrupt;
 use af_orchestrator::lifecycle::webhook::{Prepared, Trigger};
 use af_orchestrator::lifecycle::{self, output::Format as Out};
 use af_orchestrator::plan::EnvPlan;
-use af_orchestrator::runtime::factory;
+use af_orchestrator::runtime::factory::{self, Decision};
 use af_orchestrator::runtime::local::LocalOptions;
 use af_policy::error::{Report, codes};
-use af_policy::placement::{self, Placement};
 use af_sidecar_api::admin::{DecisionsQuery, InboxQuery};
 
 use super::load_manifest;
@@ -59,7 +58,7 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
         Command::Webhook(WebhookCommand::Trigger { env, .. }) => (env, true),
         _ => return Ok(()),
     };
-    let (env, plan, placement) = environment(global, arg, plan)?;
+    let (env, plan, decision) = environment(global, arg, plan)?;
     // A webhook is built (and a bad --set or service refused) before any runtime is reached.
     let webhook = match command {
         Command::Webhook(WebhookCommand::Trigger {
@@ -84,7 +83,7 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
         }
         _ => None,
     };
-    let runtime = factory::connect(&placement).await.map_err(|e| e.report())?;
+    let runtime = factory::connect(&decision).await.map_err(|e| e.report())?;
     let runtime = runtime.as_ref();
     match command {
         Command::Up(_) => {
@@ -159,23 +158,23 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
 }
 
 /// The environment id (`--env`, or derived from the manifest's project, repository and
-/// branch), for `up` the plan, and where the manifest places the environment (the local
-/// runtime for an id given without a manifest).
+/// branch), for `up` the plan, and where the environment runs as [`factory::decide`] judges
+/// it (the local runtime for an id given without a manifest), before any runtime is reached.
 fn environment(
     global: &Global,
     arg: &EnvArg,
     want_plan: bool,
-) -> Result<(EnvId, Option<EnvPlan>, Placement), Refusal> {
+) -> Result<(EnvId, Option<EnvPlan>, Decision), Refusal> {
     let loaded = load_manifest(global);
     let (path, manifest) = match (loaded, &arg.env) {
         (Ok(found), _) => found,
         // `down`, `status`, `logs` and `net log` work by id alone.
         (Err(_), Some(id)) if !want_plan => {
-            return Ok((parse_env(id)?, None, placement::place(&Default::default())?));
+            return Ok((parse_env(id)?, None, factory::decide(None)?));
         }
         (Err(refusal), _) => return Err(refusal),
     };
-    let placement = manifest.placement()?;
+    let decision = factory::decide(Some(&manifest))?;
     let env = match &arg.env {
         Some(id) => parse_env(id)?,
         None => EnvId::derive(&manifest.name, path.parent().unwrap_or(Path::new("."))),
@@ -185,7 +184,7 @@ fn environment(
     } else {
         None
     };
-    Ok((env, plan, placement))
+    Ok((env, plan, decision))
 }
 
 fn parse_env(id: &str) -> Result<EnvId, Refusal> {

@@ -1,5 +1,6 @@
 //! One module per command; each returns what it prints or a [`Refusal`].
 
+mod ecs;
 mod lifecycle;
 mod net_policy;
 mod schema;
@@ -11,7 +12,7 @@ use af_policy::egress::Catalogue;
 use af_policy::error::{Report, codes};
 use af_policy::manifest::Manifest;
 
-use crate::cli::{Cli, Command, Global, NetCommand};
+use crate::cli::{Cli, Command, EcsCommand, Global, NetCommand};
 use crate::refusal::Refusal;
 
 /// Run the command the user asked for.
@@ -20,6 +21,8 @@ pub(crate) fn run(cli: &Cli) -> Result<(), Refusal> {
     match &cli.command {
         Command::Validate => validate::run(global),
         Command::Schema => schema::run(),
+        Command::Ecs(EcsCommand::Report { plan }) => ecs::report(global, plan.as_deref()),
+        Command::Ecs(EcsCommand::CheckRuleGroup { file }) => ecs::check_rule_group(global, file),
         Command::Net(NetCommand::Policy) => net_policy::policy(global),
         Command::Net(NetCommand::Explain { method, url }) => {
             net_policy::explain(global, method, url)

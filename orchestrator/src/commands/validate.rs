@@ -1,7 +1,10 @@
-//! `af validate`: check the manifest and show where the environment would run.
+//! `af validate`: check the manifest and show where the environment would run, judged by
+//! which organization policy.
 
+use af_orchestrator::runtime::factory::{self, Decision};
 use af_policy::manifest::Manifest;
 use af_policy::placement::Placement;
+use af_policy::placement::residency::Residency;
 use serde::Serialize;
 
 use crate::cli::Global;
@@ -17,13 +20,15 @@ struct Summary<'a> {
     egress_rules: usize,
     egress_default: af_policy::egress::Mode,
     placement: &'a Placement,
+    residency: &'a Residency,
 }
 
 /// Load and check the manifest, then print its summary and placement as text or JSON.
 pub(super) fn run(global: &Global) -> Result<(), Refusal> {
     let (path, manifest) = super::load_manifest(global)?;
-    let placement = manifest.placement()?;
-    let summary = summarize(&path, &manifest, &placement);
+    let decision = factory::decide(Some(&manifest))?;
+    let summary = summarize(&path, &manifest, &decision);
+    let placement = &decision.placement;
     match global.output {
         Format::Json => print_json(&summary),
         Format::Text => {
@@ -37,6 +42,19 @@ pub(super) fn run(global: &Global) -> Result<(), Refusal> {
                 Some(target) => println!("  runtime:  {} (target {target})", placement.provider),
                 None => println!("  runtime:  {} (no targets declared)", placement.provider),
             }
+            match &decision.residency {
+                Residency::None { looked_in } => {
+                    println!("  residency: no organization policy (looked in {looked_in})")
+                }
+                Residency::Allowed {
+                    file,
+                    allowed_regions,
+                    region,
+                } => println!(
+                    "  residency: {file} allows region {region} (allowed: {})",
+                    allowed_regions.join(", ")
+                ),
+            }
         }
     }
     Ok(())
@@ -45,7 +63,7 @@ pub(super) fn run(global: &Global) -> Result<(), Refusal> {
 fn summarize<'a>(
     path: &std::path::Path,
     manifest: &'a Manifest,
-    placement: &'a Placement,
+    decision: &'a Decision,
 ) -> Summary<'a> {
     Summary {
         valid: true,
@@ -54,6 +72,7 @@ fn summarize<'a>(
         services: manifest.services.iter().map(|s| s.name.as_str()).collect(),
         egress_rules: manifest.egress.rules.len(),
         egress_default: manifest.egress.default_mode(),
-        placement,
+        placement: &decision.placement,
+        residency: &decision.residency,
     }
 }

@@ -2,15 +2,20 @@
 //!
 //! A runtime makes an environment from an [`EnvPlan`], reports on it, shows its logs, gives a
 //! way to the sidecar's admin API, and removes everything it made and nothing else. The local
-//! runtime (Docker) is in [`local`], the cluster runtime in [`kubernetes`]; every command gets
-//! its runtime from [`factory::connect`], by the manifest's placement. Both are held to the
+//! runtime (Docker) is in [`local`], the cluster runtime in [`kubernetes`]; both are held to the
 //! same conformance suite (`orchestrator/tests/conformance`). What a runtime cannot do it says
 //! in [`Capabilities`]; nothing about containment can be declared away.
+//!
+//! Every command gets its runtime from [`factory::connect`], for the placement
+//! [`factory::decide`] judged: the organization policy ([`org_policy`]) first, and
+//! `provider: ecs` refused with its report ([`ecs`]).
 
+pub mod ecs;
 pub mod error;
 pub mod factory;
 pub mod kubernetes;
 pub mod local;
+pub mod org_policy;
 pub mod service_env;
 pub mod sidecar_doc;
 

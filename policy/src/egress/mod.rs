@@ -22,3 +22,5 @@ pub use host::{HostError, MAX_HOST_LEN, normalize_host};
 pub use mode::Mode;
 pub use rate::{RateLimit, RateLimitError};
 pub use spec::{EgressSpec, RuleSpec};
+
+pub(crate) use pattern::{HostPattern, parse_host_port};

@@ -88,11 +88,47 @@ catalogue! {
         "The runtime provider is not one this build has.",
         "Use one of the providers listed.";
     SCH_PROVIDER_UNAVAILABLE = "AF-SCH-006", Placement,
-        "The runtime provider is known but cannot run environments in this build.",
-        "Use the local or kubernetes provider.";
+        "The runtime provider is known but refuses every time: for ecs, with the report of the thirteen egress paths out of a Fargate task and what closes each.",
+        "Use provider: kubernetes against an EKS cluster, where the containment probe runs; `af ecs report` shows the report.";
     SCH_NAMESPACE_PREFIX = "AF-SCH-007", Placement,
         "A Kubernetes namespace prefix cannot begin a namespace name.",
         "Use 1 to 33 lower-case letters, digits and hyphens, starting with a letter, such as af-env-.";
+    SCH_REGION_NOT_ALLOWED = "AF-SCH-008", Placement,
+        "The organization policy does not allow the region the environment's target is in.",
+        "Place the environment on a target whose region the policy's allowed_regions names. Nothing was created.";
+    SCH_REGION_UNKNOWN = "AF-SCH-009", Placement,
+        "An organization policy restricts regions, but the environment's target carries no region tag, so it cannot be judged.",
+        "Give the target a region tag (tags: {region: ...}) or place the environment on a target that has one. Nothing was created.";
+    SCH_ORG_POLICY = "AF-SCH-010", Usage,
+        "The organization policy file could not be read or is not valid as written.",
+        "Fix the file at the line and column shown (it holds allowed_regions only), or point AF_ORG_POLICY at the right file.";
+    SCH_ECS_NETWORK = "AF-SCH-011", Usage,
+        "The AF_ECS_* variables do not describe one network.",
+        "Set all six of AF_ECS_REGION, AF_ECS_CLUSTER, AF_ECS_VPC_ID, AF_ECS_VPC_CIDR, AF_ECS_SUBNET_IDS and AF_ECS_SUBNET_CIDRS (the last two comma separated, in matching order), or none.";
+    SCH_ECS_DOMAIN = "AF-SCH-012", Placement,
+        "A host the egress catalogue declares cannot be written as a Route 53 Resolver DNS Firewall domain.",
+        "Write the rule's host as a name or as *. followed by a name; a DNS Firewall domain holds a star only at its front.";
+    SCH_RULE_GROUP_UNREADABLE = "AF-SCH-013", Usage,
+        "The DNS Firewall rule group file could not be read as the documented JSON.",
+        "Give FirewallRules, DomainLists and FirewallFailOpen as docs/ecs.md shows, every rule's list among DomainLists.";
+    SCH_RULE_GROUP_ALLOW_ALL = "AF-SCH-014", Placement,
+        "The rule group allows every domain at a lower priority number than its terminal block, so it blocks nothing.",
+        "Remove the ALLOW on * or give the allowed names their own list; the BLOCK on * must be the only rule matching every domain.";
+    SCH_RULE_GROUP_TERMINAL = "AF-SCH-015", Placement,
+        "The rule group's last rule by priority is not a BLOCK on every domain.",
+        "Give the BLOCK rule on a list holding * the highest priority number in the group.";
+    SCH_RULE_GROUP_SHARED_LAST = "AF-SCH-016", Placement,
+        "Two rules of the rule group share the last priority, so no rule is the last one.",
+        "Give the terminal BLOCK on * a priority number no other rule has, above every other.";
+    SCH_RULE_GROUP_STAR = "AF-SCH-017", Placement,
+        "A domain in the rule group's lists has a star somewhere other than its front.",
+        "Write the domain as a name or as *. followed by a name.";
+    SCH_RULE_GROUP_FAIL_OPEN = "AF-SCH-018", Placement,
+        "The rule group is checked with DNS Firewall fail-open enabled, so a query goes through whenever the firewall does not answer.",
+        "Set FirewallFailOpen to DISABLED for the VPC (UpdateFirewallConfig).";
+    SCH_ECS_PLAN_UNWRITABLE = "AF-SCH-019", Usage,
+        "The file --plan names could not be written.",
+        "Name a file in a directory that exists and that af may write.";
     RUN_DOCKER_UNREACHABLE = "AF-RUN-001", Runtime,
         "The Docker daemon could not be reached.",
         "Start Docker (or set DOCKER_HOST) and run `af doctor`.";

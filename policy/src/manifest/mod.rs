@@ -31,6 +31,7 @@ pub use path::{FieldPath, Segment};
 pub use problem::{Location, ManifestError, Problem};
 pub use quantity::Limits;
 pub use schema::json_schema;
+pub(crate) use validate::read_document;
 
 use crate::error::{Report, codes};
 use crate::placement::{self, Placement};

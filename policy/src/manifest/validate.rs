@@ -1,6 +1,7 @@
 //! From text to a [`Manifest`], or to every problem in it sorted by position.
 
 use serde::de::DeserializeOwned;
+use serde_json::Value as Json;
 
 use super::model::{MANIFEST_VERSION, Manifest, Service};
 use super::names::dns_label_problem;
@@ -21,6 +22,44 @@ pub(crate) fn validate(text: &str) -> Result<Manifest, Vec<Problem>> {
         problems.dedup();
         problems
     })
+}
+
+/// Read `text` as a `T` through the manifest's YAML layer and shape check against `schema`
+/// (anchors, aliases, repeated and unknown keys, wrong types): for other documents af reads,
+/// with every problem at its line and column, sorted.
+pub(crate) fn read_document<T: DeserializeOwned>(
+    text: &str,
+    schema: &Json,
+) -> Result<T, Vec<Problem>> {
+    let document = yaml::parse(text);
+    let mut problems = document.problems;
+    let Some(root) = document.root else {
+        problems.push(Problem {
+            location: Location::START,
+            report: Report::new(&codes::MAN_MISSING_KEY, "The document is empty."),
+        });
+        return Err(problems);
+    };
+    problems.extend(
+        structure::check(&root, schema)
+            .into_iter()
+            .map(|f| f.problem),
+    );
+    if problems.is_empty() {
+        match serde_json::from_value(root.to_json()) {
+            Ok(value) => return Ok(value),
+            Err(e) => problems.push(Problem {
+                location: root.at,
+                report: Report::new(
+                    &codes::MAN_WRONG_TYPE,
+                    format!("The document could not be read: {e}."),
+                ),
+            }),
+        }
+    }
+    problems.sort_by_key(|p| p.location);
+    problems.dedup();
+    Err(problems)
 }
 
 fn read(text: &str) -> Result<Manifest, Vec<Problem>> {
