@@ -141,6 +141,9 @@ catalogue! {
     RUN_TRUST = "AF-RUN-053", Runtime,
         "The environment's certificate authority or CA bundle could not be made.",
         "Check that this machine's CA certificates are readable (/etc/ssl/certs) and run af up again.";
+    RUN_UI = "AF-RUN-060", Runtime,
+        "af ui could not serve its page on 127.0.0.1.",
+        "Pass another --port, or leave --port out to take a free one.";
     NET_CONFIG = "AF-NET-001", Network,
         "The sidecar's configuration is invalid, so it did not start.",
         "Fix the field named in the sidecar configuration.";
