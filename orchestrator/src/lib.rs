@@ -7,9 +7,11 @@
 pub mod admin;
 pub mod env_id;
 pub mod lifecycle;
+pub mod listing;
 pub mod modes;
 pub mod plan;
 pub mod runtime;
 pub mod secret;
 pub mod trust;
+pub mod ui;
 pub mod webhook;
