@@ -1,5 +1,5 @@
 //! A client for the sidecar's admin API (`/healthz`, `/v1/decisions`, `/v1/decisions/follow`,
-//! `/v1/inbox`, `/v1/inbox/{seq}`, `/v1/deliver`), over plain HTTP/1.1 to the address a
+//! `/v1/inbox`, `/v1/inbox/{seq}`, `/v1/deliver`, `/metrics`), over plain HTTP/1.1 to the address a
 //! runtime gives. A coded refusal from the sidecar (`{code, statement, next}`) is passed on
 //! as that report.
 
@@ -136,15 +136,19 @@ async fn get_json<T: serde::de::DeserializeOwned>(
     read_json(resp).await
 }
 
-async fn read_json<T: serde::de::DeserializeOwned>(
-    resp: hyper::Response<Body>,
-) -> Result<T, RuntimeError> {
-    let body = resp
+async fn read_body(resp: hyper::Response<Body>) -> Result<Bytes, RuntimeError> {
+    Ok(resp
         .into_body()
         .collect()
         .await
         .map_err(|e| RuntimeError::AdminUnreachable(e.to_string()))?
-        .to_bytes();
+        .to_bytes())
+}
+
+async fn read_json<T: serde::de::DeserializeOwned>(
+    resp: hyper::Response<Body>,
+) -> Result<T, RuntimeError> {
+    let body = read_body(resp).await?;
     serde_json::from_slice(&body).map_err(|e| {
         RuntimeError::AdminUnreachable(format!("the answer is not the expected JSON: {e}"))
     })
@@ -238,6 +242,13 @@ pub async fn inbox_message(
     read_json(expect_ok(addr, &path, resp).await?)
         .await
         .map(Some)
+}
+
+/// `GET /metrics`: the sidecar's counters, as Prometheus text.
+pub async fn metrics(addr: SocketAddr, token: &str) -> Result<String, RuntimeError> {
+    let resp = send(addr, Method::GET, "/metrics", Some(token), None, TIMEOUT).await?;
+    let body = read_body(resp).await?;
+    Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
 /// `POST /v1/deliver`: the sidecar sends the request to the service and returns its answer.

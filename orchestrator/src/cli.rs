@@ -71,6 +71,18 @@ pub(crate) enum Command {
     /// Provider webhooks, signed with the environment's secrets, delivered to a service.
     #[command(subcommand)]
     Webhook(WebhookCommand),
+    /// Serve a local web page of the environment's decisions (live), captured messages and
+    /// set-up, on 127.0.0.1 under a secret path, until Ctrl-C.
+    Ui {
+        #[command(flatten)]
+        env: EnvArg,
+        /// Listen on this port of 127.0.0.1 (default: a free one).
+        #[arg(long, value_name = "PORT")]
+        port: Option<u16>,
+        /// Print the page's address without opening a browser.
+        #[arg(long)]
+        no_open: bool,
+    },
     /// Check that this machine can run environments, with a remedy for each problem.
     Doctor,
     /// Why there is no ECS runtime: its report, and the DNS Firewall rule-group check.

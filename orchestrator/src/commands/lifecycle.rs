@@ -1,7 +1,8 @@
 //! Dispatch of the lifecycle commands (`up`, `down`, `status`, `logs`, `restart`, `doctor`, `net log`,
-//! `inbox`, `webhook trigger`) to the library's runtime and `lifecycle` modules.
+//! `inbox`, `webhook trigger`, `ui`) to the library's runtime and `lifecycle` modules.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use af_orchestrator::env_id::EnvId;
@@ -12,6 +13,7 @@ use af_orchestrator::lifecycle::{self, output::Format as Out};
 use af_orchestrator::plan::EnvPlan;
 use af_orchestrator::runtime::factory::{self, Decision};
 use af_orchestrator::runtime::local::LocalOptions;
+use af_orchestrator::runtime::Runtime;
 use af_policy::error::{Report, codes};
 use af_sidecar_api::admin::{DecisionsQuery, InboxQuery};
 
@@ -48,7 +50,9 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
     let (arg, plan) = match command {
         Command::Up(arg) => (arg, true),
         Command::Down(arg) | Command::Status(arg) => (arg, false),
-        Command::Logs { env, .. } | Command::Restart { env, .. } => (env, false),
+        Command::Logs { env, .. } | Command::Restart { env, .. } | Command::Ui { env, .. } => {
+            (env, false)
+        }
         Command::Net(NetCommand::Log { env, .. }) => (env, false),
         Command::Inbox(
             InboxCommand::List { env, .. }
@@ -83,7 +87,19 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
         }
         _ => None,
     };
-    let runtime = factory::connect(&decision).await.map_err(|e| e.report())?;
+    let runtime: Arc<dyn Runtime> =
+        Arc::from(factory::connect(&decision).await.map_err(|e| e.report())?);
+    if let Command::Ui { port, no_open, .. } = command {
+        // The page explains decisions with the manifest's catalogue when there is one.
+        let catalogue = super::load_catalogue(global).ok();
+        let page = lifecycle::ui::Page {
+            catalogue,
+            port: *port,
+            open: !*no_open,
+        };
+        lifecycle::ui::run(runtime, &env, page, out, stdout).await?;
+        return Ok(());
+    }
     let runtime = runtime.as_ref();
     match command {
         Command::Up(_) => {

@@ -1,66 +1,25 @@
 //! `af net policy` and `af net explain`: the catalogue as it decides, without any runtime.
 
-use af_policy::egress::{Explanation, Mode};
+use af_orchestrator::listing::Listing;
+use af_policy::egress::Explanation;
 use af_policy::error::{Report, codes};
-use serde::Serialize;
 
 use crate::cli::Global;
 use crate::output::{Format, print_json};
 use crate::refusal::Refusal;
 
-#[derive(Serialize)]
-struct PolicyRow<'a> {
-    order: usize,
-    rule: String,
-    host: &'a str,
-    mode: Mode,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    paths: &'a [String],
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    methods: &'a [String],
-    specificity: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    note: Option<&'a str>,
-}
-
-#[derive(Serialize)]
-struct Policy<'a> {
-    rules: Vec<PolicyRow<'a>>,
-    default: Mode,
-    allow_ipv6: bool,
-}
-
 /// `af net policy`: every rule, most specific first, then the default.
 pub(super) fn policy(global: &Global) -> Result<(), Refusal> {
     let catalogue = super::load_catalogue(global)?;
-    let rows: Vec<_> = catalogue
-        .rules_in_order()
-        .into_iter()
-        .enumerate()
-        .map(|(order, (id, rule, specificity))| PolicyRow {
-            order: order + 1,
-            rule: id.to_string(),
-            host: &rule.host,
-            mode: rule.mode,
-            paths: &rule.paths,
-            methods: &rule.methods,
-            specificity: specificity.to_string(),
-            note: rule.note.as_deref(),
-        })
-        .collect();
-    let policy = Policy {
-        rules: rows,
-        default: catalogue.default_mode(),
-        allow_ipv6: catalogue.allow_ipv6(),
-    };
+    let listing = Listing::of(&catalogue);
     match global.output {
-        Format::Json => print_json(&policy),
-        Format::Text => print_policy(&policy),
+        Format::Json => print_json(&listing),
+        Format::Text => print_policy(&listing),
     }
     Ok(())
 }
 
-fn print_policy(policy: &Policy<'_>) {
+fn print_policy(policy: &Listing<'_>) {
     let width = policy
         .rules
         .iter()

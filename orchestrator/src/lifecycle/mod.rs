@@ -1,5 +1,5 @@
 //! The lifecycle commands: `af up`, `af down`, `af status`, `af logs`, `af restart`, `af net log`,
-//! `af inbox`, `af webhook trigger`, `af doctor`. Each returns what it found, or the coded
+//! `af inbox`, `af webhook trigger`, `af doctor`, `af ui`. Each returns what it found, or the coded
 //! refusal to print.
 
 pub mod doctor;
@@ -12,5 +12,6 @@ pub mod output;
 pub mod restart;
 pub mod status;
 pub mod table;
+pub mod ui;
 pub mod up;
 pub mod webhook;

@@ -183,6 +183,9 @@ catalogue! {
     RUN_UPSTREAM_ROOTS = "AF-RUN-055", Usage,
         "A file egress.upstream_roots names could not be read or holds no X.509 certificate in PEM.",
         "Name the CA's PEM certificate file, relative to af.yaml; nothing was created.";
+    RUN_UI = "AF-RUN-062", Runtime,
+        "af ui could not serve its page on 127.0.0.1.",
+        "Pass another --port, or leave --port out to take a free one.";
     NET_CONFIG = "AF-NET-001", Network,
         "The sidecar's configuration is invalid, so it did not start.",
         "Fix the field named in the sidecar configuration.";
