@@ -6,10 +6,12 @@
 
 pub mod admin;
 pub mod env_id;
+pub mod har;
 pub mod lifecycle;
 pub mod modes;
 pub mod plan;
 pub mod runtime;
 pub mod secret;
+pub mod suggest;
 pub mod trust;
 pub mod webhook;

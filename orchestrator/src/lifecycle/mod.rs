@@ -1,4 +1,4 @@
-//! The lifecycle commands: `af up`, `af down`, `af status`, `af logs`, `af restart`, `af net log`,
+//! The lifecycle commands: `af up`, `af down`, `af status`, `af logs`, `af restart`, `af net log`, `af net suggest`,
 //! `af inbox`, `af webhook trigger`, `af doctor`. Each returns what it found, or the coded
 //! refusal to print.
 
@@ -8,6 +8,7 @@ pub mod inbox;
 pub mod interrupt;
 pub mod logs;
 pub mod net_log;
+pub mod net_suggest;
 pub mod output;
 pub mod restart;
 pub mod status;

@@ -141,6 +141,12 @@ catalogue! {
     RUN_TRUST = "AF-RUN-053", Runtime,
         "The environment's certificate authority or CA bundle could not be made.",
         "Check that this machine's CA certificates are readable (/etc/ssl/certs) and run af up again.";
+    RUN_OUTPUT_FILE = "AF-RUN-060", Usage,
+        "A file af was asked to write could not be written.",
+        "Check that its directory exists and is writable, or name another path; nothing else was changed.";
+    RUN_SUGGEST = "AF-RUN-061", Runtime,
+        "af could not make egress rules that decide what the journal shows.",
+        "Report this with `af net log -o json`; write the rule by hand meanwhile (`af net explain` shows how a request is decided).";
     NET_CONFIG = "AF-NET-001", Network,
         "The sidecar's configuration is invalid, so it did not start.",
         "Fix the field named in the sidecar configuration.";
