@@ -73,6 +73,13 @@ pub(crate) enum Command {
     Webhook(WebhookCommand),
     /// Check that this machine can run environments, with a remedy for each problem.
     Doctor,
+    /// Print the completion script for SHELL: `af completions bash > /etc/bash_completion.d/af`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print af's manual page (roff): `af man | man -l -`.
+    Man,
 }
 
 /// `af inbox ...`

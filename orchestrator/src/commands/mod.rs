@@ -3,6 +3,7 @@
 mod lifecycle;
 mod net_policy;
 mod schema;
+mod shell;
 mod validate;
 
 use std::path::PathBuf;
@@ -20,6 +21,8 @@ pub(crate) fn run(cli: &Cli) -> Result<(), Refusal> {
     match &cli.command {
         Command::Validate => validate::run(global),
         Command::Schema => schema::run(),
+        Command::Completions { shell } => shell::completions(*shell),
+        Command::Man => shell::man(),
         Command::Net(NetCommand::Policy) => net_policy::policy(global),
         Command::Net(NetCommand::Explain { method, url }) => {
             net_policy::explain(global, method, url)
