@@ -88,6 +88,13 @@ pub(crate) enum Command {
     /// Why there is no ECS runtime: its report, and the DNS Firewall rule-group check.
     #[command(subcommand)]
     Ecs(EcsCommand),
+    /// Print the completion script for SHELL: `af completions bash > /etc/bash_completion.d/af`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print af's manual page (roff): `af man | man -l -`.
+    Man,
 }
 
 /// `af ecs ...`
@@ -210,5 +217,43 @@ pub(crate) enum NetCommand {
         /// Only this host.
         #[arg(long)]
         host: Option<String>,
+        /// Write the decisions to FILE as HAR 1.2 (for a browser's network panel or Charles)
+        /// instead of listing them.
+        #[arg(long, value_name = "FILE", conflicts_with = "follow")]
+        har: Option<PathBuf>,
     },
+    /// Print egress rules (YAML for af.yaml's egress.rules) that would decide what the
+    /// journal shows going to the catalogue's default, one per host with the methods and
+    /// paths seen; each is checked by the catalogue compiler first.
+    Suggest {
+        #[command(flatten)]
+        env: EnvArg,
+        /// The mode the rules give.
+        #[arg(long, value_enum, default_value_t = SuggestMode::Allow)]
+        mode: SuggestMode,
+        /// Only requests of the last DURATION, e.g. 10m, 2h.
+        #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+        since: Option<Duration>,
+    },
+}
+
+/// The modes `af net suggest` writes rules for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum SuggestMode {
+    /// Forward for real.
+    Allow,
+    /// Answer from fixtures.
+    Mock,
+    /// Record it and answer as the provider would.
+    Capture,
+}
+
+impl From<SuggestMode> for af_policy::egress::Mode {
+    fn from(mode: SuggestMode) -> Self {
+        match mode {
+            SuggestMode::Allow => Self::Allow,
+            SuggestMode::Mock => Self::Mock,
+            SuggestMode::Capture => Self::Capture,
+        }
+    }
 }

@@ -7,12 +7,14 @@
 pub mod admin;
 pub mod bounded;
 pub mod env_id;
+pub mod har;
 pub mod lifecycle;
 pub mod listing;
 pub mod modes;
 pub mod plan;
 pub mod runtime;
 pub mod secret;
+pub mod suggest;
 pub mod trust;
 pub mod ui;
 pub mod webhook;

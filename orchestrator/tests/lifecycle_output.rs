@@ -953,3 +953,295 @@ fn up_warns_about_each_missing_test_credential() {
         warnings[0].starts_with("STRIPE_TEST_KEY is not set") && warnings[0].contains("AF-NET-044")
     );
 }
+
+/// What HAR 1.2 (<http://www.softwareishard.com/blog/har-12-spec/>) requires of `doc`, as a list
+/// of what is missing or of the wrong type; empty when every required field is there.
+fn har_1_2_problems(doc: &Value) -> Vec<String> {
+    fn need(problems: &mut Vec<String>, at: &str, v: &Value, field: &str, ok: fn(&Value) -> bool) {
+        if !v.get(field).is_some_and(ok) {
+            problems.push(format!("{at}.{field}"));
+        }
+    }
+    let string = Value::is_string as fn(&Value) -> bool;
+    let number = Value::is_number as fn(&Value) -> bool;
+    let array = Value::is_array as fn(&Value) -> bool;
+    let object = Value::is_object as fn(&Value) -> bool;
+    let pairs = |v: &Value| {
+        v.as_array().is_some_and(|a| {
+            a.iter()
+                .all(|p| p["name"].is_string() && p["value"].is_string())
+        })
+    };
+    let mut p = Vec::new();
+    let log = &doc["log"];
+    need(&mut p, "", doc, "log", object);
+    need(&mut p, "log", log, "version", |v| v == "1.2");
+    need(&mut p, "log", log, "creator", object);
+    need(&mut p, "log.creator", &log["creator"], "name", string);
+    need(&mut p, "log.creator", &log["creator"], "version", string);
+    need(&mut p, "log", log, "entries", array);
+    for (i, e) in log["entries"].as_array().into_iter().flatten().enumerate() {
+        let at = format!("log.entries[{i}]");
+        need(&mut p, &at, e, "startedDateTime", |v| {
+            v.as_str()
+                .is_some_and(|t| humantime::parse_rfc3339(t).is_ok())
+        });
+        need(&mut p, &at, e, "time", number);
+        need(&mut p, &at, e, "cache", object);
+        let (req, res, timings) = (&e["request"], &e["response"], &e["timings"]);
+        let at_req = format!("{at}.request");
+        for field in ["method", "url", "httpVersion"] {
+            need(&mut p, &at_req, req, field, string);
+        }
+        need(&mut p, &at_req, req, "cookies", array);
+        need(&mut p, &at_req, req, "headers", pairs);
+        need(&mut p, &at_req, req, "queryString", pairs);
+        need(&mut p, &at_req, req, "headersSize", number);
+        need(&mut p, &at_req, req, "bodySize", number);
+        if let Some(post) = req.get("postData") {
+            need(
+                &mut p,
+                &format!("{at_req}.postData"),
+                post,
+                "mimeType",
+                string,
+            );
+        }
+        let at_res = format!("{at}.response");
+        need(&mut p, &at_res, res, "status", number);
+        for field in ["statusText", "httpVersion", "redirectURL"] {
+            need(&mut p, &at_res, res, field, string);
+        }
+        need(&mut p, &at_res, res, "cookies", array);
+        need(&mut p, &at_res, res, "headers", pairs);
+        need(&mut p, &at_res, res, "content", object);
+        need(
+            &mut p,
+            &format!("{at_res}.content"),
+            &res["content"],
+            "size",
+            number,
+        );
+        need(
+            &mut p,
+            &format!("{at_res}.content"),
+            &res["content"],
+            "mimeType",
+            string,
+        );
+        need(&mut p, &at_res, res, "headersSize", number);
+        need(&mut p, &at_res, res, "bodySize", number);
+        for field in ["send", "wait", "receive"] {
+            need(&mut p, &format!("{at}.timings"), timings, field, number);
+        }
+        // `time` is the sum of the timings that apply (-1 means "does not apply").
+        let sum: f64 = timings
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(_, v)| v.as_f64())
+            .filter(|t| *t >= 0.0)
+            .sum();
+        if e["time"].as_f64() != Some(sum) {
+            p.push(format!("{at}.time is not the sum of its timings"));
+        }
+    }
+    p
+}
+
+#[tokio::test]
+async fn net_log_har_is_har_1_2_with_one_entry_per_decision_in_journal_order() {
+    let fake = fake(200);
+    let decision = |seq: u64, d: DecisionRecord| record(seq, Entry::Decision(d));
+    let client: SocketAddr = "10.213.0.5:40000".parse().expect("addr");
+    let journal = [
+        decision(
+            1,
+            DecisionRecord {
+                via: "proxy".into(),
+                client,
+                method: "GET".to_owned(),
+                host: "api.x.test".to_owned(),
+                port: 80,
+                path: "/v1/items?page=2".to_owned(),
+                mode: Some(Mode::Allow),
+                rule: Some("rules[1] api.x.test".to_owned()),
+                reason: "rule".to_owned(),
+                allowed: true,
+                status: Some(200),
+                bytes_down: 512,
+                duration_ms: 12,
+                ..DecisionRecord::default()
+            },
+        ),
+        decision(
+            2,
+            DecisionRecord {
+                via: "proxy".into(),
+                client,
+                method: "CONNECT".to_owned(),
+                host: "tracker.test".to_owned(),
+                port: 443,
+                mode: Some(Mode::Block),
+                reason: "default".to_owned(),
+                status: Some(403),
+                code: Some("AF-NET-010".into()),
+                ..DecisionRecord::default()
+            },
+        ),
+        record(
+            3,
+            Entry::Message(MessageRecord {
+                via: "capture".to_owned(),
+                client,
+                host: "api.sendgrid.com".to_owned(),
+                rule: Some("rules[0] api.sendgrid.com".to_owned()),
+                message: Message {
+                    provider: "sendgrid".to_owned(),
+                    kind: MessageKind::Email,
+                    from: None,
+                    to: vec!["ada@shop.test".to_owned()],
+                    subject: Some("Your code".to_owned()),
+                    text: Some("Your code is 424242.".to_owned()),
+                    html: None,
+                    links: Vec::new(),
+                    code: Some("424242".to_owned()),
+                },
+            }),
+        ),
+        decision(
+            4,
+            DecisionRecord {
+                via: "intercept".into(),
+                client,
+                method: "POST".to_owned(),
+                host: "api.sendgrid.com".to_owned(),
+                port: 443,
+                path: "/v3/mail/send".to_owned(),
+                mode: Some(Mode::Capture),
+                rule: Some("rules[0] api.sendgrid.com".to_owned()),
+                reason: "rule".to_owned(),
+                status: Some(202),
+                bytes_up: 300,
+                duration_ms: 3,
+                ..DecisionRecord::default()
+            },
+        ),
+    ];
+    if let Ok(mut d) = fake.decisions.lock() {
+        d.extend(journal.iter().cloned());
+    }
+    let runtime = serve(fake).await;
+    let dir = std::env::temp_dir().join(format!("af-har-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("run.har");
+    let mut out = Vec::new();
+    lifecycle::net_log::write_har(
+        &runtime,
+        &env(),
+        DecisionsQuery::default(),
+        &path,
+        Format::Human,
+        &mut out,
+    )
+    .await
+    .expect("net log --har");
+    assert_eq!(
+        String::from_utf8_lossy(&out).trim(),
+        format!("3 requests written to {}", path.display())
+    );
+    let text = std::fs::read(&path).expect("the HAR file");
+    let _ = std::fs::remove_dir_all(&dir);
+    let doc: Value = serde_json::from_slice(&text).expect("JSON");
+    assert_eq!(har_1_2_problems(&doc), Vec::<String>::new(), "{doc:#}");
+    // One entry per decision, in journal order, each naming its record.
+    let entries = doc["log"]["entries"].as_array().expect("entries");
+    let decisions: Vec<(u64, &DecisionRecord)> = journal
+        .iter()
+        .filter_map(|r| r.entry.as_decision().map(|d| (r.seq, d)))
+        .collect();
+    assert_eq!(entries.len(), decisions.len());
+    for (e, (seq, d)) in entries.iter().zip(&decisions) {
+        assert_eq!(e["_af"]["seq"], *seq);
+        assert_eq!(e["request"]["method"], d.method);
+        let url = e["request"]["url"].as_str().expect("url");
+        assert!(url.contains(&d.host), "{url} names {}", d.host);
+        assert_eq!(e["response"]["status"], d.status.unwrap_or(0));
+        assert_eq!(e["request"]["bodySize"], d.bytes_up);
+        assert_eq!(e["response"]["bodySize"], d.bytes_down);
+        assert_eq!(e["time"], d.duration_ms as f64);
+    }
+    assert_eq!(
+        entries[0]["request"]["url"],
+        "http://api.x.test/v1/items?page=2"
+    );
+    assert_eq!(entries[0]["request"]["queryString"][0]["value"], "2");
+    assert_eq!(entries[0]["_af"]["verdict"], "allowed");
+    assert_eq!(entries[1]["_af"]["verdict"], "refused");
+    assert_eq!(entries[1]["_af"]["code"], "AF-NET-010");
+    assert_eq!(entries[2]["_af"]["verdict"], "answered");
+    assert_eq!(entries[2]["_af"]["messages"], json!([3]));
+    assert_eq!(
+        entries[2]["request"]["postData"]["text"],
+        "Your code is 424242."
+    );
+    assert!(entries[0]["request"].get("postData").is_none());
+}
+
+#[tokio::test]
+async fn net_suggest_prints_rules_that_compile_with_the_manifest_and_cover_what_was_refused() {
+    let fake = fake(200);
+    let refused = |seq: u64, host: &str| {
+        record(
+            seq,
+            Entry::Decision(DecisionRecord {
+                via: "proxy".into(),
+                method: "CONNECT".to_owned(),
+                host: host.to_owned(),
+                port: 443,
+                mode: Some(Mode::Block),
+                reason: "default".to_owned(),
+                status: Some(403),
+                code: Some("AF-NET-010".into()),
+                ..DecisionRecord::default()
+            }),
+        )
+    };
+    if let Ok(mut d) = fake.decisions.lock() {
+        d.extend([refused(1, "api.new.test"), refused(2, "api.new.test")]);
+    }
+    let runtime = serve(fake).await;
+    let spec = EgressSpec {
+        rules: vec![af_policy::egress::RuleSpec::new(
+            "api.known.test",
+            Mode::Allow,
+        )],
+        ..EgressSpec::default()
+    };
+    let mut out = Vec::new();
+    lifecycle::net_suggest::run(
+        &runtime,
+        &env(),
+        &spec,
+        Mode::Allow,
+        None,
+        Format::Human,
+        &mut out,
+    )
+    .await
+    .expect("net suggest");
+    let text = String::from_utf8(out).expect("utf-8");
+    assert!(
+        text.starts_with("# 2 request(s) went to the default"),
+        "{text}"
+    );
+    let rules: Vec<af_policy::egress::RuleSpec> =
+        serde_saphyr::from_str(&text).expect("the fragment is YAML rules");
+    assert_eq!(rules.len(), 1, "{text}");
+    let mut merged = spec.clone();
+    merged.rules.extend(rules);
+    let catalogue = af_policy::egress::Catalogue::compile(&merged).expect("compiles");
+    let decision = catalogue.decide_host("api.new.test", 443);
+    assert_eq!(decision.mode, Mode::Allow);
+    assert_eq!(decision.rule.map(|r| r.index()), Some(1));
+}

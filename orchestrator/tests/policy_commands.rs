@@ -573,4 +573,60 @@ fn up_refused_by_residency_creates_nothing_and_an_allowed_region_goes_on_to_the_
         &[("AF_ORG_POLICY", &eu), ("DOCKER_HOST", &docker)],
     );
     assert_eq!(codes(&out), ["AF-RUN-001"]);
+/// `af` run with `args` anywhere: these commands read no manifest.
+fn af_anywhere(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_af"))
+        .args(args)
+        .output()
+        .expect("af runs")
+}
+
+#[test]
+fn completions_for_bash_zsh_and_fish_name_the_subcommands() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = af_anywhere(&["completions", shell]);
+        assert_eq!(out.status.code(), Some(0), "{shell}");
+        let script = String::from_utf8_lossy(&out.stdout);
+        for command in ["up", "down", "inbox", "suggest", "completions"] {
+            assert!(script.contains(command), "{shell} completes {command}");
+        }
+    }
+    // The control: a shell clap_complete does not know is refused by the parser.
+    let out = af_anywhere(&["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn the_man_page_is_roff_listing_every_command() {
+    let out = af_anywhere(&["man"]);
+    assert_eq!(out.status.code(), Some(0));
+    let page = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        page.starts_with(".ie \\n(.g .ds Aq"),
+        "roff: {}",
+        &page[..page.len().min(80)]
+    );
+    assert!(page.contains(".TH af 1"), "{page}");
+    let listed = page
+        .split(".SH SUBCOMMANDS")
+        .nth(1)
+        .expect("a SUBCOMMANDS section");
+    for command in [
+        "validate",
+        "net",
+        "up",
+        "down",
+        "status",
+        "logs",
+        "inbox",
+        "webhook",
+        "doctor",
+        "completions",
+        "man",
+    ] {
+        assert!(
+            listed.contains(&format!("af\\-{command}(1)")),
+            "{command}: {listed}"
+        );
+    }
 }

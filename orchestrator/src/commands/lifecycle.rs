@@ -53,7 +53,7 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
         Command::Logs { env, .. } | Command::Restart { env, .. } | Command::Ui { env, .. } => {
             (env, false)
         }
-        Command::Net(NetCommand::Log { env, .. }) => (env, false),
+        Command::Net(NetCommand::Log { env, .. } | NetCommand::Suggest { env, .. }) => (env, false),
         Command::Inbox(
             InboxCommand::List { env, .. }
             | InboxCommand::Get { env, .. }
@@ -128,6 +128,7 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
             follow,
             limit,
             host,
+            har,
             ..
         }) => {
             let query = DecisionsQuery {
@@ -136,7 +137,27 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
                 host: host.clone(),
                 ..DecisionsQuery::default()
             };
-            lifecycle::net_log::run(runtime, &env, query, *follow, out, stdout).await?
+            match har {
+                Some(path) => {
+                    lifecycle::net_log::write_har(runtime, &env, query, path, out, stdout).await?
+                }
+                None => lifecycle::net_log::run(runtime, &env, query, *follow, out, stdout).await?,
+            }
+        }
+        Command::Net(NetCommand::Suggest { mode, since, .. }) => {
+            // The rules are checked against the catalogue the manifest has now.
+            let (_, manifest) = load_manifest(global)?;
+            let since = since.and_then(|d| SystemTime::now().checked_sub(d));
+            lifecycle::net_suggest::run(
+                runtime,
+                &env,
+                &manifest.egress,
+                (*mode).into(),
+                since,
+                out,
+                stdout,
+            )
+            .await?
         }
         Command::Inbox(InboxCommand::List { to, limit, .. }) => {
             let query = InboxQuery {

@@ -4,6 +4,7 @@ mod ecs;
 mod lifecycle;
 mod net_policy;
 mod schema;
+mod shell;
 mod validate;
 
 use std::path::PathBuf;
@@ -23,6 +24,8 @@ pub(crate) fn run(cli: &Cli) -> Result<(), Refusal> {
         Command::Schema => schema::run(),
         Command::Ecs(EcsCommand::Report { plan }) => ecs::report(global, plan.as_deref()),
         Command::Ecs(EcsCommand::CheckRuleGroup { file }) => ecs::check_rule_group(global, file),
+        Command::Completions { shell } => shell::completions(*shell),
+        Command::Man => shell::man(),
         Command::Net(NetCommand::Policy) => net_policy::policy(global),
         Command::Net(NetCommand::Explain { method, url }) => {
             net_policy::explain(global, method, url)

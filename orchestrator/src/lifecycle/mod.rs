@@ -1,5 +1,6 @@
 //! The lifecycle commands: `af up`, `af down`, `af status`, `af logs`, `af restart`, `af net log`,
-//! `af inbox`, `af webhook trigger`, `af doctor`, `af ui`. Each returns what it found, or the coded
+//! `af net suggest`, `af inbox`, `af webhook trigger`, `af doctor`, `af ui`. Each returns what it
+//! found, or the coded
 //! refusal to print.
 
 pub mod doctor;
@@ -8,6 +9,7 @@ pub mod inbox;
 pub mod interrupt;
 pub mod logs;
 pub mod net_log;
+pub mod net_suggest;
 pub mod output;
 pub mod restart;
 pub mod status;

@@ -1,9 +1,11 @@
-//! `af net log [--blocked] [--follow] [--limit N] [-o json]`: the sidecar's decisions, read
-//! through its admin API (never from container logs, so nothing is lost on a restart).
+//! `af net log [--blocked] [--follow] [--limit N] [--har FILE] [-o json]`: the sidecar's
+//! decisions, read through its admin API (never from container logs, so nothing is lost on a
+//! restart).
 
 use std::io::Write;
+use std::path::Path;
 
-use af_policy::error::Report;
+use af_policy::error::{Report, codes};
 use af_sidecar_api::admin::DecisionsQuery;
 use af_sidecar_api::journal::{Entry, Record};
 use futures_util::StreamExt;
@@ -11,6 +13,7 @@ use futures_util::StreamExt;
 use super::output::{Format, print_json};
 use crate::admin;
 use crate::env_id::EnvId;
+use crate::har;
 use crate::runtime::Runtime;
 
 /// Run `af net log`.
@@ -22,8 +25,8 @@ pub async fn run(
     format: Format,
     out: &mut dyn Write,
 ) -> Result<(), Report> {
-    let endpoint = runtime.admin(env).await.map_err(|e| e.report())?;
     if follow {
+        let endpoint = runtime.admin(env).await.map_err(|e| e.report())?;
         let mut stream = admin::follow(endpoint.addr, &endpoint.token, &query)
             .await
             .map_err(|e| e.report())?;
@@ -44,15 +47,7 @@ pub async fn run(
         }
         return Ok(());
     }
-    // `--limit N` shows the newest N, like `tail`, still oldest first.
-    let records = match query.limit {
-        Some(n) => admin::newest_decisions(endpoint.addr, &endpoint.token, &query, n)
-            .await
-            .map_err(|e| e.report())?,
-        None => admin::all_decisions(endpoint.addr, &endpoint.token, &query)
-            .await
-            .map_err(|e| e.report())?,
-    };
+    let records = read(runtime, env, &query).await?;
     match format {
         Format::Json => print_json(
             out,
@@ -65,6 +60,54 @@ pub async fn run(
         }
     }
     Ok(())
+}
+
+/// Run `af net log --har FILE`: the records `query` selects written to `path` as HAR 1.2 (the
+/// file is made only once every record was read), then where they went.
+pub async fn write_har(
+    runtime: &dyn Runtime,
+    env: &EnvId,
+    query: DecisionsQuery,
+    path: &Path,
+    format: Format,
+    out: &mut dyn Write,
+) -> Result<(), Report> {
+    let records = read(runtime, env, &query).await?;
+    let doc = har::har(&records, env!("CARGO_PKG_VERSION"));
+    let entries = doc.log.entries.len();
+    let unwritable = |e: &dyn std::fmt::Display| {
+        Report::new(
+            &codes::RUN_OUTPUT_FILE,
+            format!("The HAR file {} could not be written: {e}.", path.display()),
+        )
+    };
+    let text = serde_json::to_vec_pretty(&doc).map_err(|e| unwritable(&e))?;
+    std::fs::write(path, text).map_err(|e| unwritable(&e))?;
+    match format {
+        Format::Json => print_json(
+            out,
+            &serde_json::json!({ "env": env.as_str(), "har": path, "entries": entries }),
+        ),
+        Format::Human => {
+            let _ = writeln!(out, "{entries} requests written to {}", path.display());
+        }
+    }
+    Ok(())
+}
+
+/// The records `query` selects; `--limit N` keeps the newest N, like `tail`, still oldest
+/// first.
+async fn read(
+    runtime: &dyn Runtime,
+    env: &EnvId,
+    query: &DecisionsQuery,
+) -> Result<Vec<Record>, Report> {
+    let endpoint = runtime.admin(env).await.map_err(|e| e.report())?;
+    let records = match query.limit {
+        Some(n) => admin::newest_decisions(endpoint.addr, &endpoint.token, query, n).await,
+        None => admin::all_decisions(endpoint.addr, &endpoint.token, query).await,
+    };
+    records.map_err(|e| e.report())
 }
 
 /// One record as a line: `12 14:03:01 ✗ block  GET api.x.test:443/ 403 (default) [proxy]`.

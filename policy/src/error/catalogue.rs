@@ -186,6 +186,12 @@ catalogue! {
     RUN_UI = "AF-RUN-062", Runtime,
         "af ui could not serve its page on 127.0.0.1.",
         "Pass another --port, or leave --port out to take a free one.";
+    RUN_OUTPUT_FILE = "AF-RUN-060", Usage,
+        "A file af was asked to write could not be written.",
+        "Check that its directory exists and is writable, or name another path; nothing else was changed.";
+    RUN_SUGGEST = "AF-RUN-061", Runtime,
+        "af could not make egress rules that decide what the journal shows.",
+        "Report this with `af net log -o json`; write the rule by hand meanwhile (`af net explain` shows how a request is decided).";
     NET_CONFIG = "AF-NET-001", Network,
         "The sidecar's configuration is invalid, so it did not start.",
         "Fix the field named in the sidecar configuration.";
