@@ -67,15 +67,22 @@ pub fn suggest(
         if !by_default(&catalogue, d, mode) {
             continue;
         }
-        let port = (!matches!(d.port, 80 | 443)).then_some(d.port);
         hosts
-            .entry((d.host.clone(), port))
+            .entry((d.host.clone(), own_port(d)))
             .or_default()
             .add(record.seq, d);
     }
     let rules: Vec<RuleSpec> = hosts
         .iter()
-        .map(|((host, port), seen)| seen.rule(host, *port, mode))
+        .map(|((host, port), seen)| {
+            let mut rule = seen.rule(host, *port, mode);
+            let n = seen.seqs.len();
+            rule.note = Some(format!(
+                "af net suggest: {n} request{} the default decided",
+                if n == 1 { "" } else { "s" }
+            ));
+            rule
+        })
         .collect();
     check(spec, &rules, hosts.values(), mode)?;
     Ok(Suggestion {
@@ -84,15 +91,21 @@ pub fn suggest(
     })
 }
 
-/// The rule that would decide one journaled request with `mode`, or `None` when the catalogue
-/// does not give it to its default (`af ui`'s per-request snippet).
-pub fn suggest_one(
-    spec: &EgressSpec,
-    record: &Record,
-    mode: Mode,
-) -> Result<Option<RuleSpec>, SuggestError> {
-    let suggestion = suggest(spec, std::slice::from_ref(record), mode)?;
-    Ok(suggestion.rules.into_iter().next())
+/// The rule deciding exactly `d`'s request with `mode`, whatever decided it before: its host
+/// (with the port when not the scheme's own), and its method and path when it was a request
+/// rather than a tunnel. `None` when the record names no host (`af ui`'s per-request snippet).
+pub fn rule_for(d: &DecisionRecord, mode: Mode) -> Option<RuleSpec> {
+    if d.host.is_empty() {
+        return None;
+    }
+    let mut seen = Seen::default();
+    seen.add(0, d);
+    Some(seen.rule(&d.host, own_port(d), mode))
+}
+
+/// `d`'s port when a rule must name it: not 80 or 443, the ports the schemes imply.
+fn own_port(d: &DecisionRecord) -> Option<u16> {
+    (!matches!(d.port, 80 | 443)).then_some(d.port)
 }
 
 fn compile(spec: &EgressSpec) -> Result<Catalogue, RuleProblem> {
@@ -162,11 +175,6 @@ impl<'a> Seen<'a> {
             (None, _) => host.to_owned(),
         };
         let mut rule = RuleSpec::new(host, mode);
-        let n = self.seqs.len();
-        rule.note = Some(format!(
-            "af net suggest: {n} request{} the default decided",
-            if n == 1 { "" } else { "s" }
-        ));
         if self.connections {
             return rule;
         }
@@ -342,7 +350,10 @@ mod tests {
         let yaml = s.to_yaml().expect("yaml");
         let read: Vec<RuleSpec> = serde_saphyr::from_str(&yaml).expect("reads back");
         assert_eq!(read, s.rules, "{yaml}");
-        let one = suggest_one(&manifest(Vec::new()), &records[0], Mode::Allow).expect("one");
-        assert_eq!(one.as_ref(), s.rules.first());
+        // The page's one-request rule is the same rule, without the note.
+        let d = records[0].entry.as_decision().expect("a decision");
+        let mut one = rule_for(d, Mode::Allow).expect("a host");
+        one.note.clone_from(&s.rules[0].note);
+        assert_eq!(one, s.rules[0]);
     }
 }

@@ -267,6 +267,8 @@ async fn the_server_answers_only_its_own_host_with_the_secret_and_never_cors() {
     assert_eq!(get(&page, &host, &secret_path).await, (200, false));
     let records = format!("{secret_path}api/records");
     assert_eq!(get(&page, &host, &records).await, (200, false));
+    let har = format!("{secret_path}api/har");
+    assert_eq!(get(&page, &host, &har).await, (200, false));
     // Another name that resolves here (DNS rebinding), no secret, a wrong secret.
     let rebound = format!("rebind.example.test:{}", page.addr.port());
     assert_eq!(get(&page, &rebound, &records).await, (421, false));

@@ -58,6 +58,13 @@ pub(super) async fn records(source: &Source) -> Result<serde_json::Value, Failur
     Ok(serde_json::json!({ "records": records, "since": page.committed }))
 }
 
+/// `GET api/har`: every decision in the journal as HAR 1.2, as `af net log --har` writes it.
+pub(super) async fn har(source: &Source) -> Result<serde_json::Value, Failure> {
+    let query = DecisionsQuery::default();
+    let records = admin::all_decisions(source.admin.addr, &source.admin.token, &query).await?;
+    serde_json::to_value(crate::har::har(&records, env!("CARGO_PKG_VERSION"))).map_err(internal)
+}
+
 /// What `GET api/records/{seq}` is asked.
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct DetailQuery {
@@ -131,7 +138,7 @@ pub(super) async fn record(
         }
     });
     let mode = query.mode.unwrap_or_else(|| snippet::default_mode(d));
-    let (yaml, problem) = match snippet::rule(d, mode).map(snippet::yaml) {
+    let (yaml, problem) = match crate::suggest::rule_for(d, mode).map(snippet::yaml) {
         Some(Ok(yaml)) => (Some(yaml), None),
         Some(Err(problem)) => (None, Some(problem)),
         None => (None, Some("the record names no host".to_owned())),

@@ -221,6 +221,12 @@ async fn route(source: &Source, path: &str, req: &Request<Incoming>) -> Response
         "/api/messages" => api::messages(source).await,
         "/api/overview" => api::overview(source).await,
         "/api/events" => return events(source, query, req).await,
+        "/api/har" => {
+            return match api::har(source).await {
+                Ok(value) => attachment(json(StatusCode::OK, &value), "af.har"),
+                Err(failure) => refusal(&failure),
+            };
+        }
         _ => {
             if let Some(asset) = assets::find(path) {
                 return respond(StatusCode::OK, asset.content_type, Bytes::from(asset.body));
@@ -281,6 +287,14 @@ fn json(status: StatusCode, value: &impl serde::Serialize) -> Response<Body> {
         Ok(body) => respond(status, "application/json", Bytes::from(body)),
         Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
     }
+}
+
+/// `resp` offered as a download named `file`.
+fn attachment(mut resp: Response<Body>, file: &'static str) -> Response<Body> {
+    if let Ok(value) = HeaderValue::from_str(&format!("attachment; filename=\"{file}\"")) {
+        resp.headers_mut().insert(header::CONTENT_DISPOSITION, value);
+    }
+    resp
 }
 
 fn text(status: StatusCode, message: &str) -> Response<Body> {

@@ -1,12 +1,10 @@
-//! The egress rule that would decide one recorded request with a chosen mode: exactly its
-//! host, port, path and method, as an `af.yaml` fragment, checked by the catalogue compiler.
+//! The egress rule that would decide one recorded request with a chosen mode (made by
+//! `suggest::rule_for`: exactly its host, port, path and method), as an `af.yaml` fragment,
+//! checked by the catalogue compiler.
 
 use af_policy::egress::{Catalogue, EgressSpec, Mode, RuleSpec};
 use af_sidecar_api::journal::DecisionRecord;
 use serde::Serialize;
-
-/// The ports a host pattern leaves out: the ones HTTP and HTTPS name by default.
-const DEFAULT_PORTS: [u16; 2] = [80, 443];
 
 /// `egress: {rules: [...]}`, the shape pasted into `af.yaml`.
 #[derive(Serialize)]
@@ -26,28 +24,6 @@ pub(super) fn default_mode(d: &DecisionRecord) -> Mode {
         Some(mode) if mode != Mode::Block && !d.refused() => mode,
         _ => Mode::Allow,
     }
-}
-
-/// The rule deciding exactly `d`'s request with `mode`; `None` when the record names no host.
-pub(super) fn rule(d: &DecisionRecord, mode: Mode) -> Option<RuleSpec> {
-    if d.host.is_empty() {
-        return None;
-    }
-    let host = match (d.host.contains(':'), DEFAULT_PORTS.contains(&d.port)) {
-        (false, false) => format!("{}:{}", d.host, d.port),
-        // An IPv6 literal or a default port: the host alone.
-        _ => d.host.clone(),
-    };
-    let mut rule = RuleSpec::new(host, mode);
-    // A tunnel or a bare TLS connection has no request inside to limit the rule to.
-    if !d.method.is_empty() && d.method != "CONNECT" {
-        rule.methods = vec![d.method.clone()];
-        let path = d.path.split(['?', '#']).next().unwrap_or_default();
-        if path.starts_with('/') && path != "/" {
-            rule.paths = vec![path.to_owned()];
-        }
-    }
-    Some(rule)
 }
 
 /// `rule` as the YAML fragment to paste, or why it cannot be one (the catalogue compiler's
@@ -72,6 +48,8 @@ pub(super) fn yaml(rule: RuleSpec) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use af_policy::egress::Target;
+
+    use crate::suggest::rule_for as rule;
 
     use super::*;
 
