@@ -38,7 +38,10 @@ pub(crate) fn catalogue_of(n: usize) -> Catalogue {
 pub(crate) fn hosts(n: usize) -> [(&'static str, String); 3] {
     [
         ("exact", format!("api{}.example.com", (n / 4) * 4 - 4)),
-        ("wildcard", format!("a.b.tenant{}.example.net", (n / 4) * 4 - 3)),
+        (
+            "wildcard",
+            format!("a.b.tenant{}.example.net", (n / 4) * 4 - 3),
+        ),
         ("miss", "www.unknown-host.test".to_owned()),
     ]
 }
