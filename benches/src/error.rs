@@ -53,6 +53,16 @@ pub(crate) enum BenchError {
         /// Cargo's exit status.
         status: String,
     },
+    /// A git command the harness needs (`--compare`) failed.
+    #[error("`git {command}` failed ({status}): {stderr}")]
+    Git {
+        /// Git's arguments.
+        command: String,
+        /// Git's exit status.
+        status: String,
+        /// What git said.
+        stderr: String,
+    },
     /// A load generator's output could not be understood.
     #[error("cannot parse {tool} output: {reason}")]
     Parse {

@@ -1,7 +1,9 @@
 //! af-benches: af-proxy and af-dns side by side with their peers, on loopback,
 //! in front of one local upstream. See benches/README.md.
 
+mod admin;
 mod bench;
+mod compare;
 mod error;
 mod load;
 mod proc;
@@ -66,6 +68,14 @@ struct AllArgs {
     /// Use this af-proxy binary instead of building the static release one.
     #[arg(long)]
     af_proxy: Option<PathBuf>,
+    /// Count allocations with this af-proxy, built with `--features alloc-count`, as
+    /// `af-proxy (allocs)` (built beside the measured one unless `--af-proxy` is given).
+    #[arg(long)]
+    af_proxy_allocs: Option<PathBuf>,
+    /// Also build af-proxy at this git revision and measure it beside this tree's, in the same
+    /// interleaved rounds, as `af-proxy@REV`.
+    #[arg(long, value_name = "REV")]
+    compare: Option<String>,
     /// Leave af-proxy's DNS listener off (for a binary from before af-dns was wired in).
     #[arg(long)]
     no_af_dns: bool,
@@ -114,12 +124,15 @@ fn workspace_root() -> &'static Path {
 fn af_proxy_binary(given: Option<PathBuf>, pinned: &Path) -> Result<PathBuf> {
     match given {
         Some(path) => Ok(path),
-        None => {
-            let root = workspace_root();
-            AfProxy::build(root)?;
-            AfProxy::pin(&AfProxy::default_binary(root), pinned)
-        }
+        None => pinned_build(&[], pinned, "af-proxy"),
     }
+}
+
+/// This tree's static af-proxy built with `features`, copied into `pinned` as `name`.
+fn pinned_build(features: &[&str], pinned: &Path, name: &str) -> Result<PathBuf> {
+    let root = workspace_root();
+    let binary = AfProxy::build(root, &systems::target_dir(root), features)?;
+    AfProxy::pin(&binary, pinned, name)
 }
 
 fn soak(args: soak::SoakArgs) -> Result<()> {
@@ -144,6 +157,22 @@ fn all(args: AllArgs) -> Result<()> {
         .prefix("af-bench-bin-")
         .tempdir()
         .map_err(|e| BenchError::io("create binary dir", e))?;
+    // The older revision and the counting build first, so the image build (the last one)
+    // is what the target directory holds afterwards.
+    let older = args
+        .compare
+        .as_deref()
+        .map(|rev| compare::build_older(workspace_root(), rev, pinned.path()))
+        .transpose()?;
+    let allocs = match (&args.af_proxy, args.af_proxy_allocs) {
+        (_, Some(path)) => Some(path),
+        (Some(_), None) => None,
+        (None, None) => Some(pinned_build(
+            &["alloc-count"],
+            pinned.path(),
+            "af-proxy-alloc-count",
+        )?),
+    };
     let binary = af_proxy_binary(args.af_proxy, pinned.path())?;
     let plan = bench::Plan {
         rounds: args.rounds.unwrap_or(if args.quick { 1 } else { 3 }).max(1),
@@ -157,12 +186,21 @@ fn all(args: AllArgs) -> Result<()> {
             args.scenarios
         },
     };
-    let mut systems = systems::all(AfProxy::new(binary, !args.no_af_dns));
+    let measured = AfProxy::new(binary, !args.no_af_dns);
+    let mut twins: Vec<AfProxy> = Vec::new();
+    twins.extend(allocs.map(|binary| measured.counting(binary)));
+    twins.extend(older.map(|o| measured.older(o.binary, &o.rev)));
+    let mut systems = systems::all(measured, twins);
     if !args.systems.is_empty() {
         systems.retain(|s| args.systems.iter().any(|n| n == s.name()));
     }
     let (runs, rows) = bench::run(&plan, &systems)?;
-    let table = report::table::render(&rows);
+    let goals = report::goals::judge(&rows);
+    let table = format!(
+        "{}\n{}",
+        report::table::render(&rows),
+        report::goals::render(&goals)
+    );
     println!("{table}");
 
     let out = args.out.unwrap_or_else(|| manifest.join("results"));
@@ -179,6 +217,7 @@ fn all(args: AllArgs) -> Result<()> {
         duration_secs: plan.load.duration.as_secs(),
         idle_connections: plan.load.idle_connections,
         rows,
+        goals,
         runs,
     };
     let json = out.join(format!("{stem}.json"));

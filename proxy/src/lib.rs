@@ -9,6 +9,8 @@
 //! and the parsers the fuzz targets drive ([`fuzzing`]); the rest is the crate's own.
 
 pub(crate) mod admin;
+#[cfg(feature = "alloc-count")]
+pub(crate) mod alloc_count;
 pub(crate) mod answer;
 pub(crate) mod arrive;
 pub mod config;

@@ -9,7 +9,9 @@ use clap::Parser;
 use af_proxy::config;
 
 /// jemalloc, whose background threads give freed pages back within seconds of a load peak
-/// (glibc's malloc kept a 10 000-connection peak resident: benches/results/soak/).
+/// (glibc's malloc kept a 10 000-connection peak resident: benches/results/soak/). With the
+/// `alloc-count` feature the library installs it wrapped in a counter instead.
+#[cfg(not(feature = "alloc-count"))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

@@ -474,6 +474,12 @@ impl Metrics {
                 "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
             );
         }
+        #[cfg(feature = "alloc-count")]
+        let _ = writeln!(
+            out,
+            "# HELP af_proxy_allocations_total Heap allocations since start (built with the alloc-count feature).\n# TYPE af_proxy_allocations_total counter\naf_proxy_allocations_total {}",
+            crate::alloc_count::total()
+        );
         out
     }
 }

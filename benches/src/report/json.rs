@@ -5,6 +5,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::Row;
+use super::goals::Judged;
 use crate::error::{BenchError, Result};
 use crate::scenarios::Measurement;
 
@@ -25,6 +26,8 @@ pub(crate) struct Results {
     pub idle_connections: usize,
     /// The table.
     pub rows: Vec<Row>,
+    /// Every goal of issue 14, judged from `rows`.
+    pub goals: Vec<Judged>,
     /// Every individual run, for anyone who wants more than medians.
     pub runs: Vec<Measurement>,
 }

@@ -1,6 +1,7 @@
 //! Turning the runs into the table: medians across rounds and ratios to af-proxy.
 
 pub(crate) mod chart;
+pub(crate) mod goals;
 pub(crate) mod json;
 pub(crate) mod table;
 
@@ -55,6 +56,8 @@ pub(crate) struct Row {
     pub cpu_per_unit: Option<f64>,
     /// Largest peak RSS over the rounds, KiB.
     pub peak_rss_kib: Option<u64>,
+    /// Median heap allocations per request (query, tunnel), for a system that counts them.
+    pub allocs_per_op: Option<f64>,
     /// `value` divided by af-proxy's in the same scenario.
     pub ratio: Option<f64>,
     /// Successful rounds.
@@ -77,6 +80,7 @@ impl Row {
             errors: 0,
             cpu_per_unit: None,
             peak_rss_kib: None,
+            allocs_per_op: None,
             ratio: None,
             rounds: 0,
         }
@@ -97,6 +101,7 @@ impl Row {
             errors: runs.iter().map(|m| m.load.errors).sum(),
             cpu_per_unit: med(&|m| m.cpu_per_unit),
             peak_rss_kib: runs.iter().filter_map(|m| m.peak_rss_kib).max(),
+            allocs_per_op: med(&|m| m.allocs_per_op),
             rounds: runs.len(),
             ..Self::empty(system, scenario, Status::Measured)
         }
@@ -161,6 +166,7 @@ mod tests {
             cpu_secs: Some(1.0),
             cpu_per_unit: Some(2.0),
             peak_rss_kib: Some(value as u64),
+            allocs_per_op: Some(value / 10.0),
         }
     }
 
@@ -185,6 +191,7 @@ mod tests {
         assert_eq!(row.p99_us, Some(5.0));
         assert_eq!(row.errors, 3);
         assert_eq!(row.peak_rss_kib, Some(300));
+        assert_eq!(row.allocs_per_op, Some(20.0));
         assert_eq!(row.rounds, 3);
     }
 

@@ -4,7 +4,7 @@ use super::{Row, Status};
 use crate::scenarios::Scenario;
 
 /// Column headers.
-const HEADERS: [&str; 10] = [
+const HEADERS: [&str; 11] = [
     "scenario",
     "system",
     "rate",
@@ -14,6 +14,7 @@ const HEADERS: [&str; 10] = [
     "errors",
     "CPU",
     "peak RSS",
+    "allocs/op",
     "vs af-proxy",
 ];
 
@@ -107,6 +108,11 @@ fn cells_of(row: &Row) -> Vec<String> {
             .unwrap_or_else(|| "-".into()),
     );
     line.push(
+        row.allocs_per_op
+            .map(|a| format!("{a:.1}"))
+            .unwrap_or_else(|| "-".into()),
+    );
+    line.push(
         row.ratio
             .map(|r| format!("{r:.2}x"))
             .unwrap_or_else(|| "-".into()),
@@ -158,6 +164,7 @@ mod tests {
         a.p999_us = Some(9_000.0);
         a.cpu_per_unit = Some(0.5);
         a.peak_rss_kib = Some(10_240);
+        a.allocs_per_op = Some(31.26);
         a.ratio = Some(1.0);
         let mut dns = row("unbound", Scenario::Dns, Status::Measured);
         dns.mean_us = Some(2_000.0);
@@ -182,6 +189,7 @@ mod tests {
         assert!(
             lines[2].contains("0.50 s/10k")
                 && lines[2].contains("10.0 MiB")
+                && lines[2].contains("31.3")
                 && lines[2].ends_with("1.00x")
         );
         assert!(lines[3].ends_with("missing (tinyproxy not installed)"));

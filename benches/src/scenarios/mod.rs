@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::admin::Admin;
 use crate::error::{BenchError, Result};
 use crate::load::LoadResult;
 use crate::proc;
@@ -151,6 +152,21 @@ pub(crate) struct Measurement {
     pub cpu_per_unit: Option<f64>,
     /// Peak resident memory (VmHWM) of the system's processes, KiB.
     pub peak_rss_kib: Option<u64>,
+    /// Heap allocations per request, query or tunnel, for a system that counts them.
+    pub allocs_per_op: Option<f64>,
+}
+
+/// The counter an af-proxy built with the `alloc-count` feature shows on `/metrics`.
+const ALLOCATIONS: &str = "af_proxy_allocations_total";
+
+/// The sidecar's allocations so far, when it counts them (`af-proxy (allocs)`).
+fn allocations(running: &Running, ctx: &Ctx<'_>) -> Result<Option<f64>> {
+    match running.admin {
+        Some(addr) => ctx
+            .rt
+            .block_on(Admin::new(addr).metric_if_shown(ALLOCATIONS)),
+        None => Ok(None),
+    }
 }
 
 /// Starts `system`, runs `scenario` against it, stops it.
@@ -163,6 +179,7 @@ pub(crate) fn measure(
     let running = system.start(ctx.env)?;
     let pid = running.pid();
     let before = pid.map(proc::sample).transpose()?;
+    let allocs_before = allocations(&running, ctx)?;
     let (load, value) = match scenario {
         Scenario::HttpKeepAlive | Scenario::HttpNewConn | Scenario::Http1m => {
             let r = http::run(scenario, &running, ctx)?;
@@ -187,7 +204,12 @@ pub(crate) fn measure(
         }
     };
     let after = pid.map(proc::sample).transpose()?;
+    let allocs_after = allocations(&running, ctx)?;
     drop(running);
+    let allocs_per_op = allocs_before
+        .zip(allocs_after)
+        .filter(|_| load.ops > 0)
+        .map(|(b, a)| (a - b) / load.ops as f64);
     let cpu_secs = before.zip(after).map(|(b, a)| a.cpu_secs - b.cpu_secs);
     let cpu_per_unit = cpu_secs.and_then(|cpu| match scenario {
         Scenario::IdleMemory => None,
@@ -211,6 +233,7 @@ pub(crate) fn measure(
         cpu_secs,
         cpu_per_unit,
         peak_rss_kib: after.map(|a| a.hwm_kib),
+        allocs_per_op,
     })
 }
 

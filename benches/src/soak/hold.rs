@@ -13,8 +13,8 @@ use serde::Serialize;
 use tokio::net::TcpStream;
 use tokio::sync::{Semaphore, watch};
 
-use super::admin::Admin;
 use super::footprint::Footprint;
+use crate::admin::Admin;
 use crate::error::{BenchError, Result};
 use crate::load::idle::{Failure, exchange};
 use crate::load::tunnel;

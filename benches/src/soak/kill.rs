@@ -12,7 +12,7 @@ use af_sidecar_api::journal::Record;
 use serde::Serialize;
 use tokio::net::TcpStream;
 
-use super::admin::Admin;
+use crate::admin::Admin;
 use crate::error::{BenchError, Result};
 use crate::load::idle::exchange;
 use crate::systems::Running;

@@ -7,7 +7,6 @@
 //! admin API returned is lost), `ctrl-c` and `daemon` (`af up` of the demo stopped at each step
 //! by Ctrl-C or by the Docker daemon going away; a coded refusal and a clean `af down`).
 
-mod admin;
 mod docker_proxy;
 mod footprint;
 mod hold;
@@ -261,7 +260,7 @@ fn hold_part(
     let under_test = hold::Sidecar {
         proxy,
         pid,
-        admin: admin::Admin::new(admin),
+        admin: crate::admin::Admin::new(admin),
     };
     rt.block_on(async {
         hold::warm_up(proxy, upstream.http, hold::WARM_UP).await?;
@@ -349,14 +348,13 @@ fn raise_open_files(connections: usize) -> Result<u64> {
 
 /// `cargo build -p af-orchestrator --bin af`; the binary's path.
 fn build_af(root: &Path) -> Result<PathBuf> {
+    let target = crate::systems::target_dir(root);
     crate::systems::cargo_build(
         root,
+        &target,
         &["build", "-p", "af-orchestrator", "--bin", "af"],
         false,
     )?;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
     Ok(target.join("debug").join("af"))
 }
 

@@ -17,7 +17,7 @@ use crate::scenarios::Scenario;
 pub(super) struct AfDns;
 
 impl System for AfDns {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "af-dns"
     }
 

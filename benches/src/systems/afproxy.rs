@@ -59,9 +59,14 @@ type Tune = Arc<dyn Fn(&mut SidecarConfig) + Send + Sync>;
 /// af-proxy, started from `binary`.
 pub(crate) struct AfProxy {
     binary: PathBuf,
+    /// The name in the table.
+    name: String,
     /// Whether to turn on the DNS listener (af-dns inside af-proxy).
     dns: bool,
     answering: Answering,
+    /// Whether `binary` was built with the `alloc-count` feature: it runs only the scenarios
+    /// that make requests, for their allocations per request.
+    counts_allocations: bool,
     /// Applied to the harness's configuration last (the soak's larger limits).
     tune: Option<Tune>,
 }
@@ -71,9 +76,34 @@ impl AfProxy {
     pub(crate) fn new(binary: PathBuf, dns: bool) -> Self {
         Self {
             binary,
+            name: "af-proxy".to_owned(),
             dns,
             answering: Answering::Forward,
+            counts_allocations: false,
             tune: None,
+        }
+    }
+
+    /// `binary`, built with the `alloc-count` feature, in the same configuration:
+    /// `af-proxy (allocs)`, whose `/metrics` counts its allocations.
+    pub(crate) fn counting(&self, binary: PathBuf) -> Self {
+        Self {
+            binary,
+            name: "af-proxy (allocs)".to_owned(),
+            counts_allocations: true,
+            tune: self.tune.clone(),
+            ..Self::new(PathBuf::new(), self.dns)
+        }
+    }
+
+    /// `binary`, built from the older revision `rev`, in the same configuration:
+    /// `af-proxy@REV`, measured beside this one (`--compare`).
+    pub(crate) fn older(&self, binary: PathBuf, rev: &str) -> Self {
+        Self {
+            binary,
+            name: format!("af-proxy@{rev}"),
+            tune: self.tune.clone(),
+            ..Self::new(PathBuf::new(), self.dns)
         }
     }
 
@@ -92,50 +122,51 @@ impl AfProxy {
     pub(crate) fn mocking(&self) -> Self {
         Self {
             binary: self.binary.clone(),
+            name: "af-proxy (mock)".to_owned(),
             dns: false,
             answering: Answering::Mock,
+            counts_allocations: false,
             tune: self.tune.clone(),
         }
     }
 
-    /// Where the static release build lands for the workspace at `root`.
-    pub(crate) fn default_binary(root: &Path) -> PathBuf {
-        let target_dir = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| root.join("target"));
-        target_dir.join(TARGET).join("release").join("af-proxy")
+    /// Where the static release build lands in the target directory `target`.
+    fn default_binary(target: &Path) -> PathBuf {
+        target.join(TARGET).join("release").join("af-proxy")
     }
 
-    /// Copies `binary` into `dir` and returns the copy's path.
-    pub(crate) fn pin(binary: &Path, dir: &Path) -> Result<PathBuf> {
-        let copy = dir.join("af-proxy");
+    /// Copies `binary` into `dir` as `name` and returns the copy's path.
+    pub(crate) fn pin(binary: &Path, dir: &Path, name: &str) -> Result<PathBuf> {
+        let copy = dir.join(name);
         std::fs::copy(binary, &copy)
             .map_err(|e| BenchError::io(format!("copy {}", binary.display()), e))?;
         Ok(copy)
     }
 
-    /// Builds the static release binary exactly as the Docker images do.
-    pub(crate) fn build(root: &Path) -> Result<()> {
-        super::cargo_build(
-            root,
-            &["build", "--release", "--target", TARGET, "-p", "af-proxy"],
-            true,
-        )
+    /// Builds the static release binary of the workspace at `root` into `target` exactly as
+    /// the Docker images do, with `features` of af-proxy's on (none for the images), and
+    /// returns where it landed.
+    pub(crate) fn build(root: &Path, target: &Path, features: &[&str]) -> Result<PathBuf> {
+        let features = features.join(",");
+        let mut args = vec!["build", "--release", "--target", TARGET, "-p", "af-proxy"];
+        if !features.is_empty() {
+            args.extend(["--features", &features]);
+        }
+        super::cargo_build(root, target, &args, true)?;
+        Ok(Self::default_binary(target))
     }
 }
 
 impl System for AfProxy {
-    fn name(&self) -> &'static str {
-        match self.answering {
-            Answering::Forward => "af-proxy",
-            Answering::Mock => "af-proxy (mock)",
-        }
+    fn name(&self) -> &str {
+        &self.name
     }
 
     fn support(&self, scenario: Scenario) -> Support {
         match (self.answering, scenario) {
             (Answering::Mock, Scenario::InterceptedHttps) => Support::Yes,
             (Answering::Mock, _) => Support::No,
+            (Answering::Forward, Scenario::IdleMemory) if self.counts_allocations => Support::No,
             (Answering::Forward, Scenario::Dns) if !self.dns => {
                 Support::Pending("DNS listener off (--no-af-dns)".into())
             }
@@ -229,18 +260,19 @@ impl System for AfProxy {
         let mut cmd = Command::new(&self.binary);
         cmd.arg("--config").arg(&path).env("AF_PROXY_LOG", "warn");
         let (ready, endpoint) = (Ready::Tcp, Endpoint::Proxy(([127, 0, 0, 1], port).into()));
-        let mut running = super::launch(self.name(), cmd, dir, port, ready, endpoint)?;
+        let mut running = super::launch(&self.name, cmd, dir, port, ready, endpoint)?;
         running.ca_cert = Some(ca_cert);
         running.admin = Some(admin);
         if self.dns {
             let addr = ([127, 0, 0, 1], dns).into();
-            let deadline = Instant::now() + Duration::from_secs(10);
+            let timeout = super::ready_timeout();
+            let deadline = Instant::now() + timeout;
             while !crate::load::dnsperf::probe(addr) {
                 if Instant::now() > deadline {
                     return Err(BenchError::NotReady {
                         system: "af-proxy (dns)".into(),
                         port: dns,
-                        secs: 10,
+                        secs: timeout.as_secs(),
                         detail: String::new(),
                     });
                 }

@@ -8,7 +8,7 @@ use crate::scenarios::Scenario;
 pub(super) struct Direct;
 
 impl System for Direct {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "direct"
     }
 

@@ -10,7 +10,7 @@ use crate::scenarios::Scenario;
 pub(super) struct Dnsmasq;
 
 impl System for Dnsmasq {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "dnsmasq"
     }
 

@@ -11,7 +11,7 @@ use crate::scenarios::Scenario;
 pub(super) struct Mitmproxy;
 
 impl System for Mitmproxy {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "mitmproxy"
     }
 

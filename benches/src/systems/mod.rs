@@ -67,7 +67,7 @@ impl Env {
 /// One benchmarked system.
 pub(crate) trait System {
     /// Name shown in the table.
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &str;
     /// Whether it takes part in `scenario`.
     fn support(&self, scenario: Scenario) -> Support;
     /// Why it cannot run on this machine (a program not installed), if so.
@@ -76,21 +76,23 @@ pub(crate) trait System {
     fn start(&self, env: &Env) -> Result<Running>;
 }
 
-/// Every system the harness knows, `direct` and af-proxy (then its mock twin) first.
-pub(crate) fn all(af_proxy: AfProxy) -> Vec<Box<dyn System>> {
+/// Every system the harness knows, `direct` and af-proxy (then its mock twin, then `twins`:
+/// the counting build, an older revision) first.
+pub(crate) fn all(af_proxy: AfProxy, twins: Vec<AfProxy>) -> Vec<Box<dyn System>> {
     let mock = af_proxy.mocking();
-    vec![
-        Box::new(direct::Direct),
-        Box::new(af_proxy),
-        Box::new(mock),
-        Box::new(squid::Squid),
+    let mut systems: Vec<Box<dyn System>> =
+        vec![Box::new(direct::Direct), Box::new(af_proxy), Box::new(mock)];
+    systems.extend(twins.into_iter().map(|t| Box::new(t) as Box<dyn System>));
+    systems.extend([
+        Box::new(squid::Squid) as Box<dyn System>,
         Box::new(tinyproxy::Tinyproxy),
         Box::new(privoxy::Privoxy),
         Box::new(mitmproxy::Mitmproxy),
         Box::new(afdns::AfDns),
         Box::new(dnsmasq::Dnsmasq),
         Box::new(unbound::Unbound),
-    ]
+    ]);
+    systems
 }
 
 /// How a running system is reached.
@@ -125,7 +127,7 @@ pub(crate) struct Running {
 /// What [`launch`] started and waits for, kept to start it again.
 #[derive(Debug)]
 struct Launch {
-    name: &'static str,
+    name: String,
     program: std::ffi::OsString,
     args: Vec<std::ffi::OsString>,
     envs: Vec<(std::ffi::OsString, std::ffi::OsString)>,
@@ -173,14 +175,14 @@ impl Running {
             .ok_or_else(|| BenchError::Protocol("nothing to restart".into()))?;
         let mut cmd = Command::new(&launched.program);
         cmd.args(&launched.args).envs(launched.envs.iter().cloned());
-        let (name, port, ready) = (launched.name, launched.port, launched.ready);
+        let (name, port, ready) = (launched.name.clone(), launched.port, launched.ready);
         self.child = Some(spawn_logged(cmd, self._dir.as_ref().map(TempDir::path))?);
-        self.wait_ready(name, port, ready)
+        self.wait_ready(&name, port, ready)
     }
 
     /// Waits until the process serves on `port`, or says why not.
-    fn wait_ready(&mut self, name: &'static str, port: u16, ready: Ready) -> Result<()> {
-        let timeout = Duration::from_secs(20);
+    fn wait_ready(&mut self, name: &str, port: u16, ready: Ready) -> Result<()> {
+        let timeout = ready_timeout();
         let deadline = Instant::now() + timeout;
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         loop {
@@ -221,6 +223,16 @@ impl Drop for Running {
     }
 }
 
+/// How long a started system has to serve: 20 s, or `AF_BENCH_READY_SECS` (a system started
+/// under valgrind for a profile takes longer).
+pub(crate) fn ready_timeout() -> Duration {
+    let secs = std::env::var("AF_BENCH_READY_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20);
+    Duration::from_secs(secs)
+}
+
 /// SIGTERM, a grace period, then SIGKILL.
 pub(crate) fn stop(child: &mut Child) {
     if let Ok(pid) = i32::try_from(child.id()) {
@@ -237,9 +249,22 @@ pub(crate) fn stop(child: &mut Child) {
     let _ = child.wait();
 }
 
-/// `cargo ARGS` in the workspace at `root`, static (`+crt-static`, as the Docker images are
+/// The target directory cargo builds the workspace at `root` into: `CARGO_TARGET_DIR`, or
+/// `root/target`.
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
+}
+
+/// `cargo ARGS` in the workspace at `root`, building into `target`, static (`+crt-static`, as the Docker images are
 /// built) or not; the command is printed first.
-pub(crate) fn cargo_build(root: &Path, args: &[&str], static_crt: bool) -> Result<()> {
+pub(crate) fn cargo_build(
+    root: &Path,
+    target: &Path,
+    args: &[&str],
+    static_crt: bool,
+) -> Result<()> {
     let flags = "-C target-feature=+crt-static";
     eprintln!(
         "building: {}cargo {}",
@@ -252,7 +277,9 @@ pub(crate) fn cargo_build(root: &Path, args: &[&str], static_crt: bool) -> Resul
     );
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(root).args(args);
+    cmd.current_dir(root)
+        .env("CARGO_TARGET_DIR", target)
+        .args(args);
     if static_crt {
         cmd.env("RUSTFLAGS", flags);
     }
@@ -338,7 +365,7 @@ pub(crate) fn missing_program(program: &str) -> Option<String> {
 
 /// Spawns `cmd` with its output in `dir`, waits until it serves on `port`.
 pub(crate) fn launch(
-    name: &'static str,
+    name: &str,
     cmd: Command,
     dir: TempDir,
     port: u16,
@@ -346,7 +373,7 @@ pub(crate) fn launch(
     endpoint: Endpoint,
 ) -> Result<Running> {
     let launched = Launch {
-        name,
+        name: name.to_owned(),
         program: cmd.get_program().to_owned(),
         args: cmd.get_args().map(ToOwned::to_owned).collect(),
         envs: cmd

@@ -11,7 +11,7 @@ use crate::scenarios::Scenario;
 pub(super) struct Privoxy;
 
 impl System for Privoxy {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "privoxy"
     }
 

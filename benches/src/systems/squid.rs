@@ -10,7 +10,7 @@ use crate::scenarios::Scenario;
 pub(super) struct Squid;
 
 impl System for Squid {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "squid"
     }
 

@@ -11,7 +11,7 @@ use crate::scenarios::Scenario;
 pub(super) struct Tinyproxy;
 
 impl System for Tinyproxy {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "tinyproxy"
     }
 

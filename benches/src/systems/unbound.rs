@@ -11,7 +11,7 @@ use crate::scenarios::Scenario;
 pub(super) struct Unbound;
 
 impl System for Unbound {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "unbound"
     }
 

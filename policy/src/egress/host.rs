@@ -100,16 +100,14 @@ impl ByteShape {
 
     fn of(bytes: &[u8]) -> ByteShape {
         let (chunks, tail) = bytes.as_chunks::<8>();
-        let mut last = [0u8; 8];
-        last[..tail.len()].copy_from_slice(tail);
         let mut shape = ByteShape {
             ascii: true,
             upper: false,
             colon: false,
             dots: 0,
         };
-        for word in chunks.iter().chain(std::iter::once(&last)) {
-            let word = u64::from_le_bytes(*word);
+        let words = chunks.iter().map(|c| u64::from_le_bytes(*c));
+        for word in words.chain(std::iter::once(Self::tail_word(bytes, tail.len()))) {
             if word & Self::HIGH != 0 {
                 shape.ascii = false;
                 return shape;
@@ -120,9 +118,33 @@ impl ByteShape {
             let past_z = word + Self::ONES * (0x80 - u64::from(b'Z') - 1);
             shape.upper |= at_least_a & !past_z & Self::HIGH != 0;
             shape.colon |= Self::equal_bytes(word, b':') != 0;
-            shape.dots += Self::equal_bytes(word, b'.').count_ones() as usize;
+            shape.dots += Self::count_high_bits(Self::equal_bytes(word, b'.'));
         }
         shape
+    }
+
+    /// The last `len` (< 8) bytes of `bytes` as a word, zero above them. Zero bytes change no
+    /// field, so the tail is read like any other word: with one load of the final eight bytes
+    /// when there are that many (the bytes already read shifted out), else byte by byte. A
+    /// copy into a padded buffer cost a `memcpy` call per decision.
+    fn tail_word(bytes: &[u8], len: usize) -> u64 {
+        if len == 0 {
+            return 0;
+        }
+        match bytes.last_chunk::<8>() {
+            Some(last) => u64::from_le_bytes(*last) >> (8 * (8 - len)),
+            None => bytes
+                .iter()
+                .rev()
+                .fold(0, |word, &b| (word << 8) | u64::from(b)),
+        }
+    }
+
+    /// How many bytes of `mask` have their high bit set (`mask` has no other bits): the
+    /// multiply sums the eight flags into the top byte. `count_ones` compiles to a software
+    /// population count on the baseline x86-64 target.
+    fn count_high_bits(mask: u64) -> usize {
+        ((mask >> 7).wrapping_mul(Self::ONES) >> 56) as usize
     }
 
     /// The high bit of each byte of `word` that equals `byte` (all bytes below 0x80).

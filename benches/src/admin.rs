@@ -1,4 +1,4 @@
-//! The sidecar's admin API, as the soak reads it: pages of journal records and the metrics.
+//! The sidecar's admin API, as the harness reads it: pages of journal records and the metrics.
 
 use std::net::SocketAddr;
 
@@ -18,18 +18,18 @@ const PAGE: usize = 1000;
 
 /// The admin API at `addr`, with the harness's token.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Admin {
+pub(crate) struct Admin {
     addr: SocketAddr,
 }
 
 impl Admin {
     /// The API at `addr`.
-    pub(super) fn new(addr: SocketAddr) -> Self {
+    pub(crate) fn new(addr: SocketAddr) -> Self {
         Self { addr }
     }
 
     /// The records after `since`, at most one page (`/v1/decisions`).
-    pub(super) async fn page(&self, since: u64) -> Result<Page> {
+    pub(crate) async fn page(&self, since: u64) -> Result<Page> {
         let body = self
             .get(&format!("/v1/decisions?since={since}&limit={PAGE}"))
             .await?;
@@ -37,7 +37,7 @@ impl Admin {
     }
 
     /// Every record after `since`, page by page.
-    pub(super) async fn all(&self, mut since: u64) -> Result<Vec<Record>> {
+    pub(crate) async fn all(&self, mut since: u64) -> Result<Vec<Record>> {
         let mut out = Vec::new();
         loop {
             let page = self.page(since).await?;
@@ -50,7 +50,13 @@ impl Admin {
     }
 
     /// One counter of `/metrics` (the sum of its series).
-    pub(super) async fn metric(&self, name: &str) -> Result<f64> {
+    pub(crate) async fn metric(&self, name: &str) -> Result<f64> {
+        Ok(self.metric_if_shown(name).await?.unwrap_or(0.0))
+    }
+
+    /// One counter of `/metrics`, or `None` when the sidecar does not show it (a counter only
+    /// some builds have, like `af_proxy_allocations_total`).
+    pub(crate) async fn metric_if_shown(&self, name: &str) -> Result<Option<f64>> {
         let text = String::from_utf8_lossy(&self.get("/metrics").await?).into_owned();
         Ok(metric_sum(&text, name))
     }
@@ -89,8 +95,8 @@ impl Admin {
     }
 }
 
-/// The sum of every series of `name` in Prometheus text.
-fn metric_sum(text: &str, name: &str) -> f64 {
+/// The sum of every series of `name` in Prometheus text, `None` when it has none.
+fn metric_sum(text: &str, name: &str) -> Option<f64> {
     text.lines()
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| {
@@ -98,7 +104,7 @@ fn metric_sum(text: &str, name: &str) -> f64 {
             let metric = series.split('{').next()?;
             (metric == name).then(|| value.parse::<f64>().ok())?
         })
-        .sum()
+        .reduce(|a, b| a + b)
 }
 
 #[cfg(test)]
@@ -106,12 +112,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_metric_sums_its_series_and_no_other_metric() {
+    fn a_metric_sums_its_series_and_an_absent_one_is_none() {
         let text = "# HELP af_proxy_requests_total x\n\
                     af_proxy_requests_total{via=\"proxy\"} 3\n\
                     af_proxy_requests_total{via=\"tls\"} 4\n\
                     af_proxy_requests_total_other 100\n";
-        assert_eq!(metric_sum(text, "af_proxy_requests_total"), 7.0);
-        assert_eq!(metric_sum(text, "af_proxy_missing"), 0.0);
+        assert_eq!(metric_sum(text, "af_proxy_requests_total"), Some(7.0));
+        assert_eq!(metric_sum(text, "af_proxy_missing"), None);
     }
 }

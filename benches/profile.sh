@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Callgrind profiles of af-proxy under the harness's scenarios, and of one decision, as text
+# summaries in benches/results/profiles/ (benches/results/profiles/README.md). Instruction
+# counts, not time: a loaded machine gives the same figures.
+#
+#   benches/profile.sh [SCENARIO...]   # default: http-keepalive connect-bulk intercepted-https dns decide
+#
+# Needs valgrind, wrk and dnsperf; builds the static af-proxy, the harness (debug: it only
+# drives load, af-proxy under callgrind is the slow side) and the decision driver.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=benches/results/profiles
+target=${CARGO_TARGET_DIR:-$PWD/target}
+scenarios=("$@")
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(http-keepalive connect-bulk intercepted-https dns decide)
+mkdir -p "$out"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+summarize() { # FILE NAME WHAT: inclusive and self top 30, function names only
+  local file=$1 name=$2 what=$3
+  {
+    echo "# $name: $what"
+    echo "# made by benches/profile.sh at $(git rev-parse --short HEAD) on $(date -u +%FT%TZ)"
+    echo
+    echo "## inclusive"
+    callgrind_annotate --inclusive=yes --threshold=100 "$file" | sed -n '1,/^-- /p' | grep -v '^--' | head -n 24
+    callgrind_annotate --inclusive=yes "$file" | sed -n '/^-- .*file:function/,$p' | head -n 32 | cut -c1-220
+    echo
+    echo "## self"
+    callgrind_annotate --inclusive=no "$file" | sed -n '/^-- .*file:function/,$p' | head -n 32 | cut -c1-220
+  } > "$out/$name.txt"
+  echo "wrote $out/$name.txt"
+}
+
+proxy_scenarios=()
+for s in "${scenarios[@]}"; do [ "$s" = decide ] || proxy_scenarios+=("$s"); done
+
+if [ ${#proxy_scenarios[@]} -gt 0 ]; then
+  RUSTFLAGS='-C target-feature=+crt-static' cargo build -q --release --target x86_64-unknown-linux-gnu -p af-proxy
+  cargo build -q -p af-benches
+  cp "$target/x86_64-unknown-linux-gnu/release/af-proxy" "$work/af-proxy.real"
+  # The harness starts this wrapper as af-proxy: callgrind around the real binary. On the
+  # harness's SIGTERM the sidecar drains and callgrind writes its file; the harness may kill
+  # the wrapper first, so the script waits for valgrind itself (its pid in valgrind.pid).
+  cat > "$work/af-proxy" <<EOF
+#!/bin/sh
+valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" "$work/af-proxy.real" "\$@" 2>>"$work/valgrind.log" &
+echo \$! > "$work/valgrind.pid"
+trap 'kill -TERM \$(cat "$work/valgrind.pid")' TERM INT
+wait
+EOF
+  chmod +x "$work/af-proxy"
+  for s in "${proxy_scenarios[@]}"; do
+    rm -f "$work/callgrind.out" "$work/valgrind.pid"
+    AF_BENCH_READY_SECS=120 "$target/debug/af-benches" all --af-proxy "$work/af-proxy" \
+      --systems af-proxy --scenarios "$s" --rounds 1 --duration 5 --idle 100 --out "$work/results" \
+      | tee "$work/$s.table"
+    tail --pid="$(cat "$work/valgrind.pid")" -f /dev/null
+    summarize "$work/callgrind.out" "af-proxy-$s" \
+      "af-proxy under callgrind, one 5 s run of the harness's $s scenario ($(grep -m1 "^$s" "$work/$s.table" | tr -s ' ' | cut -d' ' -f3-4) under callgrind)"
+  done
+fi
+
+if printf '%s\n' "${scenarios[@]}" | grep -qx decide; then
+  cargo build -q --release -p af-policy --example decide_ir
+  driver=$target/release/examples/decide_ir
+  {
+    echo "# one decision: instructions (callgrind Ir) per Catalogue::decide, the criterion bench's requests"
+    echo "# made by benches/profile.sh at $(git rev-parse --short HEAD): (Ir of 200000 decisions - Ir of 0) / 200000"
+    echo
+    printf '%-10s %8s %14s\n' kind rules "Ir/decision"
+    for rules in 10 10000; do
+      for kind in exact wildcard miss; do
+        ir() { valgrind --tool=callgrind --callgrind-out-file="$work/d.out" "$driver" "$kind" "$rules" "$1" 2>&1 \
+          | sed -n 's/.*Collected : *\([0-9]*\).*/\1/p'; }
+        base=$(ir 0); many=$(ir 200000)
+        printf '%-10s %8s %14s\n' "$kind" "$rules" "$(( (many - base) / 200000 ))"
+      done
+    done
+  } > "$out/decide-ir.txt"
+  echo "wrote $out/decide-ir.txt"
+  valgrind --tool=callgrind --callgrind-out-file="$work/decide.out" "$driver" exact 10000 200000 2>/dev/null
+  summarize "$work/decide.out" decide-exact-10000 "200 000 exact decisions against 10 000 rules (examples/decide_ir.rs)"
+fi

@@ -1,0 +1,372 @@
+//! Issue 14's goals, each judged met or not met from the ratios of one run, so a change is
+//! judged against all of them in one table.
+
+use serde::Serialize;
+
+use super::{REFERENCE, Row, Status};
+use crate::scenarios::Scenario;
+
+/// The HTTP proxies af-proxy is compared with; the best of them is "the best peer".
+const PROXY_PEERS: [&str; 4] = ["squid", "tinyproxy", "privoxy", "mitmproxy"];
+/// The twin that counts its allocations.
+const COUNTING: &str = "af-proxy (allocs)";
+/// The twin that answers intercepted requests from a pack.
+const MOCK: &str = "af-proxy (mock)";
+
+/// What one run says about one goal.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "verdict", content = "measured")]
+pub(crate) enum Verdict {
+    /// The goal holds; what was measured.
+    Met(String),
+    /// The goal does not hold; what was measured.
+    NotMet(String),
+    /// A figure is shown but cannot be judged here; the figure and why.
+    Shown(String),
+    /// This run has no figure for it; why.
+    Unmeasured(String),
+}
+
+impl Verdict {
+    /// As printed in the verdict column.
+    fn label(&self) -> &'static str {
+        match self {
+            Verdict::Met(_) => "met",
+            Verdict::NotMet(_) => "NOT MET",
+            Verdict::Shown(_) => "shown",
+            Verdict::Unmeasured(_) => "not measured",
+        }
+    }
+
+    /// What was measured, or why nothing was.
+    fn detail(&self) -> &str {
+        match self {
+            Verdict::Met(s) | Verdict::NotMet(s) | Verdict::Shown(s) | Verdict::Unmeasured(s) => s,
+        }
+    }
+}
+
+/// One goal and its verdict.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct Judged {
+    /// The goal, as the issue states it.
+    pub goal: &'static str,
+    /// What this run says about it.
+    #[serde(flatten)]
+    pub verdict: Verdict,
+}
+
+/// Every goal, judged from `rows` (one run's medians).
+pub(crate) fn judge(rows: &[Row]) -> Vec<Judged> {
+    use Scenario::*;
+    let run = Run { rows };
+    let mut out = Vec::new();
+    let mut goal = |goal: &'static str, verdict: Verdict| out.push(Judged { goal, verdict });
+    let peer = run.best_peer(HttpKeepAlive);
+    goal(
+        "http-keepalive: req/s >= 2x the best peer's",
+        run.rate_vs(HttpKeepAlive, REFERENCE, peer, 2.0),
+    );
+    goal(
+        "http-keepalive: req/s >= 0.45x direct",
+        run.rate_vs(HttpKeepAlive, REFERENCE, Some("direct"), 0.45),
+    );
+    goal(
+        "http-keepalive: p99 <= the best peer's",
+        run.latency_vs(HttpKeepAlive, peer, |r| r.p99_us),
+    );
+    goal(
+        "http-keepalive: p99.9 <= the best peer's",
+        run.latency_vs(HttpKeepAlive, peer, |r| r.p999_us),
+    );
+    goal(
+        "http-keepalive: CPU <= 0.15 s per 10k requests",
+        run.at_most(HttpKeepAlive, REFERENCE, |r| r.cpu_per_unit, 0.15, "s/10k"),
+    );
+    goal(
+        "http-newconn: req/s >= 3x squid",
+        run.rate_vs(HttpNewConn, REFERENCE, Some("squid"), 3.0),
+    );
+    goal(
+        "http-newconn: req/s >= 0.8x direct",
+        run.rate_vs(HttpNewConn, REFERENCE, Some("direct"), 0.8),
+    );
+    goal(
+        "connect-bulk: MB/s >= 0.8x direct",
+        run.rate_vs(ConnectBulk, REFERENCE, Some("direct"), 0.8),
+    );
+    goal(
+        "connect-bulk: CPU <= 0.2 s per GB",
+        run.at_most(ConnectBulk, REFERENCE, |r| r.cpu_per_unit, 0.2, "s/GB"),
+    );
+    goal(
+        "dns: qps >= 1.2x unbound",
+        run.rate_vs(Dns, REFERENCE, Some("unbound"), 1.2),
+    );
+    goal("dns: no more loss than unbound", run.loss_vs_unbound());
+    goal(
+        "dns: CPU per query <= unbound's",
+        match run.row(Dns, "unbound").and_then(|u| u.cpu_per_unit) {
+            Some(limit) => run.at_most(Dns, REFERENCE, |r| r.cpu_per_unit, limit, "s/10k"),
+            None => Verdict::Unmeasured("unbound has no CPU figure".into()),
+        },
+    );
+    goal(
+        "intercepted-https: req/s >= 0.5x direct TLS",
+        run.rate_vs(InterceptedHttps, REFERENCE, Some("direct"), 0.5),
+    );
+    goal(
+        "intercepted-https: mock answers >= 0.8x direct TLS",
+        run.rate_vs(InterceptedHttps, MOCK, Some("direct"), 0.8),
+    );
+    goal(
+        "one decision: <= 30 ns and 0 allocations",
+        Verdict::Unmeasured(
+            "criterion and callgrind: cargo bench -p af-policy --bench decide (benches/README.md)"
+                .into(),
+        ),
+    );
+    goal(
+        "a proxied request: allocations published, <= 4 beyond hyper's own",
+        match run
+            .row(HttpKeepAlive, COUNTING)
+            .and_then(|r| r.allocs_per_op)
+        {
+            Some(a) => Verdict::Shown(format!(
+                "{a:.1} allocations per request (hyper's own is not measured apart)"
+            )),
+            None => Verdict::Unmeasured(format!("no {COUNTING} row")),
+        },
+    );
+    goal(
+        "idle client connection: <= 10 KiB",
+        run.at_most(IdleMemory, REFERENCE, |r| r.value, 10.0, "KiB"),
+    );
+    goal(
+        "af up of the demo, images cached: <= 1.5x docker compose up --wait",
+        Verdict::Unmeasured("not a scenario of this harness yet".into()),
+    );
+    out
+}
+
+/// One run's measured rows.
+struct Run<'a> {
+    rows: &'a [Row],
+}
+
+impl Run<'_> {
+    /// The measured row of `system` in `scenario`.
+    fn row(&self, scenario: Scenario, system: &str) -> Option<&Row> {
+        self.rows
+            .iter()
+            .find(|r| r.scenario == scenario && r.system == system && r.status == Status::Measured)
+    }
+
+    /// The proxy peer with the highest rate in `scenario`.
+    fn best_peer(&self, scenario: Scenario) -> Option<&'static str> {
+        PROXY_PEERS
+            .into_iter()
+            .filter_map(|p| Some((p, self.row(scenario, p)?.value?)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(p, _)| p)
+    }
+
+    /// `system`'s rate is at least `factor` times `other`'s.
+    fn rate_vs(
+        &self,
+        scenario: Scenario,
+        system: &str,
+        other: Option<&str>,
+        factor: f64,
+    ) -> Verdict {
+        let Some(other) = other else {
+            return Verdict::Unmeasured("no peer was measured".into());
+        };
+        match (self.value(scenario, system), self.value(scenario, other)) {
+            (Some(mine), Some(theirs)) if theirs > 0.0 => {
+                let ratio = mine / theirs;
+                let text = format!("{ratio:.2}x {other}");
+                if ratio >= factor {
+                    Verdict::Met(text)
+                } else {
+                    Verdict::NotMet(text)
+                }
+            }
+            (None, _) => Verdict::Unmeasured(format!("no {system} figure")),
+            _ => Verdict::Unmeasured(format!("no {other} figure")),
+        }
+    }
+
+    /// af-proxy's latency (`field`, µs) is at most `peer`'s.
+    fn latency_vs(
+        &self,
+        scenario: Scenario,
+        peer: Option<&str>,
+        field: fn(&Row) -> Option<f64>,
+    ) -> Verdict {
+        let Some(peer) = peer else {
+            return Verdict::Unmeasured("no peer was measured".into());
+        };
+        let mine = self.row(scenario, REFERENCE).and_then(field);
+        let theirs = self.row(scenario, peer).and_then(field);
+        match mine.zip(theirs) {
+            Some((mine, theirs)) => {
+                let text = format!("{:.2} ms vs {peer} {:.2} ms", mine / 1e3, theirs / 1e3);
+                if mine <= theirs {
+                    Verdict::Met(text)
+                } else {
+                    Verdict::NotMet(text)
+                }
+            }
+            None => Verdict::Unmeasured(format!("no latency figure for af-proxy or {peer}")),
+        }
+    }
+
+    /// `system`'s `field` is at most `limit` (in `unit`).
+    fn at_most(
+        &self,
+        scenario: Scenario,
+        system: &str,
+        field: fn(&Row) -> Option<f64>,
+        limit: f64,
+        unit: &str,
+    ) -> Verdict {
+        match self.row(scenario, system).and_then(field) {
+            Some(v) => {
+                let text = format!("{v:.2} {unit} (limit {limit:.2})");
+                if v <= limit {
+                    Verdict::Met(text)
+                } else {
+                    Verdict::NotMet(text)
+                }
+            }
+            None => Verdict::Unmeasured(format!("no {system} figure")),
+        }
+    }
+
+    /// af-proxy's DNS errors (lost or failed queries) are no more than unbound's.
+    fn loss_vs_unbound(&self) -> Verdict {
+        match (
+            self.row(Scenario::Dns, REFERENCE),
+            self.row(Scenario::Dns, "unbound"),
+        ) {
+            (Some(mine), Some(theirs)) => {
+                let text = format!("{} lost vs unbound {}", mine.errors, theirs.errors);
+                if mine.errors <= theirs.errors {
+                    Verdict::Met(text)
+                } else {
+                    Verdict::NotMet(text)
+                }
+            }
+            _ => Verdict::Unmeasured("no af-proxy or unbound DNS figure".into()),
+        }
+    }
+
+    fn value(&self, scenario: Scenario, system: &str) -> Option<f64> {
+        self.row(scenario, system)?.value
+    }
+}
+
+/// The goals as an aligned text block: goal, what was measured, verdict.
+pub(crate) fn render(judged: &[Judged]) -> String {
+    let width = |f: &dyn Fn(&Judged) -> usize| judged.iter().map(f).max().unwrap_or(0);
+    let goal_w = width(&|j| j.goal.chars().count()).max(4);
+    let detail_w = width(&|j| j.verdict.detail().chars().count()).max(8);
+    let mut out = format!("{:<goal_w$}  {:<detail_w$}  verdict\n", "goal", "measured");
+    for j in judged {
+        let line = format!(
+            "{:<goal_w$}  {:<detail_w$}  {}",
+            j.goal,
+            j.verdict.detail(),
+            j.verdict.label()
+        );
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(system: &str, scenario: Scenario, value: f64) -> Row {
+        Row {
+            value: Some(value),
+            ..Row::empty(system, scenario, Status::Measured)
+        }
+    }
+
+    fn verdict<'a>(judged: &'a [Judged], goal: &str) -> &'a Verdict {
+        &judged
+            .iter()
+            .find(|j| j.goal == goal)
+            .unwrap_or_else(|| panic!("no goal {goal:?}"))
+            .verdict
+    }
+
+    #[test]
+    fn rate_goals_are_judged_against_the_best_peer_and_direct_from_one_runs_rows() {
+        let mut af = row("af-proxy", Scenario::HttpKeepAlive, 50_000.0);
+        af.p99_us = Some(2_000.0);
+        let mut privoxy = row("privoxy", Scenario::HttpKeepAlive, 20_000.0);
+        privoxy.p99_us = Some(5_000.0);
+        let rows = vec![
+            row("direct", Scenario::HttpKeepAlive, 100_000.0),
+            af,
+            row("squid", Scenario::HttpKeepAlive, 10_000.0),
+            privoxy,
+            row("af-proxy", Scenario::HttpNewConn, 1_000.0),
+            row("squid", Scenario::HttpNewConn, 500.0),
+        ];
+        let judged = judge(&rows);
+        assert_eq!(
+            verdict(&judged, "http-keepalive: req/s >= 2x the best peer's"),
+            &Verdict::Met("2.50x privoxy".into()),
+            "privoxy, the faster peer, is the one compared"
+        );
+        assert_eq!(
+            verdict(&judged, "http-keepalive: req/s >= 0.45x direct"),
+            &Verdict::Met("0.50x direct".into())
+        );
+        assert_eq!(
+            verdict(&judged, "http-keepalive: p99 <= the best peer's"),
+            &Verdict::Met("2.00 ms vs privoxy 5.00 ms".into())
+        );
+        assert_eq!(
+            verdict(&judged, "http-newconn: req/s >= 3x squid"),
+            &Verdict::NotMet("2.00x squid".into())
+        );
+        assert!(matches!(
+            verdict(&judged, "connect-bulk: MB/s >= 0.8x direct"),
+            Verdict::Unmeasured(_)
+        ));
+    }
+
+    #[test]
+    fn a_row_that_failed_is_not_measured_and_limits_are_judged_inclusively() {
+        let mut idle = row("af-proxy", Scenario::IdleMemory, 10.0);
+        idle.unit = crate::scenarios::Unit::KibPerConn;
+        let rows = vec![
+            idle,
+            Row::empty(
+                "af-proxy",
+                Scenario::ConnectBulk,
+                Status::Failed("x".into()),
+            ),
+            row("direct", Scenario::ConnectBulk, 100.0),
+        ];
+        let judged = judge(&rows);
+        assert_eq!(
+            verdict(&judged, "idle client connection: <= 10 KiB"),
+            &Verdict::Met("10.00 KiB (limit 10.00)".into())
+        );
+        assert!(matches!(
+            verdict(&judged, "connect-bulk: MB/s >= 0.8x direct"),
+            Verdict::Unmeasured(_)
+        ));
+        let text = render(&judged);
+        assert!(text.lines().next().is_some_and(|l| l.starts_with("goal")));
+        assert!(text.contains("idle client connection: <= 10 KiB") && text.contains("  met"));
+    }
+}
