@@ -573,6 +573,8 @@ fn up_refused_by_residency_creates_nothing_and_an_allowed_region_goes_on_to_the_
         &[("AF_ORG_POLICY", &eu), ("DOCKER_HOST", &docker)],
     );
     assert_eq!(codes(&out), ["AF-RUN-001"]);
+}
+
 /// `af` run with `args` anywhere: these commands read no manifest.
 fn af_anywhere(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_af"))
