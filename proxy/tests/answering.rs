@@ -68,6 +68,19 @@ impl Env {
     }
 }
 
+/// `GET /repos/acme/widgets` of the mocked GitHub API: answered 200 from the built-in pack.
+async fn mocked_widgets(
+    c: &mut hyper::client::conn::http1::SendRequest<http_body_util::Full<bytes::Bytes>>,
+) -> Got {
+    let hit = send1(
+        c,
+        request("GET", "api.github.com", "/repos/acme/widgets", ""),
+    )
+    .await;
+    assert_eq!(hit.status, 200, "{}", hit.body);
+    hit
+}
+
 fn json_request(
     host: &str,
     path: &str,
@@ -85,12 +98,7 @@ fn json_request(
 async fn mock_answers_from_the_built_in_pack_and_a_miss_offers_a_skeleton() {
     let env = Env::start().await;
     let mut c = env.h1_to("api.github.com").await;
-    let hit = send1(
-        &mut c,
-        request("GET", "api.github.com", "/repos/acme/widgets", ""),
-    )
-    .await;
-    assert_eq!(hit.status, 200, "{}", hit.body);
+    let hit = mocked_widgets(&mut c).await;
     assert_eq!(hit.header("x-af-decision"), Some("mock"));
     assert_eq!(hit.header("x-af-mock"), Some("hit"));
     let repo: Value = serde_json::from_str(&hit.body).unwrap();
@@ -136,12 +144,7 @@ async fn a_mock_hosts_client_that_refuses_the_certificate_is_journaled_handshake
     // Positive control: a client trusting the environment CA is answered, and its opened
     // connection is journaled as opened, not as a request.
     let mut c = env.h1_to("api.github.com").await;
-    let hit = send1(
-        &mut c,
-        request("GET", "api.github.com", "/repos/acme/widgets", ""),
-    )
-    .await;
-    assert_eq!(hit.status, 200, "{}", hit.body);
+    mocked_widgets(&mut c).await;
     drop(c);
     let recs = env.sc.admin().wait_records("host=api.github.com", 3).await;
     let outcomes: Vec<(&Value, &Value)> = recs[1..]
