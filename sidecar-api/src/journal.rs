@@ -111,7 +111,8 @@ pub struct DecisionRecord {
     /// From the sidecar: `guard:<class>`, `mode_unserved`, `resolve`, `connect`, `upstream`,
     /// `tunnel`, `client_gone`, `shutdown`, `loop`, `no_sni`, `not_tls`, `client_hello_timeout`,
     /// `not_proxy_request`, `bad_request`, `bad_port`, `bad_body`, `head_too_large`,
-    /// `header_timeout`, `connection_limit`; `synth_model` for the call synth made to its model
+    /// `header_timeout`, `connection_limit`, `client_rejected_certificate` and `intercept` (the
+    /// opened TLS failed); `synth_model` for the call synth made to its model
     /// on a request's behalf.
     pub reason: String,
     /// Whether the request left the environment (or may have, for one cut short). Kept for
