@@ -68,6 +68,19 @@ impl Env {
     }
 }
 
+/// `GET /repos/acme/widgets` of the mocked GitHub API: answered 200 from the built-in pack.
+async fn mocked_widgets(
+    c: &mut hyper::client::conn::http1::SendRequest<http_body_util::Full<bytes::Bytes>>,
+) -> Got {
+    let hit = send1(
+        c,
+        request("GET", "api.github.com", "/repos/acme/widgets", ""),
+    )
+    .await;
+    assert_eq!(hit.status, 200, "{}", hit.body);
+    hit
+}
+
 fn json_request(
     host: &str,
     path: &str,
@@ -85,12 +98,7 @@ fn json_request(
 async fn mock_answers_from_the_built_in_pack_and_a_miss_offers_a_skeleton() {
     let env = Env::start().await;
     let mut c = env.h1_to("api.github.com").await;
-    let hit = send1(
-        &mut c,
-        request("GET", "api.github.com", "/repos/acme/widgets", ""),
-    )
-    .await;
-    assert_eq!(hit.status, 200, "{}", hit.body);
+    let hit = mocked_widgets(&mut c).await;
     assert_eq!(hit.header("x-af-decision"), Some("mock"));
     assert_eq!(hit.header("x-af-mock"), Some("hit"));
     let repo: Value = serde_json::from_str(&hit.body).unwrap();
@@ -105,10 +113,52 @@ async fn mock_answers_from_the_built_in_pack_and_a_miss_offers_a_skeleton() {
     let recs = env.sc.admin().wait_records("host=api.github.com", 2).await;
     assert!(
         recs.iter()
-            .all(|r| r["mode"] == "mock" && r["allowed"] == false)
+            .all(|r| r["mode"] == "mock" && r["allowed"] == false && r["outcome"] == "answered"),
+        "{recs:#?}"
     );
     assert_eq!(recs[0]["status"], 200);
     assert_eq!(recs[1]["status"], 404);
+}
+
+#[tokio::test]
+async fn a_mock_hosts_client_that_refuses_the_certificate_is_journaled_handshake_failed() {
+    let env = Env::start().await;
+    // Trusts only a certificate of its own, as a pinning client would.
+    let own = rcgen::generate_simple_self_signed(vec!["api.github.com".to_owned()]).unwrap();
+    let pinned = client(&[own.cert.der()], &[H1]);
+    let failed = tls_via_connect(
+        env.sc.proxy(),
+        "api.github.com:443",
+        "api.github.com",
+        &pinned,
+    )
+    .await;
+    assert!(failed.is_err());
+    let recs = env.sc.admin().wait_records("host=api.github.com", 1).await;
+    assert_eq!(recs[0]["mode"], "mock", "{recs:#?}");
+    assert_eq!(recs[0]["outcome"], "handshake_failed", "{recs:#?}");
+    assert_eq!(
+        recs[0]["reason"], "client_rejected_certificate",
+        "{recs:#?}"
+    );
+    // Positive control: a client trusting the environment CA is answered, and its opened
+    // connection is journaled as opened, not as a request.
+    let mut c = env.h1_to("api.github.com").await;
+    mocked_widgets(&mut c).await;
+    drop(c);
+    let recs = env.sc.admin().wait_records("host=api.github.com", 3).await;
+    let outcomes: Vec<(&Value, &Value)> = recs[1..]
+        .iter()
+        .map(|r| (&r["via"], &r["outcome"]))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            (&json!("intercept"), &json!("answered")),
+            (&json!("proxy"), &json!("opened"))
+        ],
+        "{recs:#?}"
+    );
 }
 
 #[tokio::test]

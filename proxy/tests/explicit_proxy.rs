@@ -86,6 +86,7 @@ async fn allowed_request_is_forwarded_with_hop_by_hop_headers_stripped_and_journ
     assert_eq!(r["mode"], "allow");
     assert_eq!(r["rule"], "rules[0] api.allowed.test");
     assert_eq!(r["allowed"], true);
+    assert_eq!(r["outcome"], "forwarded");
     assert_eq!(r["status"], 200);
     assert_eq!(r["bytes_down"], 5);
     assert!(r["at"].as_str().unwrap().ends_with('Z'));
@@ -235,6 +236,8 @@ async fn connect_to_an_allowed_host_tunnels_bytes_and_is_journaled() {
     let r = &recs[0];
     assert_eq!(r["method"], "CONNECT");
     assert_eq!(r["allowed"], true);
+    // 200 means only that the tunnel was established: what went on inside is not known.
+    assert_eq!(r["outcome"], "tunnel");
     assert_eq!(r["status"], 200);
     assert!(r["bytes_up"].as_u64().unwrap() > 0);
     assert!(r["bytes_down"].as_u64().unwrap() > 0);
@@ -256,6 +259,7 @@ async fn connect_to_a_blocked_host_gets_the_same_403() {
     assert_eq!(recs[0]["method"], "CONNECT");
     assert_eq!(recs[0]["port"], 443);
     assert_eq!(recs[0]["code"], "AF-NET-010");
+    assert_eq!(recs[0]["outcome"], "refused");
 }
 
 #[tokio::test]

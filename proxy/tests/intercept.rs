@@ -394,6 +394,7 @@ async fn a_client_that_rejects_the_certificate_is_journaled_with_advice() {
     let recs = env.sc.admin().wait_records("host=api.paths.test", 1).await;
     assert_eq!(recs[0]["code"], "AF-NET-045", "{recs:#?}");
     assert_eq!(recs[0]["reason"], "client_rejected_certificate");
+    assert_eq!(recs[0]["outcome"], "handshake_failed", "{recs:#?}");
     // The client saw 200 for its CONNECT; the refusal came inside TLS.
     assert_eq!(recs[0]["status"], 200, "{recs:#?}");
     // Positive control: trusting the environment CA, the same host opens.
@@ -497,6 +498,7 @@ async fn a_request_through_connect_and_through_transparent_tls_read_the_same_but
     );
     let open = env.sc.admin().wait_records("host=api.open.test", 1).await;
     assert!(open[0].get("intercepted").is_none(), "{open:#?}");
+    assert_eq!(open[0]["outcome"], "tunnel", "{open:#?}");
 }
 
 #[tokio::test]

@@ -111,11 +111,17 @@ pub struct DecisionRecord {
     /// From the sidecar: `guard:<class>`, `mode_unserved`, `resolve`, `connect`, `upstream`,
     /// `tunnel`, `client_gone`, `shutdown`, `loop`, `no_sni`, `not_tls`, `client_hello_timeout`,
     /// `not_proxy_request`, `bad_request`, `bad_port`, `bad_body`, `head_too_large`,
-    /// `header_timeout`, `connection_limit`; `synth_model` for the call synth made to its model
+    /// `header_timeout`, `connection_limit`, `client_rejected_certificate` and `intercept` (the
+    /// opened TLS failed); `synth_model` for the call synth made to its model
     /// on a request's behalf.
     pub reason: String,
-    /// Whether the request left the environment.
+    /// Whether the request left the environment (or may have, for one cut short). Kept for
+    /// journals and readers that predate `outcome`; `outcome` says how it ended.
     pub allowed: bool,
+    /// How the request or connection ended, as the sidecar saw it. Absent in journals written
+    /// before it: read it through [`DecisionRecord::outcome`], which derives it then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<Outcome>,
     /// The HTTP status the client got (200 for an established tunnel), absent for a closed
     /// connection.
     pub status: Option<u16>,
@@ -149,6 +155,7 @@ impl Default for DecisionRecord {
             rule: None,
             reason: String::new(),
             allowed: false,
+            outcome: None,
             status: None,
             bytes_up: 0,
             bytes_down: 0,
@@ -163,6 +170,82 @@ impl DecisionRecord {
     /// Refused: it did not leave and has a refusal code.
     pub fn refused(&self) -> bool {
         refused(self.allowed, self.code.is_some())
+    }
+
+    /// How it ended: as written, or derived for a record written before `outcome` was.
+    pub fn outcome(&self) -> Outcome {
+        self.outcome.unwrap_or_else(|| Outcome::derived(self))
+    }
+}
+
+/// How a decided request or connection ended: what the sidecar can truthfully say of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Sent out and answered by the upstream (any status).
+    Forwarded,
+    /// Relayed byte for byte end to end (an untouched CONNECT or TLS tunnel): the tunnel was
+    /// established and closed; what happened inside it (its TLS handshake, its requests) is
+    /// not known to the sidecar. A CONNECT's status 200 means only "tunnel established".
+    Tunnel,
+    /// Answered inside the environment by mock, capture or synth: nothing left.
+    Answered,
+    /// Refused with a code before anything left.
+    Refused,
+    /// Allowed out, then the upstream, the tunnel or the client's body failed (coded).
+    Failed,
+    /// The sidecar opened the connection's TLS with a leaf of the environment CA, and the
+    /// handshake failed or the client refused the certificate (coded); no request was made.
+    HandshakeFailed,
+    /// A connection opened for interception has closed; each request inside it has its own
+    /// record (`via: intercept`).
+    Opened,
+    /// Ended before it was answered: the client went away, or the sidecar's drain deadline
+    /// cut it (`reason` says which).
+    Closed,
+}
+
+impl Outcome {
+    /// The name in the journal: `forwarded`, `tunnel`, `answered`, ...
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Forwarded => "forwarded",
+            Outcome::Tunnel => "tunnel",
+            Outcome::Answered => "answered",
+            Outcome::Refused => "refused",
+            Outcome::Failed => "failed",
+            Outcome::HandshakeFailed => "handshake_failed",
+            Outcome::Opened => "opened",
+            Outcome::Closed => "closed",
+        }
+    }
+
+    /// The outcome of a record written before `outcome` was, from what it does say:
+    /// `intercepted`, `allowed`, `code`, `reason`, `status` and the method.
+    fn derived(d: &DecisionRecord) -> Self {
+        let ended_early = matches!(d.reason.as_ref(), "client_gone" | "shutdown");
+        let handshake = matches!(
+            d.reason.as_ref(),
+            "client_rejected_certificate" | "intercept"
+        );
+        let tunnel = d.method == "CONNECT" || (d.via == "tls" && d.method.is_empty());
+        match (d.allowed, d.code.is_some()) {
+            _ if d.intercepted => Outcome::Opened,
+            _ if ended_early => Outcome::Closed,
+            (false, true) if handshake => Outcome::HandshakeFailed,
+            (false, true) => Outcome::Refused,
+            (false, false) if d.status.is_some() => Outcome::Answered,
+            (false, false) => Outcome::Closed,
+            (true, true) => Outcome::Failed,
+            (true, false) if tunnel => Outcome::Tunnel,
+            (true, false) => Outcome::Forwarded,
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -318,5 +401,81 @@ mod tests {
         let line = serde_json::to_string(&inside).expect("serializes");
         assert!(line.contains(r#""arrived":"tls""#), "{line}");
         assert!(!line.contains("intercepted"), "{line}");
+    }
+
+    #[test]
+    fn a_decision_written_before_outcome_derives_it_from_what_it_says() {
+        let old = |fields: &str| -> Outcome {
+            let line = format!(
+                r#"{{"via":"proxy","client":"127.0.0.1:5000","host":"x.test","port":443,"path":"","tls":false,"mode":null,"rule":null,"bytes_up":0,"bytes_down":0,"duration_ms":1,"error":null,{fields}}}"#
+            );
+            let d: DecisionRecord = serde_json::from_str(&line).expect("an old line reads");
+            assert_eq!(d.outcome, None, "{line}");
+            d.outcome()
+        };
+        let coded = r#""code":"AF-NET-010""#;
+        let uncoded = r#""code":null"#;
+        let cases = [
+            (
+                format!(r#""method":"GET","reason":"rule","allowed":false,"status":403,{coded}"#),
+                Outcome::Refused,
+            ),
+            (
+                format!(r#""method":"GET","reason":"rule","allowed":false,"status":200,{uncoded}"#),
+                Outcome::Answered,
+            ),
+            (
+                format!(
+                    r#""method":"GET","reason":"client_rejected_certificate","allowed":false,"status":200,{coded}"#
+                ),
+                Outcome::HandshakeFailed,
+            ),
+            (
+                format!(r#""method":"GET","reason":"rule","allowed":true,"status":200,{uncoded}"#),
+                Outcome::Forwarded,
+            ),
+            (
+                format!(
+                    r#""method":"GET","reason":"upstream","allowed":true,"status":502,{coded}"#
+                ),
+                Outcome::Failed,
+            ),
+            (
+                format!(
+                    r#""method":"GET","reason":"client_gone","allowed":true,"status":null,{uncoded}"#
+                ),
+                Outcome::Closed,
+            ),
+            (
+                format!(
+                    r#""method":"GET","reason":"rule","allowed":false,"status":200,"intercepted":true,{uncoded}"#
+                ),
+                Outcome::Opened,
+            ),
+        ];
+        let tunnel =
+            format!(r#""method":"CONNECT","reason":"rule","allowed":true,"status":200,{uncoded}"#);
+        for (fields, want) in cases.into_iter().chain([(tunnel, Outcome::Tunnel)]) {
+            assert_eq!(old(&fields), want, "{fields}");
+        }
+    }
+
+    #[test]
+    fn an_outcome_is_written_snake_case_and_wins_over_the_derivation() {
+        let d = DecisionRecord {
+            method: "CONNECT".into(),
+            allowed: false,
+            code: Some("AF-NET-045".into()),
+            reason: "client_rejected_certificate".into(),
+            outcome: Some(Outcome::HandshakeFailed),
+            ..DecisionRecord::default()
+        };
+        let line = serde_json::to_string(&d).expect("serializes");
+        assert!(line.contains(r#""outcome":"handshake_failed""#), "{line}");
+        let written = DecisionRecord {
+            outcome: Some(Outcome::Answered),
+            ..d
+        };
+        assert_eq!(written.outcome(), Outcome::Answered);
     }
 }

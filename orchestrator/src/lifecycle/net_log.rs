@@ -7,7 +7,7 @@ use std::path::Path;
 
 use af_policy::error::{Report, codes};
 use af_sidecar_api::admin::DecisionsQuery;
-use af_sidecar_api::journal::{Entry, Record};
+use af_sidecar_api::journal::{Entry, Outcome, Record};
 use futures_util::StreamExt;
 
 use super::output::{Format, print_json};
@@ -110,7 +110,10 @@ async fn read(
     records.map_err(|e| e.report())
 }
 
-/// One record as a line: `12 14:03:01 ✗ block  GET api.x.test:443/ 403 (default) [proxy]`.
+/// One record as a line: `12 14:03:01 ✗ block  GET api.x.test:443/ 403 AF-NET-010 (default)
+/// [proxy]`. The mark says how it ended: ✓ left (forwarded, or tunnelled), ○ answered in the
+/// sidecar, ✗ refused or failed (with its code), ⚠ the opened TLS failed, ◇ a connection
+/// opened for interception (its requests have their own lines), – ended before an answer.
 pub fn line(r: &Record) -> String {
     let seq = r.seq;
     let at = r.at.get(11..19).unwrap_or(&r.at);
@@ -133,17 +136,33 @@ pub fn line(r: &Record) -> String {
         }
         Entry::Decision(d) => d,
     };
-    // Left the environment (✓), refused (✗), or answered in the sidecar (○: mock, capture,
-    // synth; not allowed out, and no refusal code).
-    let mark = match (d.allowed, d.code.is_some()) {
-        (true, _) => "✓",
-        (false, true) => "✗",
-        (false, false) => "○",
+    let outcome = d.outcome();
+    let mark = match outcome {
+        Outcome::Forwarded | Outcome::Tunnel => "✓",
+        Outcome::Answered => "○",
+        Outcome::Refused | Outcome::Failed => "✗",
+        Outcome::HandshakeFailed => "⚠",
+        Outcome::Opened => "◇",
+        Outcome::Closed => "–",
     };
     let mode = d
         .mode
         .map_or(if d.allowed { "allow" } else { "block" }, |m| m.as_str());
     let status = d.status.map(|c| format!(" {c}")).unwrap_or_default();
+    // What the client got. A tunnel's 200 says only that it was established: the line says
+    // "tunnel", claiming nothing about what went on inside it.
+    let result = match outcome {
+        Outcome::Tunnel => " tunnel".to_owned(),
+        Outcome::Opened => " opened for interception".to_owned(),
+        Outcome::HandshakeFailed => " handshake failed".to_owned(),
+        Outcome::Closed => format!("{status} closed"),
+        Outcome::Forwarded | Outcome::Answered | Outcome::Refused | Outcome::Failed => status,
+    };
+    let code = d
+        .code
+        .as_deref()
+        .map(|c| format!(" {c}"))
+        .unwrap_or_default();
     let rule = match d.rule.as_deref() {
         None | Some("") => "default",
         Some(rule) => rule,
@@ -164,7 +183,7 @@ pub fn line(r: &Record) -> String {
         reason => format!("{rule}: {reason}"),
     };
     format!(
-        "{seq:>5} {at} {mark} {mode:<6} {target}{status} ({why}) [{}]",
+        "{seq:>5} {at} {mark} {mode:<6} {target}{result}{code} ({why}) [{}]",
         d.via
     )
 }
@@ -273,7 +292,7 @@ mod tests {
         );
         assert_eq!(
             line(&by_default),
-            "   11 14:03:05 ✗ block  GET api.x.test:443/ 403 (default) [proxy]"
+            "   11 14:03:05 ✗ block  GET api.x.test:443/ 403 AF-NET-010 (default) [proxy]"
         );
         let tls = record(
             12,
@@ -288,7 +307,7 @@ mod tests {
         );
         assert_eq!(
             line(&tls),
-            "   12 14:03:06 ✓ allow  api.x.test:443 (rules[0] api.x.test) [tls]"
+            "   12 14:03:06 ✓ allow  api.x.test:443 tunnel (rules[0] api.x.test) [tls]"
         );
         let guarded = record(
             13,
@@ -304,7 +323,76 @@ mod tests {
         );
         assert_eq!(
             line(&guarded),
-            "   13 14:03:07 ✗ allow  CONNECT api.x.test:443 403 (rules[0] api.x.test: guard:private) [proxy]"
+            "   13 14:03:07 ✗ allow  CONNECT api.x.test:443 403 AF-NET-020 (rules[0] api.x.test: guard:private) [proxy]"
+        );
+    }
+
+    #[test]
+    fn a_line_says_how_it_ended_not_only_whether_it_left() {
+        let at = "2026-11-29T14:03:08.000Z";
+        let mock = |outcome, status, code: Option<&'static str>, reason: &str| DecisionRecord {
+            mode: Some(Mode::Mock),
+            rule: Some("rules[0] api.github.com".to_owned()),
+            reason: reason.to_owned(),
+            outcome: Some(outcome),
+            status,
+            code: code.map(Into::into),
+            ..decision("proxy", "CONNECT", "api.github.com", 443, "")
+        };
+        let refused_cert = record(
+            14,
+            at,
+            Entry::Decision(mock(
+                Outcome::HandshakeFailed,
+                Some(200),
+                Some("AF-NET-045"),
+                "client_rejected_certificate",
+            )),
+        );
+        assert_eq!(
+            line(&refused_cert),
+            "   14 14:03:08 ⚠ mock   CONNECT api.github.com:443 handshake failed AF-NET-045 (rules[0] api.github.com: client_rejected_certificate) [proxy]"
+        );
+        let opened = record(
+            15,
+            at,
+            Entry::Decision(DecisionRecord {
+                intercepted: true,
+                ..mock(Outcome::Opened, Some(200), None, "rule")
+            }),
+        );
+        assert_eq!(
+            line(&opened),
+            "   15 14:03:08 ◇ mock   CONNECT api.github.com:443 opened for interception (rules[0] api.github.com) [proxy]"
+        );
+        let answered = record(
+            16,
+            at,
+            Entry::Decision(DecisionRecord {
+                method: "GET".to_owned(),
+                path: "/user".to_owned(),
+                via: "intercept".into(),
+                ..mock(Outcome::Answered, Some(200), None, "rule")
+            }),
+        );
+        assert_eq!(
+            line(&answered),
+            "   16 14:03:08 ○ mock   GET api.github.com:443/user 200 (rules[0] api.github.com) [intercept]"
+        );
+        let gone = record(
+            17,
+            at,
+            Entry::Decision(DecisionRecord {
+                mode: Some(Mode::Allow),
+                allowed: true,
+                outcome: Some(Outcome::Closed),
+                reason: "client_gone".to_owned(),
+                ..decision("proxy", "GET", "api.x.test", 80, "/slow")
+            }),
+        );
+        assert_eq!(
+            line(&gone),
+            "   17 14:03:08 – allow  GET api.x.test:80/slow closed (default: client_gone) [proxy]"
         );
     }
 }

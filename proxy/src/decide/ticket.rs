@@ -13,7 +13,7 @@ use crate::answer::refusal::Refusal;
 use crate::decide::ask::Ask;
 use crate::decide::tripwire;
 use crate::metrics::{Outcome, Via};
-use crate::record::journal::{DecisionRecord, Entry};
+use crate::record::journal::{DecisionRecord, Entry, Outcome as Ended};
 use crate::state::State;
 
 /// A decided request not yet journaled. Close it with exactly one of its methods.
@@ -127,13 +127,20 @@ impl Ticket {
     pub(crate) fn intercepted(mut self) {
         self.record.intercepted = true;
         let status = (self.record.method == "CONNECT").then_some(200);
-        self.write(false, status, 0, 0);
+        self.write(false, Ended::Opened, status, 0, 0);
     }
 
     /// The sidecar answered the request itself (mock, capture, synth): nothing left the
     /// environment. `up` is the request body read, `down` the answer's body.
     pub(crate) fn answered(mut self, status: u16, up: u64, down: u64) {
-        self.finish(false, Some(status), up, down, Outcome::Answered);
+        self.finish(
+            false,
+            Ended::Answered,
+            Some(status),
+            up,
+            down,
+            Outcome::Answered,
+        );
     }
 
     /// The request was refused (nothing left the environment).
@@ -142,27 +149,28 @@ impl Ticket {
             Via::Tls | Via::Smtp => None,
             _ => Some(refusal.status.as_u16()),
         };
-        self.refused_with(status, refusal);
+        self.refused_with(Ended::Refused, status, refusal);
     }
 
     /// The connection was refused and the refusal answered inside its opened TLS (the
     /// transparent TLS listener with an environment CA): the status is the refusal's.
     pub(crate) fn refused_answering(self, refusal: &Refusal) {
-        self.refused_with(Some(refusal.status.as_u16()), refusal);
+        self.refused_with(Ended::Refused, Some(refusal.status.as_u16()), refusal);
     }
 
-    /// The connection was refused inside TLS, after it was accepted: the status journaled is
-    /// the last one the client saw (200 for a CONNECT, none on the transparent listener).
-    pub(crate) fn refused_in_tls(self, refusal: &Refusal) {
+    /// The TLS the sidecar opened for interception failed, or its client refused the
+    /// certificate: the status journaled is the last one the client saw (200 for a CONNECT,
+    /// none on the transparent listener).
+    pub(crate) fn handshake_failed(self, refusal: &Refusal) {
         let status = (self.record.method == "CONNECT").then_some(200);
-        self.refused_with(status, refusal);
+        self.refused_with(Ended::HandshakeFailed, status, refusal);
     }
 
-    fn refused_with(mut self, status: Option<u16>, refusal: &Refusal) {
+    fn refused_with(mut self, ended: Ended, status: Option<u16>, refusal: &Refusal) {
         self.record.reason.clone_from(&refusal.reason);
         self.record.code = Some(Cow::Borrowed(refusal.code.code));
         self.record.error = Some(tripwire::redact(&refusal.statement).into_owned());
-        self.finish(false, status, 0, 0, Outcome::Refused);
+        self.finish(false, ended, status, 0, 0, Outcome::Refused);
     }
 
     /// The request had begun to leave when the client broke it (a malformed body): the
@@ -173,6 +181,7 @@ impl Ticket {
         self.record.error = Some(tripwire::redact(&refusal.statement).into_owned());
         self.finish(
             true,
+            Ended::Failed,
             Some(refusal.status.as_u16()),
             up,
             0,
@@ -197,7 +206,7 @@ impl Ticket {
         self.record.error =
             Some("the sidecar stopped and its drain deadline passed before this ended".to_owned());
         let allowed = self.may_have_left();
-        self.finish(allowed, status, up, down, Outcome::Shutdown);
+        self.finish(allowed, Ended::Closed, status, up, down, Outcome::Shutdown);
     }
 
     /// Whether the request may have left before it ended (its mode forwards).
@@ -212,7 +221,13 @@ impl Ticket {
 
     /// The request was forwarded and completed (any upstream status).
     pub(crate) fn forwarded(mut self, status: Option<u16>, up: u64, down: u64) {
-        self.finish(true, status, up, down, Outcome::Forwarded);
+        self.finish(true, Ended::Forwarded, status, up, down, Outcome::Forwarded);
+    }
+
+    /// The untouched tunnel was established and has closed: bytes were relayed end to end,
+    /// and what happened inside (its handshake, its requests) is not known here.
+    pub(crate) fn tunnelled(mut self, status: Option<u16>, up: u64, down: u64) {
+        self.finish(true, Ended::Tunnel, status, up, down, Outcome::Forwarded);
     }
 
     /// The request was allowed but the upstream failed; `up`/`down` count what moved.
@@ -228,28 +243,45 @@ impl Ticket {
         reason.clone_into(&mut self.record.reason);
         self.record.code = Some(Cow::Borrowed(code.code));
         self.record.error = Some(error);
-        self.finish(true, status, up, down, Outcome::UpstreamError);
+        self.finish(
+            true,
+            Ended::Failed,
+            status,
+            up,
+            down,
+            Outcome::UpstreamError,
+        );
     }
 
-    fn finish(&mut self, allowed: bool, status: Option<u16>, up: u64, down: u64, outcome: Outcome) {
+    /// Count the request in the metrics (as `outcome`) and journal it (as `ended`).
+    fn finish(
+        &mut self,
+        allowed: bool,
+        ended: Ended,
+        status: Option<u16>,
+        up: u64,
+        down: u64,
+        outcome: Outcome,
+    ) {
         let metrics = &self.state.metrics;
         if let Some(mode) = self.mode {
             metrics.request(self.via, mode, outcome);
         }
         metrics.bytes(up, down);
-        self.write(allowed, status, up, down);
+        self.write(allowed, ended, status, up, down);
     }
 
     /// Journal the record with how it ended.
-    fn write(&mut self, allowed: bool, status: Option<u16>, up: u64, down: u64) {
+    fn write(&mut self, allowed: bool, ended: Ended, status: Option<u16>, up: u64, down: u64) {
         self.open = false;
         let r = &mut self.record;
         r.allowed = allowed;
+        r.outcome = Some(ended);
         r.status = status;
         r.bytes_up = up;
         r.bytes_down = down;
         r.duration_ms = self.started.elapsed().as_millis() as u64;
-        tracing::debug!(host = %r.host, reason = %r.reason, allowed, "decision");
+        tracing::debug!(host = %r.host, reason = %r.reason, %ended, "decision");
         let record = std::mem::take(&mut self.record);
         self.state.journal.record(Entry::Decision(record));
     }
@@ -270,6 +302,6 @@ impl Drop for Ticket {
         self.record.reason = "client_gone".to_owned();
         self.record.error = Some("the client went away before the request was answered".to_owned());
         let allowed = self.may_have_left();
-        self.finish(allowed, None, 0, 0, Outcome::ClientGone);
+        self.finish(allowed, Ended::Closed, None, 0, 0, Outcome::ClientGone);
     }
 }

@@ -27,7 +27,7 @@ use crate::config::ModelConfig;
 use crate::decide::tripwire;
 use crate::leave::forward::connector::GuardedConnector;
 use crate::leave::guard::Guard;
-use crate::record::journal::{DecisionRecord, Entry, Journal};
+use crate::record::journal::{DecisionRecord, Entry, Journal, Outcome};
 
 /// Largest reply read from the model.
 const REPLY_BYTES: usize = 1024 * 1024;
@@ -90,6 +90,11 @@ impl Drop for ModelCall {
             tls: https,
             reason: "synth_model".to_owned(),
             allowed: self.reached,
+            outcome: Some(if error.is_some() {
+                Outcome::Failed
+            } else {
+                Outcome::Forwarded
+            }),
             status: self.status,
             bytes_up: if self.reached { self.question_bytes } else { 0 },
             bytes_down: self.bytes_down,

@@ -43,7 +43,7 @@ fn handshake_failed(ticket: Ticket, error: &HandshakeError) {
             format!("{error}"),
         ),
     };
-    ticket.refused_in_tls(&refusal);
+    ticket.handshake_failed(&refusal);
 }
 
 /// Complete the handshake (within the ClientHello timeout), then serve the connection; a

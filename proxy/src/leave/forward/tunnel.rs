@@ -37,7 +37,7 @@ impl TunnelEnd {
     pub(crate) fn close(self, ticket: Ticket, status: Option<u16>) {
         let TunnelEnd { up, down, closed } = self;
         match closed {
-            Closed::Done => ticket.forwarded(status, up, down),
+            Closed::Done => ticket.tunnelled(status, up, down),
             Closed::Failed(error) => {
                 ticket.upstream_failed(status, &codes::NET_UPSTREAM, "tunnel", error, up, down);
             }

@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::metrics::Metrics;
 pub(crate) use reader::Query;
-pub(crate) use record::{DecisionRecord, DnsSighting, Entry, MessageRecord};
+pub(crate) use record::{DecisionRecord, DnsSighting, Entry, MessageRecord, Outcome};
 use tail::Tail;
 use writer::{Pending, Writer};
 
@@ -218,6 +218,7 @@ mod tests {
             rule: Some("default".into()),
             reason: "default".into(),
             allowed: false,
+            outcome: Some(super::Outcome::Refused),
             status: Some(403),
             bytes_up: 0,
             bytes_down: 0,

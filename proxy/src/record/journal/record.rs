@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 pub(crate) use af_sidecar_api::journal::{
-    DecisionRecord, DnsSighting, Entry, MessageRecord, refused,
+    DecisionRecord, DnsSighting, Entry, MessageRecord, Outcome, refused,
 };
 
 /// One journal line as the writer serializes it: exactly an
