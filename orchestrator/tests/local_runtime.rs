@@ -4,6 +4,7 @@
 //! `.config/nextest.toml`).
 
 mod conformance;
+mod real_clients;
 mod support;
 
 use support::docker::DockerHarness;
@@ -197,4 +198,10 @@ async fn a_service_cannot_have_an_ipv6_packet_forwarded_by_the_host() {
 async fn a_service_restarts_in_place() {
     let h = harness("restart").await;
     conformance::a_service_restarts_in_place(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn real_debian_clients_are_answered_by_proxy_and_by_dns_and_journaled_record_by_record() {
+    let h = harness("clients").await;
+    real_clients::real_debian_clients_are_answered_by_proxy_and_by_dns_and_journaled_record_by_record(&h).await;
 }

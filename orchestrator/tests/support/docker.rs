@@ -42,6 +42,7 @@ pub(crate) struct DockerHarness {
     probe_dir: PathBuf,
     envs: Arc<Mutex<Vec<EnvId>>>,
     foreign: Arc<Mutex<Vec<String>>>,
+    af_variables: Vec<(&'static str, String)>,
 }
 
 impl DockerHarness {
@@ -149,6 +150,21 @@ impl DockerHarness {
         };
         options.sidecar.upstream_resolver = format!("{}:53", internet.resolver);
         options.sidecar.extra_networks = sidecar_networks;
+        // The same options as `af` reads them (`LocalOptions::from_env`).
+        let af_variables = vec![
+            (
+                "AF_PROXY_BINARY",
+                bins.join("af-proxy").display().to_string(),
+            ),
+            (
+                "AF_UPSTREAM_RESOLVER",
+                options.sidecar.upstream_resolver.clone(),
+            ),
+            (
+                "AF_SIDECAR_NETWORKS",
+                options.sidecar.extra_networks.join(","),
+            ),
+        ];
         let runtime = LocalRuntime::connect(options)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
@@ -160,7 +176,14 @@ impl DockerHarness {
             probe_dir,
             envs: Arc::default(),
             foreign: Arc::default(),
+            af_variables,
         }
+    }
+
+    /// The variables that give the `af` command line this harness's runtime: the same sidecar
+    /// binary, resolver and simulated internet.
+    pub(crate) fn af_variables(&self) -> &[(&'static str, String)] {
+        &self.af_variables
     }
 }
 
