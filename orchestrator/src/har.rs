@@ -180,7 +180,8 @@ pub struct Timings {
 pub struct Verdict {
     /// The decision's journal position.
     pub seq: u64,
-    /// `allowed` (it left), `refused` (a coded refusal) or `answered` (by the sidecar).
+    /// How the decision ended, the journal's `outcome`: `forwarded`, `tunnel`, `answered`,
+    /// `refused`, `failed`, `handshake_failed`, `opened` or `closed`.
     pub verdict: &'static str,
     /// The catalogue's mode, absent when refused before deciding.
     pub mode: Option<Mode>,
@@ -320,7 +321,7 @@ fn entry(record: &Record, d: &DecisionRecord, messages: &[(u64, &MessageRecord)]
         connection: d.client.port().to_string(),
         af: Verdict {
             seq: record.seq,
-            verdict: verdict(d),
+            verdict: d.outcome().as_str(),
             mode: d.mode,
             rule: d.rule.clone().unwrap_or_else(|| "default".to_owned()),
             reason: d.reason.clone(),
@@ -335,17 +336,6 @@ fn entry(record: &Record, d: &DecisionRecord, messages: &[(u64, &MessageRecord)]
 
 /// The journal does not say which HTTP version a request spoke; HAR requires one.
 const HTTP_VERSION: &str = "HTTP/1.1";
-
-/// `allowed`, `refused` or `answered`, as `af net log` marks ✓ ✗ ○.
-fn verdict(d: &DecisionRecord) -> &'static str {
-    if d.allowed {
-        "allowed"
-    } else if d.refused() {
-        "refused"
-    } else {
-        "answered"
-    }
-}
 
 /// A TLS connection decided on its SNI has no method; it was a connection, like a tunnel.
 fn method(d: &DecisionRecord) -> &str {

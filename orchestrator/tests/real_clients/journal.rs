@@ -1,10 +1,10 @@
-//! What the journal holds for each request of the matrix, as the sidecar records it today.
-//! [`expected_records`] is the one place that changes when the journal's semantics do (an
-//! outer CONNECT of an intercepted host getting its own record, intercepted requests saying
-//! how they arrived, `allowed` split into forwarded and answered).
+//! What the journal holds for each request of the matrix: the request inside the opened TLS
+//! connection (`via: intercept`, with the listener it `arrived` on), then, when the connection
+//! closes, the record of the connection itself (`intercepted: true`, outcome `opened`): a
+//! CONNECT through the proxy, or a TLS connection on the transparent listener.
 
 use af_policy::egress::Mode;
-use af_sidecar_api::journal::DecisionRecord;
+use af_sidecar_api::journal::{DecisionRecord, Outcome};
 
 use super::{Request, Route};
 
@@ -12,6 +12,8 @@ use super::{Request, Route};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Expected {
     pub via: &'static str,
+    pub arrived: &'static str,
+    pub intercepted: bool,
     pub method: &'static str,
     pub host: &'static str,
     pub port: u16,
@@ -19,17 +21,21 @@ pub(crate) struct Expected {
     pub mode: Mode,
     pub rule: &'static str,
     pub reason: &'static str,
-    pub allowed: bool,
-    pub status: u16,
+    pub outcome: Outcome,
+    pub status: Option<u16>,
 }
 
-/// The records one request leaves today, in order. Through the proxy and through the
-/// transparent listener alike: the request inside the opened TLS connection, `via:
-/// intercept`, and no record of the CONNECT or of the handshake around it; an answer made
-/// here (mock, capture, synth) is `allowed: false` (it did not leave).
-pub(crate) fn expected_records(request: &Request, _route: Route) -> Vec<Expected> {
-    vec![Expected {
+/// The records one request leaves, in order: the request, answered here (mock, capture,
+/// synth: nothing left), then its connection, opened for interception on the route's listener.
+pub(crate) fn expected_records(request: &Request, route: Route) -> Vec<Expected> {
+    let (listener, method, status) = match route {
+        Route::Proxy => ("proxy", "CONNECT", Some(200)),
+        Route::Transparent => ("tls", "", None),
+    };
+    let request_record = Expected {
         via: "intercept",
+        arrived: listener,
+        intercepted: false,
         method: request.method,
         host: request.api.host,
         port: 443,
@@ -37,9 +43,20 @@ pub(crate) fn expected_records(request: &Request, _route: Route) -> Vec<Expected
         mode: request.api.mode,
         rule: request.api.rule,
         reason: "rule",
-        allowed: false,
-        status: request.status,
-    }]
+        outcome: Outcome::Answered,
+        status: Some(request.status),
+    };
+    let connection = Expected {
+        via: listener,
+        arrived: "",
+        intercepted: true,
+        method,
+        path: String::new(),
+        outcome: Outcome::Opened,
+        status,
+        ..request_record.clone()
+    };
+    vec![request_record, connection]
 }
 
 impl Expected {
@@ -52,6 +69,16 @@ impl Expected {
             }
         };
         check("via", d.via.to_string(), self.via.to_owned());
+        check(
+            "arrived",
+            d.arrived.as_deref().unwrap_or_default().to_owned(),
+            self.arrived.to_owned(),
+        );
+        check(
+            "intercepted",
+            d.intercepted.to_string(),
+            self.intercepted.to_string(),
+        );
         check("method", d.method.clone(), self.method.to_owned());
         check("host", d.host.clone(), self.host.to_owned());
         check("port", d.port.to_string(), self.port.to_string());
@@ -67,11 +94,11 @@ impl Expected {
             format!("{:?}", Some(self.rule)),
         );
         check("reason", d.reason.clone(), self.reason.to_owned());
-        check("allowed", d.allowed.to_string(), self.allowed.to_string());
+        check("outcome", d.outcome().to_string(), self.outcome.to_string());
         check(
             "status",
             format!("{:?}", d.status),
-            format!("{:?}", Some(self.status)),
+            format!("{:?}", self.status),
         );
         out
     }

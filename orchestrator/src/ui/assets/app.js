@@ -96,10 +96,18 @@ function safeLink(url) {
 
 // --- requests -----------------------------------------------------------------------------
 
-/** left: it left the environment; refused: a coded refusal; local: answered in the sidecar. */
+/**
+ * How a decision ended, in the filter's three groups, from the journal's `outcome`: left the
+ * environment (forwarded, tunnel), refused (refused, failed, handshake_failed) or answered in
+ * the sidecar (answered, opened, closed). A record from before `outcome` is read by `allowed`.
+ */
 function outcome(d) {
-  if (d.allowed) return 'left';
-  return d.code ? 'refused' : 'local';
+  switch (d.outcome) {
+    case 'forwarded': case 'tunnel': return 'left';
+    case 'refused': case 'failed': case 'handshake_failed': return 'refused';
+    case undefined: case null: return d.allowed ? 'left' : d.code ? 'refused' : 'local';
+    default: return 'local';
+  }
 }
 const MARKS = { left: '✓', refused: '✗', local: '○' };
 
@@ -189,7 +197,7 @@ function requestDetail(detail) {
       el('h2', { id: 'detail-title' }, `${r.method || '(tls)'} ${detail.url}`),
       el('button', { type: 'button', text: 'Close', onclick: () => { $('request-detail').hidden = true; state.selected = null; renderRequests(); } })),
     fields([
-      ['outcome', el('span', { class: `mark-${o}` }, `${MARKS[o]} ${o === 'left' ? 'left the environment' : o === 'refused' ? 'refused' : 'answered in the sidecar'}`)],
+      ['outcome', el('span', { class: `mark-${o}` }, `${MARKS[o]} ${o === 'left' ? 'left the environment' : o === 'refused' ? 'refused' : 'answered in the sidecar'}${r.outcome ? ` (${r.outcome.replace('_', ' ')})` : ''}`)],
       ['mode', modeOf(r)],
       ['rule', el('code', { id: 'detail-rule', text: r.rule || 'default' })],
       ['reason', r.reason],
