@@ -11,9 +11,9 @@ use af_orchestrator::lifecycle::interrupt::Interrupt;
 use af_orchestrator::lifecycle::webhook::{Prepared, Trigger};
 use af_orchestrator::lifecycle::{self, output::Format as Out};
 use af_orchestrator::plan::EnvPlan;
+use af_orchestrator::runtime::Runtime;
 use af_orchestrator::runtime::factory::{self, Decision};
 use af_orchestrator::runtime::local::LocalOptions;
-use af_orchestrator::runtime::Runtime;
 use af_policy::error::{Report, codes};
 use af_sidecar_api::admin::{DecisionsQuery, InboxQuery};
 

@@ -292,7 +292,8 @@ fn json(status: StatusCode, value: &impl serde::Serialize) -> Response<Body> {
 /// `resp` offered as a download named `file`.
 fn attachment(mut resp: Response<Body>, file: &'static str) -> Response<Body> {
     if let Ok(value) = HeaderValue::from_str(&format!("attachment; filename=\"{file}\"")) {
-        resp.headers_mut().insert(header::CONTENT_DISPOSITION, value);
+        resp.headers_mut()
+            .insert(header::CONTENT_DISPOSITION, value);
     }
     resp
 }
