@@ -40,7 +40,13 @@ pub(crate) enum Command {
     #[command(subcommand)]
     Net(NetCommand),
     /// Start the environment (or bring it up to date); one line per service, then its id.
-    Up(EnvArg),
+    Up {
+        #[command(flatten)]
+        env: EnvArg,
+        /// Print only the result (each service's line and the id) or the refusal, no steps.
+        #[arg(short = 'q', long)]
+        quiet: bool,
+    },
     /// Remove everything the environment's runtime made (exit 5 if anything is left).
     Down(EnvArg),
     /// Show the environment's sidecar and services.

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use af_orchestrator::env_id::EnvId;
-use af_orchestrator::lifecycle::{self, output::Format};
+use af_orchestrator::lifecycle::{self, output::Display, output::Format};
 use af_orchestrator::plan::{EnvPlan, Kind, ServicePlan};
 use af_orchestrator::runtime::{
     Action, AdminEndpoint, Capabilities, DownReport, EnvStatus, ExecOutput, JournalPlace,
@@ -1244,4 +1244,54 @@ async fn net_suggest_prints_rules_that_compile_with_the_manifest_and_cover_what_
     let decision = catalogue.decide_host("api.new.test", 443);
     assert_eq!(decision.mode, Mode::Allow);
     assert_eq!(decision.rule.map(|r| r.index()), Some(1));
+}
+
+#[tokio::test]
+async fn up_quiet_prints_only_each_service_line_and_the_env() {
+    let runtime = Scripted::new();
+    let web = ServicePlan::new("web", Kind::Web, "/x");
+    let worker = ServicePlan::new("worker", Kind::Worker, "/x");
+    let plan = EnvPlan::new(env(), "demo", vec![web, worker], EgressSpec::default()).expect("plan");
+    let display = Display::choose(Format::Human, true, true);
+    let mut out = Vec::new();
+    lifecycle::up::run_shown(
+        &runtime,
+        &plan,
+        Format::Human,
+        display,
+        &Interrupt::new(),
+        &mut out,
+    )
+    .await
+    .expect("up");
+    assert_eq!(
+        String::from_utf8(out).expect("utf-8"),
+        "✓ web              http://127.0.0.1:40000/\n✓ worker\nenv demo-main-abc123\n"
+    );
+}
+
+#[tokio::test]
+async fn up_as_json_on_a_terminal_is_still_one_document_and_no_progress() {
+    let runtime = Scripted::new();
+    let web = ServicePlan::new("web", Kind::Web, "/x");
+    let plan = EnvPlan::new(env(), "demo", vec![web], EgressSpec::default()).expect("plan");
+    let display = Display::choose(Format::Json, false, true);
+    let mut out = Vec::new();
+    lifecycle::up::run_shown(
+        &runtime,
+        &plan,
+        Format::Json,
+        display,
+        &Interrupt::new(),
+        &mut out,
+    )
+    .await
+    .expect("up");
+    let text = String::from_utf8(out).expect("utf-8");
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("one JSON document");
+    assert_eq!(doc["services"][0]["name"], "web");
+    assert!(
+        !text.contains('·') && !text.contains('✓') && !text.contains('\r'),
+        "{text}"
+    );
 }

@@ -6,14 +6,15 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use af_orchestrator::env_id::EnvId;
+use af_orchestrator::lifecycle;
 use af_orchestrator::lifecycle::inbox::{self, Wait};
 use af_orchestrator::lifecycle::interrupt::Interrupt;
+use af_orchestrator::lifecycle::output::{Display, Format as Out};
 use af_orchestrator::lifecycle::webhook::{Prepared, Trigger};
-use af_orchestrator::lifecycle::{self, output::Format as Out};
 use af_orchestrator::plan::EnvPlan;
+use af_orchestrator::runtime::Runtime;
 use af_orchestrator::runtime::factory::{self, Decision};
 use af_orchestrator::runtime::local::LocalOptions;
-use af_orchestrator::runtime::Runtime;
 use af_policy::error::{Report, codes};
 use af_sidecar_api::admin::{DecisionsQuery, InboxQuery};
 
@@ -48,7 +49,7 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
         return Ok(());
     }
     let (arg, plan) = match command {
-        Command::Up(arg) => (arg, true),
+        Command::Up { env, .. } => (env, true),
         Command::Down(arg) | Command::Status(arg) => (arg, false),
         Command::Logs { env, .. } | Command::Restart { env, .. } | Command::Ui { env, .. } => {
             (env, false)
@@ -102,11 +103,12 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
     }
     let runtime = runtime.as_ref();
     match command {
-        Command::Up(_) => {
+        Command::Up { quiet, .. } => {
             let plan =
                 plan.ok_or_else(|| Report::new(&codes::MAN_NOT_FOUND, "No manifest to start."))?;
             let interrupt = Interrupt::on_ctrl_c();
-            lifecycle::up::run(runtime, &plan, out, &interrupt, stdout).await?;
+            let display = Display::for_this_process(out, *quiet);
+            lifecycle::up::run_shown(runtime, &plan, out, display, &interrupt, stdout).await?;
         }
         Command::Down(_) => lifecycle::down::run(runtime, &env, out, stdout).await?,
         Command::Status(_) => {

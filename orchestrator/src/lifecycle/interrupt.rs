@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::runtime::{Progress, ServiceUp};
+use crate::runtime::{Phase, Progress, ServiceUp};
 
 /// Exit status after a second Ctrl-C: 128 + SIGINT, as a shell reports a process it interrupted.
 const FORCED_EXIT: i32 = 130;
@@ -68,8 +68,8 @@ impl Progress for Stoppable<'_> {
         self.inner.step(line);
     }
 
-    fn build_output(&self, service: &str, line: &str) {
-        self.inner.build_output(service, line);
+    fn phase(&self, subject: &str, phase: Phase<'_>) {
+        self.inner.phase(subject, phase);
     }
 
     fn service(&self, up: &ServiceUp) {
@@ -95,7 +95,6 @@ mod tests {
         fn step(&self, line: &str) {
             self.0.lock().expect("lines").push(line.to_owned());
         }
-        fn build_output(&self, _: &str, _: &str) {}
         fn service(&self, _: &ServiceUp) {}
     }
 

@@ -406,7 +406,6 @@ impl Progress for CtrlCDuring {
             .unwrap_or_else(|e| e.into_inner())
             .push(line.to_owned());
     }
-    fn build_output(&self, _: &str, _: &str) {}
     fn service(&self, _: &ServiceUp) {}
     fn stop_requested(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
