@@ -1246,50 +1246,41 @@ async fn net_suggest_prints_rules_that_compile_with_the_manifest_and_cover_what_
     assert_eq!(decision.rule.map(|r| r.index()), Some(1));
 }
 
-#[tokio::test]
-async fn up_quiet_prints_only_each_service_line_and_the_env() {
-    let runtime = Scripted::new();
+/// What `af up` of a web service and a worker prints on stdout as `format`, with the display
+/// `af up -o FORMAT [--quiet]` gets on a terminal.
+async fn up_on_a_terminal(format: Format, quiet: bool) -> String {
     let web = ServicePlan::new("web", Kind::Web, "/x");
     let worker = ServicePlan::new("worker", Kind::Worker, "/x");
     let plan = EnvPlan::new(env(), "demo", vec![web, worker], EgressSpec::default()).expect("plan");
-    let display = Display::choose(Format::Human, true, true);
+    let display = Display::choose(format, quiet, true);
     let mut out = Vec::new();
+    let interrupt = Interrupt::new();
     lifecycle::up::run_shown(
-        &runtime,
+        &Scripted::new(),
         &plan,
-        Format::Human,
+        format,
         display,
-        &Interrupt::new(),
+        &interrupt,
         &mut out,
     )
     .await
     .expect("up");
+    String::from_utf8(out).expect("utf-8")
+}
+
+#[tokio::test]
+async fn up_quiet_prints_only_each_service_line_and_the_env() {
     assert_eq!(
-        String::from_utf8(out).expect("utf-8"),
+        up_on_a_terminal(Format::Human, true).await,
         "✓ web              http://127.0.0.1:40000/\n✓ worker\nenv demo-main-abc123\n"
     );
 }
 
 #[tokio::test]
 async fn up_as_json_on_a_terminal_is_still_one_document_and_no_progress() {
-    let runtime = Scripted::new();
-    let web = ServicePlan::new("web", Kind::Web, "/x");
-    let plan = EnvPlan::new(env(), "demo", vec![web], EgressSpec::default()).expect("plan");
-    let display = Display::choose(Format::Json, false, true);
-    let mut out = Vec::new();
-    lifecycle::up::run_shown(
-        &runtime,
-        &plan,
-        Format::Json,
-        display,
-        &Interrupt::new(),
-        &mut out,
-    )
-    .await
-    .expect("up");
-    let text = String::from_utf8(out).expect("utf-8");
+    let text = up_on_a_terminal(Format::Json, false).await;
     let doc: serde_json::Value = serde_json::from_str(&text).expect("one JSON document");
-    assert_eq!(doc["services"][0]["name"], "web");
+    assert_eq!(doc["services"][1]["name"], "worker");
     assert!(
         !text.contains('·') && !text.contains('✓') && !text.contains('\r'),
         "{text}"
