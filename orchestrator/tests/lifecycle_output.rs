@@ -131,7 +131,11 @@ impl Runtime for Scripted {
     ) -> BoxFuture<'a, Result<LineStream<'a>, RuntimeError>> {
         Box::pin(async move { Err(RuntimeError::Unsupported("no logs".to_owned())) })
     }
-    fn down<'a>(&'a self, _: &'a EnvId) -> BoxFuture<'a, Result<DownReport, RuntimeError>> {
+    fn down<'a>(
+        &'a self,
+        _: &'a EnvId,
+        _: &'a dyn Progress,
+    ) -> BoxFuture<'a, Result<DownReport, RuntimeError>> {
         Box::pin(async move {
             Ok(self
                 .down

@@ -86,7 +86,7 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::runtime::{Quiet, RuntimeError};
+    use crate::runtime::{PhasesOnly, Quiet, RuntimeError};
 
     #[derive(Default)]
     struct Lines(Mutex<Vec<String>>);
@@ -142,5 +142,20 @@ mod tests {
             "{}",
             err.report()
         );
+    }
+
+    #[test]
+    fn a_removal_shown_through_phases_only_is_never_stopped_and_shows_no_step() {
+        let lines = Lines::default();
+        let interrupt = Interrupt::new();
+        interrupt.request();
+        let stoppable = Stoppable::new(&lines, &interrupt);
+        let removal = PhasesOnly(&stoppable);
+        removal
+            .begin("removing namespace af-x")
+            .expect("a removal goes on");
+        // The control: the same progress, not wrapped, stops.
+        assert!(stoppable.check("waiting for namespace af-x to go").is_err());
+        assert!(lines.0.lock().expect("lines").is_empty(), "no step line");
     }
 }

@@ -1,7 +1,7 @@
 //! The live display of `af up` on a terminal: steps and ✓/✗ lines as plain lines, and under them
 //! one status line, redrawn in place (`\r` and erase-line), with a spinner and where the latest
-//! service is: its build's latest line, starting, or waiting for readiness with the elapsed time
-//! and its timeout.
+//! service is: its build's latest line, starting, removing, or what is waited for with the elapsed
+//! time and its timeout.
 
 use std::io::{Stderr, Stdout, Write};
 use std::sync::Mutex;
@@ -16,12 +16,13 @@ const WIDTH: usize = 100;
 /// Back to the start of the line and erase it.
 const ERASE: &str = "\r\x1b[K";
 
-/// Live progress: the display on `err` (stderr), one ✓/✗ line per service on `out` (stdout).
-pub struct LiveProgress<E, O> {
+/// Live progress: the display on `err` (stderr), one ✓/✗ line per service on `out` (stdout);
+/// dropped, it erases its status line.
+pub struct LiveProgress<E: Write, O: Write> {
     screen: Mutex<Screen<E, O>>,
 }
 
-struct Screen<E, O> {
+struct Screen<E: Write, O: Write> {
     err: E,
     out: O,
     /// Whether a status line is shown and must be erased before the next plain line.
@@ -55,16 +56,18 @@ impl<E: Write, O: Write> LiveProgress<E, O> {
         }
     }
 
-    /// What was written to the display and to the service lines' stream.
-    pub fn into_parts(self) -> (E, O) {
-        let screen = self.screen.into_inner().unwrap_or_else(|e| e.into_inner());
-        (screen.err, screen.out)
-    }
-
     fn with(&self, draw: impl FnOnce(&mut Screen<E, O>) -> std::io::Result<()>) {
         let mut screen = self.screen.lock().unwrap_or_else(|e| e.into_inner());
         // A display that cannot be written to must not stop `up`.
         let _ = draw(&mut screen);
+    }
+}
+
+/// The status line is erased when the display ends, so what follows (the result, a refusal)
+/// starts on a clean line.
+impl<E: Write, O: Write> Drop for LiveProgress<E, O> {
+    fn drop(&mut self) {
+        self.with(Screen::erase);
     }
 }
 
@@ -82,20 +85,17 @@ impl<E: Write, O: Write> Screen<E, O> {
 /// The status line's text, cut to [`WIDTH`] characters.
 fn status_line(frame: usize, subject: &str, phase: Phase<'_>) -> String {
     let spinner = SPINNER[frame % SPINNER.len()];
-    let state = match phase {
-        Phase::Building { line } => format!("building: {line}"),
-        Phase::Starting => "starting".to_owned(),
+    let text = match phase {
+        Phase::Building { line } => format!("{subject}: building: {line}"),
+        Phase::Starting => format!("{subject}: starting"),
         Phase::Waiting { elapsed, timeout } => format!(
-            "waiting for readiness {}s of {}s",
+            "waiting for {subject}: {}s of {}s",
             elapsed.as_secs(),
             timeout.as_secs()
         ),
-        Phase::Removing => "removing".to_owned(),
+        Phase::Removing => format!("{subject}: removing"),
     };
-    format!("{spinner} {subject}: {state}")
-        .chars()
-        .take(WIDTH)
-        .collect()
+    format!("{spinner} {text}").chars().take(WIDTH).collect()
 }
 
 impl<E: Write + Send, O: Write + Send> Progress for LiveProgress<E, O> {
@@ -131,7 +131,7 @@ mod tests {
 
     use super::*;
     use crate::plan::Kind;
-    use crate::runtime::Action;
+    use crate::runtime::{Action, PhasesOnly};
 
     fn web(ready: bool) -> ServiceUp {
         ServiceUp {
@@ -143,8 +143,10 @@ mod tests {
         }
     }
 
-    fn shown(progress: LiveProgress<Vec<u8>, Vec<u8>>) -> (String, String) {
-        let (err, out) = progress.into_parts();
+    /// What `show` draws on a live display, on its stderr and its stdout, once it is dropped.
+    fn shown(show: impl FnOnce(&LiveProgress<&mut Vec<u8>, &mut Vec<u8>>)) -> (String, String) {
+        let (mut err, mut out) = (Vec::new(), Vec::new());
+        show(&LiveProgress::to(&mut err, &mut out));
         (
             String::from_utf8(err).expect("utf-8"),
             String::from_utf8(out).expect("utf-8"),
@@ -153,31 +155,22 @@ mod tests {
 
     #[test]
     fn each_phase_redraws_one_status_line_that_a_step_or_a_ready_service_erases() {
-        let live = LiveProgress::to(Vec::new(), Vec::new());
-        live.step("building web");
-        live.phase(
-            "web",
-            Phase::Building {
-                line: "Step 1/3 : FROM scratch",
-            },
-        );
-        live.phase(
-            "web",
-            Phase::Building {
-                line: "Step 2/3 : COPY app /",
-            },
-        );
-        live.step("starting web");
-        live.phase("web", Phase::Starting);
-        live.phase(
-            "web",
-            Phase::Waiting {
-                elapsed: Duration::from_secs(3),
-                timeout: Duration::from_secs(60),
-            },
-        );
-        live.service(&web(true));
-        let (err, out) = shown(live);
+        let (err, out) = shown(|live| {
+            live.step("building web");
+            for line in ["Step 1/3 : FROM scratch", "Step 2/3 : COPY app /"] {
+                live.phase("web", Phase::Building { line });
+            }
+            live.step("starting web");
+            live.phase("web", Phase::Starting);
+            live.phase(
+                "web to be ready",
+                Phase::Waiting {
+                    elapsed: Duration::from_secs(3),
+                    timeout: Duration::from_secs(60),
+                },
+            );
+            live.service(&web(true));
+        });
         assert_eq!(
             err,
             [
@@ -186,7 +179,7 @@ mod tests {
                 "\r\x1b[K⠙ web: building: Step 2/3 : COPY app /",
                 "\r\x1b[K· starting web\n",
                 "\r\x1b[K⠹ web: starting",
-                "\r\x1b[K⠸ web: waiting for readiness 3s of 60s",
+                "\r\x1b[K⠸ waiting for web to be ready: 3s of 60s",
                 "\r\x1b[K",
             ]
             .concat()
@@ -196,11 +189,11 @@ mod tests {
 
     #[test]
     fn a_long_build_line_is_cut_to_one_row_and_a_failed_service_gets_a_cross() {
-        let live = LiveProgress::to(Vec::new(), Vec::new());
         let long = "é".repeat(3 * WIDTH);
-        live.phase("web", Phase::Building { line: &long });
-        live.service(&web(false));
-        let (err, out) = shown(live);
+        let (err, out) = shown(|live| {
+            live.phase("web", Phase::Building { line: &long });
+            live.service(&web(false));
+        });
         let status = err
             .strip_prefix(ERASE)
             .and_then(|s| s.strip_suffix(ERASE))
@@ -211,11 +204,37 @@ mod tests {
     }
 
     #[test]
-    fn removing_is_shown_with_what_is_removed() {
-        let live = LiveProgress::to(Vec::new(), Vec::new());
-        live.phase("af-0123-old", Phase::Removing);
-        let (err, out) = shown(live);
-        assert_eq!(err, "\r\x1b[K⠋ af-0123-old: removing");
+    fn what_is_removed_is_shown_and_erased_when_the_display_ends() {
+        let (err, out) = shown(|live| {
+            live.phase("container af-0123-old", Phase::Removing);
+            live.phase("network af-0123-internal", Phase::Removing);
+        });
+        assert_eq!(
+            err,
+            [
+                "\r\x1b[K⠋ container af-0123-old: removing",
+                "\r\x1b[K⠙ network af-0123-internal: removing",
+                "\r\x1b[K",
+            ]
+            .concat()
+        );
         assert!(out.is_empty(), "{out}");
+    }
+
+    #[test]
+    fn a_display_that_showed_no_phase_writes_nothing_when_it_ends() {
+        let (err, out) = shown(|live| live.step("networks"));
+        assert_eq!(err, "· networks\n");
+        assert!(out.is_empty(), "{out}");
+    }
+
+    #[test]
+    fn through_phases_only_a_removal_is_shown_and_its_step_is_not() {
+        let (err, _) = shown(|live| {
+            let removal = PhasesOnly(live);
+            removal.step("removing namespace af-x");
+            removal.phase("namespace af-x", Phase::Removing);
+        });
+        assert_eq!(err, "\r\x1b[K⠋ namespace af-x: removing\r\x1b[K");
     }
 }

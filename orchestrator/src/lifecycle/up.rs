@@ -43,6 +43,8 @@ pub async fn run_shown(
     let result = runtime
         .up(plan, &Stoppable::new(progress.as_ref(), interrupt))
         .await;
+    // The live display's status line goes before the result is printed.
+    drop(progress);
     match result {
         Ok(report) => {
             match format {

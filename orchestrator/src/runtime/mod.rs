@@ -76,7 +76,8 @@ pub enum Phase<'a> {
     },
     /// Its container or workload is being made.
     Starting,
-    /// Made, and not ready yet: waited on for `elapsed` of at most `timeout`.
+    /// Waited for (the subject says what: `web to be ready`), for `elapsed` of at most
+    /// `timeout`.
     Waiting {
         /// How long it has been waited on.
         elapsed: Duration,
@@ -125,6 +126,19 @@ pub struct Quiet;
 
 impl Progress for Quiet {
     fn step(&self, _: &str) {}
+    fn service(&self, _: &ServiceUp) {}
+}
+
+/// Only the phases of the progress it wraps: no steps, no service lines, and never a stop. For
+/// removals whose steps plain output has never shown (`af down`, the clean-up after a failed
+/// `up`, which must go on after a Ctrl-C), so only a live display shows them.
+pub struct PhasesOnly<'a>(pub &'a dyn Progress);
+
+impl Progress for PhasesOnly<'_> {
+    fn step(&self, _: &str) {}
+    fn phase(&self, subject: &str, phase: Phase<'_>) {
+        self.0.phase(subject, phase);
+    }
     fn service(&self, _: &ServiceUp) {}
 }
 
@@ -353,8 +367,13 @@ pub trait Runtime: Send + Sync {
     ) -> BoxFuture<'a, Result<LineStream<'a>, RuntimeError>>;
 
     /// Remove everything this runtime made for the environment, by label, going on past
-    /// failures. Removing an environment that does not exist is not an error.
-    fn down<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<DownReport, RuntimeError>>;
+    /// failures, telling `progress` what it is removing. Removing an environment that does not
+    /// exist is not an error.
+    fn down<'a>(
+        &'a self,
+        env: &'a EnvId,
+        progress: &'a dyn Progress,
+    ) -> BoxFuture<'a, Result<DownReport, RuntimeError>>;
 
     /// Everything this runtime made for the environment, found by label.
     fn inventory<'a>(

@@ -781,11 +781,15 @@ impl Runtime for LocalRuntime {
         Box::pin(self.logs_impl(env, service, follow, tail))
     }
 
-    fn down<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<DownReport, RuntimeError>> {
+    fn down<'a>(
+        &'a self,
+        env: &'a EnvId,
+        progress: &'a dyn Progress,
+    ) -> BoxFuture<'a, Result<DownReport, RuntimeError>> {
         Box::pin(async move {
             let names = Names::new(env);
             self.refuse_foreign(&names, None).await?;
-            teardown::down(&self.docker, &names).await
+            teardown::down(&self.docker, &names, progress).await
         })
     }
 

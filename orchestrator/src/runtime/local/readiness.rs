@@ -38,10 +38,11 @@ pub async fn wait(
         argv.push(path.clone());
     }
     let at = format!("while {} was getting ready", service.name);
+    let waited = format!("{} to be ready", service.name);
     loop {
         progress.check(&at)?;
         progress.phase(
-            &service.name,
+            &waited,
             Phase::Waiting {
                 elapsed: started.elapsed(),
                 timeout: service.health_timeout,
