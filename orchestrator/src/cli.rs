@@ -40,9 +40,9 @@ pub(crate) enum Command {
     #[command(subcommand)]
     Net(NetCommand),
     /// Start the environment (or bring it up to date); one line per service, then its id.
-    Up(EnvArg),
+    Up(ShownArg),
     /// Remove everything the environment's runtime made (exit 5 if anything is left).
-    Down(EnvArg),
+    Down(ShownArg),
     /// Show the environment's sidecar and services.
     Status(EnvArg),
     /// Show what the services wrote.
@@ -186,6 +186,17 @@ pub(crate) struct EnvArg {
     /// The environment id (default: derived from the project, repository and branch).
     #[arg(long = "env", value_name = "ID")]
     pub env: Option<String>,
+}
+
+/// The environment, and how much `af up` or `af down` shows while it works.
+#[derive(Debug, Args)]
+pub(crate) struct ShownArg {
+    #[command(flatten)]
+    pub env: EnvArg,
+    /// Print only the result (each service's line and the id, or what was removed) or the
+    /// refusal: no steps, no live display.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
 }
 
 /// `af net ...`

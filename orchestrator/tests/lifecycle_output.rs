@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use af_orchestrator::env_id::EnvId;
-use af_orchestrator::lifecycle::{self, output::Format};
+use af_orchestrator::lifecycle::{self, output::Display, output::Format};
 use af_orchestrator::plan::{EnvPlan, Kind, ServicePlan};
 use af_orchestrator::runtime::{
     Action, AdminEndpoint, Capabilities, DownReport, EnvStatus, ExecOutput, JournalPlace,
@@ -131,7 +131,11 @@ impl Runtime for Scripted {
     ) -> BoxFuture<'a, Result<LineStream<'a>, RuntimeError>> {
         Box::pin(async move { Err(RuntimeError::Unsupported("no logs".to_owned())) })
     }
-    fn down<'a>(&'a self, _: &'a EnvId) -> BoxFuture<'a, Result<DownReport, RuntimeError>> {
+    fn down<'a>(
+        &'a self,
+        _: &'a EnvId,
+        _: &'a dyn Progress,
+    ) -> BoxFuture<'a, Result<DownReport, RuntimeError>> {
         Box::pin(async move {
             Ok(self
                 .down
@@ -1244,4 +1248,45 @@ async fn net_suggest_prints_rules_that_compile_with_the_manifest_and_cover_what_
     let decision = catalogue.decide_host("api.new.test", 443);
     assert_eq!(decision.mode, Mode::Allow);
     assert_eq!(decision.rule.map(|r| r.index()), Some(1));
+}
+
+/// What `af up` of a web service and a worker prints on stdout as `format`, with the display
+/// `af up -o FORMAT [--quiet]` gets on a terminal.
+async fn up_on_a_terminal(format: Format, quiet: bool) -> String {
+    let web = ServicePlan::new("web", Kind::Web, "/x");
+    let worker = ServicePlan::new("worker", Kind::Worker, "/x");
+    let plan = EnvPlan::new(env(), "demo", vec![web, worker], EgressSpec::default()).expect("plan");
+    let display = Display::choose(format, quiet, true);
+    let mut out = Vec::new();
+    let interrupt = Interrupt::new();
+    lifecycle::up::run_shown(
+        &Scripted::new(),
+        &plan,
+        format,
+        display,
+        &interrupt,
+        &mut out,
+    )
+    .await
+    .expect("up");
+    String::from_utf8(out).expect("utf-8")
+}
+
+#[tokio::test]
+async fn up_quiet_prints_only_each_service_line_and_the_env() {
+    assert_eq!(
+        up_on_a_terminal(Format::Human, true).await,
+        "✓ web              http://127.0.0.1:40000/\n✓ worker\nenv demo-main-abc123\n"
+    );
+}
+
+#[tokio::test]
+async fn up_as_json_on_a_terminal_is_still_one_document_and_no_progress() {
+    let text = up_on_a_terminal(Format::Json, false).await;
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("one JSON document");
+    assert_eq!(doc["services"][1]["name"], "worker");
+    assert!(
+        !text.contains('·') && !text.contains('✓') && !text.contains('\r'),
+        "{text}"
+    );
 }

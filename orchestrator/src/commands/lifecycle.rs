@@ -6,10 +6,11 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use af_orchestrator::env_id::EnvId;
+use af_orchestrator::lifecycle;
 use af_orchestrator::lifecycle::inbox::{self, Wait};
 use af_orchestrator::lifecycle::interrupt::Interrupt;
+use af_orchestrator::lifecycle::output::{Display, Format as Out};
 use af_orchestrator::lifecycle::webhook::{Prepared, Trigger};
-use af_orchestrator::lifecycle::{self, output::Format as Out};
 use af_orchestrator::plan::EnvPlan;
 use af_orchestrator::runtime::Runtime;
 use af_orchestrator::runtime::factory::{self, Decision};
@@ -48,8 +49,9 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
         return Ok(());
     }
     let (arg, plan) = match command {
-        Command::Up(arg) => (arg, true),
-        Command::Down(arg) | Command::Status(arg) => (arg, false),
+        Command::Up(arg) => (&arg.env, true),
+        Command::Down(arg) => (&arg.env, false),
+        Command::Status(arg) => (arg, false),
         Command::Logs { env, .. } | Command::Restart { env, .. } | Command::Ui { env, .. } => {
             (env, false)
         }
@@ -102,13 +104,17 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
     }
     let runtime = runtime.as_ref();
     match command {
-        Command::Up(_) => {
+        Command::Up(arg) => {
             let plan =
                 plan.ok_or_else(|| Report::new(&codes::MAN_NOT_FOUND, "No manifest to start."))?;
             let interrupt = Interrupt::on_ctrl_c();
-            lifecycle::up::run(runtime, &plan, out, &interrupt, stdout).await?;
+            let display = Display::for_this_process(out, arg.quiet);
+            lifecycle::up::run_shown(runtime, &plan, out, display, &interrupt, stdout).await?;
         }
-        Command::Down(_) => lifecycle::down::run(runtime, &env, out, stdout).await?,
+        Command::Down(arg) => {
+            let display = Display::for_this_process(out, arg.quiet);
+            lifecycle::down::run_shown(runtime, &env, out, display, stdout).await?
+        }
         Command::Status(_) => {
             lifecycle::status::run(runtime, &env, out, stdout).await?;
         }

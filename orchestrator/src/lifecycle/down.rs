@@ -6,9 +6,9 @@ use std::io::Write;
 use af_policy::error::Report;
 use serde::Serialize;
 
-use super::output::{Format, announce, print_json};
+use super::output::{Display, Format, announce, print_json};
 use crate::env_id::EnvId;
-use crate::runtime::{Runtime, RuntimeError};
+use crate::runtime::{PhasesOnly, Runtime, RuntimeError};
 
 #[derive(Serialize)]
 struct Doc<'a> {
@@ -17,15 +17,32 @@ struct Doc<'a> {
     failed: Vec<serde_json::Value>,
 }
 
-/// Run `af down`.
+/// Run `af down`, shown as fits `format` and this process's stderr.
 pub async fn run(
     runtime: &dyn Runtime,
     env: &EnvId,
     format: Format,
     out: &mut dyn Write,
 ) -> Result<(), Report> {
+    let display = Display::for_this_process(format, false);
+    run_shown(runtime, env, format, display, out).await
+}
+
+/// [`run`] with what is being removed shown on `display` when it is live; as plain lines (or
+/// silent) `af down` prints only its result, as it always has.
+pub async fn run_shown(
+    runtime: &dyn Runtime,
+    env: &EnvId,
+    format: Format,
+    display: Display,
+    out: &mut dyn Write,
+) -> Result<(), Report> {
     announce(runtime);
-    let report = runtime.down(env).await.map_err(|e| e.report())?;
+    let progress = display.progress();
+    let report = runtime.down(env, &PhasesOnly(progress.as_ref())).await;
+    // The live display's status line goes before the result is printed.
+    drop(progress);
+    let report = report.map_err(|e| e.report())?;
     match format {
         Format::Human => {
             if report.removed.is_empty() && report.failed.is_empty() {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::runtime::{Progress, ServiceUp};
+use crate::runtime::{Phase, Progress, ServiceUp};
 
 /// Exit status after a second Ctrl-C: 128 + SIGINT, as a shell reports a process it interrupted.
 const FORCED_EXIT: i32 = 130;
@@ -68,8 +68,8 @@ impl Progress for Stoppable<'_> {
         self.inner.step(line);
     }
 
-    fn build_output(&self, service: &str, line: &str) {
-        self.inner.build_output(service, line);
+    fn phase(&self, subject: &str, phase: Phase<'_>) {
+        self.inner.phase(subject, phase);
     }
 
     fn service(&self, up: &ServiceUp) {
@@ -86,7 +86,7 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::runtime::{Quiet, RuntimeError};
+    use crate::runtime::{PhasesOnly, Quiet, RuntimeError};
 
     #[derive(Default)]
     struct Lines(Mutex<Vec<String>>);
@@ -95,7 +95,6 @@ mod tests {
         fn step(&self, line: &str) {
             self.0.lock().expect("lines").push(line.to_owned());
         }
-        fn build_output(&self, _: &str, _: &str) {}
         fn service(&self, _: &ServiceUp) {}
     }
 
@@ -143,5 +142,20 @@ mod tests {
             "{}",
             err.report()
         );
+    }
+
+    #[test]
+    fn a_removal_shown_through_phases_only_is_never_stopped_and_shows_no_step() {
+        let lines = Lines::default();
+        let interrupt = Interrupt::new();
+        interrupt.request();
+        let stoppable = Stoppable::new(&lines, &interrupt);
+        let removal = PhasesOnly(&stoppable);
+        removal
+            .begin("removing namespace af-x")
+            .expect("a removal goes on");
+        // The control: the same progress, not wrapped, stops.
+        assert!(stoppable.check("waiting for namespace af-x to go").is_err());
+        assert!(lines.0.lock().expect("lines").is_empty(), "no step line");
     }
 }

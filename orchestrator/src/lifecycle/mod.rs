@@ -7,6 +7,7 @@ pub mod doctor;
 pub mod down;
 pub mod inbox;
 pub mod interrupt;
+pub mod live;
 pub mod logs;
 pub mod net_log;
 pub mod net_suggest;

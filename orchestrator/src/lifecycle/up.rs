@@ -3,17 +3,32 @@
 use std::io::Write;
 
 use super::interrupt::{Interrupt, Stoppable};
-use super::output::{Format, HumanProgress, announce, print_json};
+use super::output::{Display, Format, announce, print_json, service_line};
 use crate::plan::EnvPlan;
-use crate::runtime::{Quiet, Runtime, RuntimeError, UpReport};
+use crate::runtime::{Runtime, RuntimeError, UpReport};
 use af_policy::error::Report;
 
-/// Run `af up`: the report on success, the coded refusal otherwise (AF-RUN-032 when
-/// `interrupt` stopped it between two steps). Warnings go to stderr.
+/// Run `af up`, shown as fits `format` and this process's stderr: the report on success, the
+/// coded refusal otherwise (AF-RUN-032 when `interrupt` stopped it between two steps).
+/// Warnings go to stderr.
 pub async fn run(
     runtime: &dyn Runtime,
     plan: &EnvPlan,
     format: Format,
+    interrupt: &Interrupt,
+    out: &mut dyn Write,
+) -> Result<UpReport, Report> {
+    let display = Display::for_this_process(format, false);
+    run_shown(runtime, plan, format, display, interrupt, out).await
+}
+
+/// [`run`] with its steps shown on `display`; a silent human display (`--quiet`) prints only
+/// the result: each service's ✓/✗ line and the environment's id, or the refusal.
+pub async fn run_shown(
+    runtime: &dyn Runtime,
+    plan: &EnvPlan,
+    format: Format,
+    display: Display,
     interrupt: &Interrupt,
     out: &mut dyn Write,
 ) -> Result<UpReport, Report> {
@@ -24,17 +39,21 @@ pub async fn run(
     {
         eprintln!("warning: {warning}");
     }
-    let result = match format {
-        Format::Human => {
-            let human = HumanProgress::new();
-            runtime.up(plan, &Stoppable::new(&human, interrupt)).await
-        }
-        Format::Json => runtime.up(plan, &Stoppable::new(&Quiet, interrupt)).await,
-    };
+    let progress = display.progress();
+    let result = runtime
+        .up(plan, &Stoppable::new(progress.as_ref(), interrupt))
+        .await;
+    // The live display's status line goes before the result is printed.
+    drop(progress);
     match result {
         Ok(report) => {
             match format {
                 Format::Human => {
+                    if display == Display::Silent {
+                        for service in &report.services {
+                            let _ = writeln!(out, "{}", service_line(service));
+                        }
+                    }
                     let _ = writeln!(out, "env {}", report.env);
                 }
                 Format::Json => print_json(out, &report),

@@ -22,6 +22,7 @@ pub mod sidecar_doc;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::Stream;
 use futures_util::future::BoxFuture;
@@ -65,12 +66,35 @@ pub struct Capabilities {
     pub restart_sidecar: bool,
 }
 
+/// Where one service (or one thing a runtime waits on) is, for a display that shows it live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase<'a> {
+    /// Its image is being built; `line` is the build's latest output line.
+    Building {
+        /// The latest line of build output.
+        line: &'a str,
+    },
+    /// Its container or workload is being made.
+    Starting,
+    /// Waited for (the subject says what: `web to be ready`), for `elapsed` of at most
+    /// `timeout`.
+    Waiting {
+        /// How long it has been waited on.
+        elapsed: Duration,
+        /// How long it will be waited on at most.
+        timeout: Duration,
+    },
+    /// It is being removed.
+    Removing,
+}
+
 /// Where to send what `af up` is doing, one line per event, and whether to go on.
 pub trait Progress: Send + Sync {
     /// A step started or finished (`building web`, `starting sidecar`, ...).
     fn step(&self, line: &str);
-    /// One line of build output; a display may show only the latest.
-    fn build_output(&self, service: &str, line: &str);
+    /// `subject` (a service, or what a wait is for) is in `phase` now; a live display shows the
+    /// latest, plain lines show only the steps.
+    fn phase(&self, _subject: &str, _phase: Phase<'_>) {}
     /// A service is up (ready, with its URL).
     fn service(&self, up: &ServiceUp);
     /// Whether the user asked `up` to stop (Ctrl-C). A runtime asks through [`Progress::begin`]
@@ -102,7 +126,19 @@ pub struct Quiet;
 
 impl Progress for Quiet {
     fn step(&self, _: &str) {}
-    fn build_output(&self, _: &str, _: &str) {}
+    fn service(&self, _: &ServiceUp) {}
+}
+
+/// Only the phases of the progress it wraps: no steps, no service lines, and never a stop. For
+/// removals whose steps plain output has never shown (`af down`, the clean-up after a failed
+/// `up`, which must go on after a Ctrl-C), so only a live display shows them.
+pub struct PhasesOnly<'a>(pub &'a dyn Progress);
+
+impl Progress for PhasesOnly<'_> {
+    fn step(&self, _: &str) {}
+    fn phase(&self, subject: &str, phase: Phase<'_>) {
+        self.0.phase(subject, phase);
+    }
     fn service(&self, _: &ServiceUp) {}
 }
 
@@ -331,8 +367,13 @@ pub trait Runtime: Send + Sync {
     ) -> BoxFuture<'a, Result<LineStream<'a>, RuntimeError>>;
 
     /// Remove everything this runtime made for the environment, by label, going on past
-    /// failures. Removing an environment that does not exist is not an error.
-    fn down<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<DownReport, RuntimeError>>;
+    /// failures, telling `progress` what it is removing. Removing an environment that does not
+    /// exist is not an error.
+    fn down<'a>(
+        &'a self,
+        env: &'a EnvId,
+        progress: &'a dyn Progress,
+    ) -> BoxFuture<'a, Result<DownReport, RuntimeError>>;
 
     /// Everything this runtime made for the environment, found by label.
     fn inventory<'a>(

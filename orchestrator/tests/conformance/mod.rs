@@ -359,7 +359,7 @@ pub(crate) async fn down_removes_everything(h: &dyn Harness) {
     );
     let report = h
         .runtime()
-        .down(&env)
+        .down(&env, &Quiet)
         .await
         .unwrap_or_else(|e| panic!("{}", e.report()));
     assert!(report.failed.is_empty(), "{report:?}");
@@ -371,7 +371,7 @@ pub(crate) async fn down_removes_everything(h: &dyn Harness) {
     assert!(left.is_empty(), "down left {left:?}");
     let again = h
         .runtime()
-        .down(&env)
+        .down(&env, &Quiet)
         .await
         .unwrap_or_else(|e| panic!("second down: {}", e.report()));
     assert!(
@@ -406,7 +406,6 @@ impl Progress for CtrlCDuring {
             .unwrap_or_else(|e| e.into_inner())
             .push(line.to_owned());
     }
-    fn build_output(&self, _: &str, _: &str) {}
     fn service(&self, _: &ServiceUp) {}
     fn stop_requested(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
@@ -461,7 +460,7 @@ pub(crate) async fn an_interrupted_up_stops_between_steps_and_down_removes_what_
     );
     let down = h
         .runtime()
-        .down(&env)
+        .down(&env, &Quiet)
         .await
         .unwrap_or_else(|e| panic!("{}", e.report()));
     assert!(down.failed.is_empty(), "{down:?}");
@@ -527,7 +526,7 @@ pub(crate) async fn objects_of_somebody_else_are_refused(h: &dyn Harness) {
     );
     let err = h
         .runtime()
-        .down(&env)
+        .down(&env, &Quiet)
         .await
         .err()
         .unwrap_or_else(|| panic!("down accepted {planted}"));

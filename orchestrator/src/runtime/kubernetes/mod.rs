@@ -81,7 +81,7 @@ use crate::runtime::labels::{KIND, SERVICE};
 use crate::runtime::local::images::SidecarSource;
 use crate::runtime::{
     Action, AdminEndpoint, Capabilities, DownReport, EnvStatus, ExecOutput, LineStream,
-    OwnedObject, Progress, Runtime, RuntimeError, UpReport,
+    OwnedObject, PhasesOnly, Progress, Runtime, RuntimeError, UpReport,
 };
 
 /// Rounds in a row each pod's gate must hold: the sidecar answered and every route failed.
@@ -360,7 +360,8 @@ impl KubernetesRuntime {
             progress.step(&format!(
                 "removing namespace {namespace} (AF_PRESERVE=1 keeps it)"
             ));
-            match teardown::down(&self.client, names, &self.options.timeouts).await {
+            let progress = PhasesOnly(progress);
+            match teardown::down(&self.client, names, &self.options.timeouts, &progress).await {
                 Ok(report) if report.failed.is_empty() => NamespaceFate::Removed,
                 Ok(report) => NamespaceFate::NotRemoved(
                     report
@@ -547,9 +548,19 @@ impl Runtime for KubernetesRuntime {
         })
     }
 
-    fn down<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<DownReport, RuntimeError>> {
+    fn down<'a>(
+        &'a self,
+        env: &'a EnvId,
+        progress: &'a dyn Progress,
+    ) -> BoxFuture<'a, Result<DownReport, RuntimeError>> {
         Box::pin(async move {
-            teardown::down(&self.client, &self.names(env), &self.options.timeouts).await
+            teardown::down(
+                &self.client,
+                &self.names(env),
+                &self.options.timeouts,
+                progress,
+            )
+            .await
         })
     }
 

@@ -250,7 +250,7 @@ async fn a_foreign_namespace_is_refused_by_up_and_down_and_nothing_is_touched() 
     let rt = runtime(&fake);
     for refused in [
         rt.up(&plan(), &Quiet).await.expect_err("up refused"),
-        rt.down(&env()).await.expect_err("down refused"),
+        rt.down(&env(), &Quiet).await.expect_err("down refused"),
     ] {
         assert!(matches!(
             refused,
@@ -307,7 +307,7 @@ async fn down_waits_until_the_namespace_is_gone() {
     probe_says(&fake, &[]);
     let rt = preserving(&fake);
     let _ = rt.up(&plan(), &Quiet).await;
-    let report = rt.down(&env()).await.expect("down");
+    let report = rt.down(&env(), &Quiet).await.expect("down");
     assert_eq!(report.removed, ["namespace af-pr-42"]);
     assert!(report.failed.is_empty());
     let calls = fake.calls();
@@ -322,7 +322,7 @@ async fn down_waits_until_the_namespace_is_gone() {
     );
     assert!(calls.len() > deleted + 1);
     assert!(fake.with(|s| !s.objects.keys().any(|k| k.contains("af-pr-42"))));
-    let again = rt.down(&env()).await.expect("down again");
+    let again = rt.down(&env(), &Quiet).await.expect("down again");
     assert!(again.removed.is_empty() && again.failed.is_empty());
 }
 
@@ -333,7 +333,7 @@ async fn a_namespace_held_by_finalizers_is_named_with_them() {
     fake.with(|s| s.hold_namespaces = Some("dev.antifailure.test/hold"));
     let rt = preserving(&fake);
     let _ = rt.up(&plan(), &Quiet).await;
-    let report = rt.down(&env()).await.expect("down");
+    let report = rt.down(&env(), &Quiet).await.expect("down");
     assert!(report.removed.is_empty());
     let [(object, why)] = report.failed.as_slice() else {
         panic!("{:?}", report.failed);
@@ -400,7 +400,7 @@ async fn up_waits_for_a_namespace_still_terminating_and_names_the_knob_when_it_s
     fake.with(|s| s.hold_namespaces = Some("dev.antifailure.test/hold"));
     let rt = runtime(&fake);
     let _ = rt.up(&plan(), &Quiet).await;
-    let _ = rt.down(&env()).await;
+    let _ = rt.down(&env(), &Quiet).await;
     fake.with(|s| s.calls.clear());
     let refused = rt.up(&plan(), &Quiet).await.expect_err("still terminating");
     let report = refused.report();

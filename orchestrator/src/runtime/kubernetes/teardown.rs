@@ -11,13 +11,14 @@ use super::cluster::{is_status, refused};
 use super::names::Names;
 use super::namespace;
 use super::wait::{self, Poll};
-use crate::runtime::{DownReport, Quiet, RuntimeError};
+use crate::runtime::{DownReport, Phase, Progress, RuntimeError};
 
 /// Delete the environment's namespace (AF-RUN-045 if it is not ours) and wait until it is gone.
 pub async fn down(
     client: &Client,
     names: &Names,
     timeouts: &Timeouts,
+    progress: &dyn Progress,
 ) -> Result<DownReport, RuntimeError> {
     let mut report = DownReport::default();
     let name = names.namespace();
@@ -25,6 +26,7 @@ pub async fn down(
         return Ok(report);
     };
     let api: Api<Namespace> = Api::all(client.clone());
+    progress.phase(&format!("namespace {name}"), Phase::Removing);
     if !namespace::terminating(&found) {
         match api.delete(name, &DeleteParams::background()).await {
             Ok(_) => {}
@@ -36,7 +38,7 @@ pub async fn down(
         &format!("namespace {name} to go"),
         timeouts.down,
         timeouts.poll,
-        &Quiet,
+        progress,
         || async {
             let now = api
                 .get_opt(name)

@@ -1,12 +1,12 @@
 //! Staged waits: each stage polls until its condition holds or its own timeout passes, and
-//! says what it is waiting on when that changes.
+//! says what it is waiting on when that changes (and, to a live display, for how long).
 
 use std::future::Future;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::runtime::{Progress, RuntimeError};
+use crate::runtime::{Phase, Progress, RuntimeError};
 
 /// What one poll found.
 pub enum Poll<T> {
@@ -29,7 +29,8 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Poll<T>, RuntimeError>>,
 {
-    let deadline = Instant::now() + timeout;
+    let started = Instant::now();
+    let deadline = started + timeout;
     let mut shown = String::new();
     loop {
         match check().await? {
@@ -39,6 +40,13 @@ where
                 if Instant::now() >= deadline {
                     return Ok(Err(state));
                 }
+                progress.phase(
+                    stage,
+                    Phase::Waiting {
+                        elapsed: started.elapsed(),
+                        timeout,
+                    },
+                );
                 if state != shown {
                     progress.step(&format!("waiting for {stage}: {state}"));
                     shown = state;

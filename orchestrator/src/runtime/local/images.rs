@@ -12,7 +12,7 @@ use super::client::is_not_found;
 use super::labels::{Names, kind};
 use crate::plan::{ServicePlan, short_digest};
 use crate::runtime::labels::{KIND, MANAGED};
-use crate::runtime::{Progress, RuntimeError};
+use crate::runtime::{Phase, Progress, RuntimeError};
 
 /// The static target triple the project's image binaries are built for.
 pub const STATIC_TARGET: &str = "x86_64-unknown-linux-gnu";
@@ -292,7 +292,7 @@ async fn build(
                 tail.pop_front();
             }
             tail.push_back(l.to_owned());
-            progress.build_output(service, l);
+            progress.phase(service, Phase::Building { line: l });
         }
     };
     while let Some(item) = stream.next().await {

@@ -43,8 +43,8 @@ use crate::runtime::service_env::Provisions;
 use crate::runtime::sidecar_doc::{self, InsideNames, Placement, Secrets};
 use crate::runtime::{
     Action, AdminEndpoint, Capabilities, DownReport, EnvStatus, ExecOutput, JournalPlace,
-    JournalStorage, LineStream, LogLine, OwnedObject, Progress, Quiet, Runtime, RuntimeError,
-    ServiceStatus, ServiceUp, UpReport,
+    JournalStorage, LineStream, LogLine, OwnedObject, Phase, Progress, Quiet, Runtime,
+    RuntimeError, ServiceStatus, ServiceUp, UpReport,
 };
 use crate::trust::{self, TrustFiles};
 use crate::webhook::WebhookSecrets;
@@ -291,6 +291,7 @@ impl LocalRuntime {
                     services::migrate(docker, &spec).await?;
                 }
                 progress.begin(&format!("starting {}", service.name))?;
+                progress.phase(&service.name, Phase::Starting);
                 services::create(docker, &spec).await?;
             }
             let found = containers::find(docker, &names, &name)
@@ -340,6 +341,7 @@ impl LocalRuntime {
             ) && !wanted.contains(c.service.as_str());
             if stale {
                 progress.begin(&format!("removing {}", c.name))?;
+                progress.phase(&c.name, Phase::Removing);
                 containers::remove(docker, &c.name).await?;
             }
         }
@@ -779,11 +781,15 @@ impl Runtime for LocalRuntime {
         Box::pin(self.logs_impl(env, service, follow, tail))
     }
 
-    fn down<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<DownReport, RuntimeError>> {
+    fn down<'a>(
+        &'a self,
+        env: &'a EnvId,
+        progress: &'a dyn Progress,
+    ) -> BoxFuture<'a, Result<DownReport, RuntimeError>> {
         Box::pin(async move {
             let names = Names::new(env);
             self.refuse_foreign(&names, None).await?;
-            teardown::down(&self.docker, &names).await
+            teardown::down(&self.docker, &names, progress).await
         })
     }
 

@@ -11,7 +11,7 @@ use super::containers;
 use super::images::FORWARD_BINARY;
 use super::labels::Names;
 use crate::plan::ServicePlan;
-use crate::runtime::{Progress, RuntimeError};
+use crate::runtime::{Phase, Progress, RuntimeError};
 
 /// Time between checks.
 const INTERVAL: Duration = Duration::from_millis(250);
@@ -27,7 +27,8 @@ pub async fn wait(
     progress: &dyn Progress,
 ) -> Result<(), RuntimeError> {
     let container = names.service(&service.name);
-    let deadline = Instant::now() + service.health_timeout;
+    let started = Instant::now();
+    let deadline = started + service.health_timeout;
     let mut argv = vec![format!("/{FORWARD_BINARY}"), "check".to_owned()];
     match service.port {
         Some(port) => argv.push(format!("{addr}:{port}")),
@@ -37,8 +38,16 @@ pub async fn wait(
         argv.push(path.clone());
     }
     let at = format!("while {} was getting ready", service.name);
+    let waited = format!("{} to be ready", service.name);
     loop {
         progress.check(&at)?;
+        progress.phase(
+            &waited,
+            Phase::Waiting {
+                elapsed: started.elapsed(),
+                timeout: service.health_timeout,
+            },
+        );
         let Some(found) = containers::find(docker, names, &container).await? else {
             return Err(RuntimeError::Exited {
                 service: service.name.clone(),

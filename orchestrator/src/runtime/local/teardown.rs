@@ -12,7 +12,7 @@ use bollard::query_parameters::{
 use super::client::is_not_found;
 use super::labels::Names;
 use super::{containers, networks};
-use crate::runtime::{DownReport, RuntimeError};
+use crate::runtime::{DownReport, Phase, Progress, RuntimeError};
 
 /// Names of the volumes carrying the environment's labels.
 pub async fn owned_volumes(docker: &Docker, names: &Names) -> Result<Vec<String>, RuntimeError> {
@@ -46,9 +46,16 @@ pub async fn owned_images(
 }
 
 /// Remove the environment's containers, networks, volumes and images.
-pub async fn down(docker: &Docker, names: &Names) -> Result<DownReport, RuntimeError> {
+/// Each is named to `progress` as it is removed.
+pub async fn down(
+    docker: &Docker,
+    names: &Names,
+    progress: &dyn Progress,
+) -> Result<DownReport, RuntimeError> {
+    let removing = |what: &str| progress.phase(what, Phase::Removing);
     let mut report = DownReport::default();
     for c in containers::owned(docker, names).await? {
+        removing(&format!("container {}", c.name));
         match containers::remove(docker, &c.name).await {
             Ok(()) => report.removed.push(format!("container {}", c.name)),
             Err(e) => report
@@ -57,6 +64,7 @@ pub async fn down(docker: &Docker, names: &Names) -> Result<DownReport, RuntimeE
         }
     }
     for (name, _) in networks::owned(docker, names).await? {
+        removing(&format!("network {name}"));
         match docker.remove_network(&name).await {
             Ok(()) => report.removed.push(format!("network {name}")),
             Err(e) if is_not_found(&e) => {}
@@ -66,6 +74,7 @@ pub async fn down(docker: &Docker, names: &Names) -> Result<DownReport, RuntimeE
         }
     }
     for name in owned_volumes(docker, names).await? {
+        removing(&format!("volume {name}"));
         match docker
             .remove_volume(&name, None::<RemoveVolumeOptions>)
             .await
@@ -91,6 +100,7 @@ pub async fn down(docker: &Docker, names: &Names) -> Result<DownReport, RuntimeE
             refs.push(image.id.clone());
         }
         for name in refs {
+            removing(&format!("image {name}"));
             let options = RemoveImageOptionsBuilder::default().build();
             match docker.remove_image(&name, Some(options), None).await {
                 Ok(_) => report.removed.push(format!("image {name}")),

@@ -51,7 +51,7 @@ use crate::runtime::local::images::SidecarSource;
 use crate::runtime::local::{client, images as local_images, labels as local_labels};
 use crate::runtime::service_env::Provisions;
 use crate::runtime::sidecar_doc::{self, ALIAS, InsideNames, Kept, Placement, Secrets};
-use crate::runtime::{Action, Progress, RuntimeError, ServiceUp, UpReport};
+use crate::runtime::{Action, Phase, Progress, RuntimeError, ServiceUp, UpReport};
 use crate::trust::{self, TrustFiles};
 use crate::webhook::WebhookSecrets;
 
@@ -211,6 +211,7 @@ impl Deployer<'_> {
             .await?;
         }
         progress.begin(&format!("starting {}", service.name))?;
+        progress.phase(&service.name, Phase::Starting);
         let action = if service.kind == Kind::Cron {
             let api = self.cron.ok_or_else(|| {
                 RuntimeError::Unsupported(format!(

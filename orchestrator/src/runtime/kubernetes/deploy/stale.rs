@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 
 use crate::runtime::kubernetes::cluster::refused;
 use crate::runtime::labels::SERVICE;
-use crate::runtime::{Progress, RuntimeError};
+use crate::runtime::{Phase, Progress, RuntimeError};
 
 /// Delete each object `selector` lists through `api` whose service is not in `wanted`;
 /// `what` names the kind in messages (`Deployment`).
@@ -36,6 +36,7 @@ where
         }
         let name = object.name_any();
         progress.begin(&format!("removing {what} {name}"))?;
+        progress.phase(&name, Phase::Removing);
         api.delete(&name, &DeleteParams::background())
             .await
             .map_err(refused(format!("delete {what} {name}")))?;
