@@ -196,7 +196,7 @@ async fn every_answering_mode_answers_alike_through_connect_and_transparent_tls(
         }
     }
     // Both captures reached the inbox.
-    let inbox = wait_inbox(&env.sc.admin(), "to=both%40example.test", 2).await;
+    let inbox = env.sc.admin().wait_inbox("to=both%40example.test", 2).await;
     assert_eq!(inbox.len(), 2);
 }
 
@@ -248,7 +248,7 @@ async fn a_sendgrid_send_is_answered_as_sendgrid_and_lands_in_the_inbox() {
     assert!(got.header("x-message-id").is_some());
 
     let admin = env.sc.admin();
-    let inbox = wait_inbox(&admin, "to=ada%40example.test", 1).await;
+    let inbox = admin.wait_inbox("to=ada%40example.test", 1).await;
     let m = &inbox[0]["message"];
     assert_eq!(inbox[0]["via"], "capture");
     assert_eq!(inbox[0]["host"], "api.sendgrid.com");
@@ -264,13 +264,13 @@ async fn a_sendgrid_send_is_answered_as_sendgrid_and_lands_in_the_inbox() {
     let seq = inbox[0]["seq"].as_u64().unwrap();
     let one = admin.json(&format!("/v1/inbox/{seq}")).await;
     assert_eq!(one["message"]["code"], "482913");
-    assert!(wait_inbox(&admin, "to=nobody", 0).await.is_empty());
+    assert!(admin.wait_inbox("to=nobody", 0).await.is_empty());
     assert_eq!(admin.metric("af_proxy_messages_captured_total").await, 1);
 
     // The inbox is the journal: it survives a restart.
     let Env { sc, setup, .. } = env;
     let sc = sc.restart(&setup).await;
-    let after = wait_inbox(&sc.admin(), "subject=confirm", 1).await;
+    let after = sc.admin().wait_inbox("subject=confirm", 1).await;
     assert_eq!(after[0]["seq"], seq);
 }
 
@@ -317,7 +317,7 @@ async fn capture_refuses_what_it_cannot_answer_as_the_provider() {
     )
     .await;
     assert_eq!(named.status, 202, "{}", named.body);
-    let inbox = wait_inbox(&env.sc.admin(), "", 1).await;
+    let inbox = env.sc.admin().wait_inbox("", 1).await;
     assert_eq!(
         inbox.len(),
         1,
@@ -327,19 +327,6 @@ async fn capture_refuses_what_it_cannot_answer_as_the_provider() {
 }
 
 /// Messages matching `query`, waiting until there are at least `n`.
-async fn wait_inbox(admin: &Admin, query: &str, n: usize) -> Vec<Value> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let v = admin.json(&format!("/v1/inbox?{query}")).await;
-        let msgs = v["records"].as_array().unwrap().clone();
-        if msgs.len() >= n || std::time::Instant::now() > deadline {
-            assert!(msgs.len() >= n, "wanted {n} messages for {query:?}: {v:#}");
-            return msgs;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-}
-
 /// Run the system's curl through the proxy, trusting only `cafile`; its stdout and exit code.
 fn curl(args: &[&str]) -> (String, i32) {
     let out = std::process::Command::new("curl")

@@ -388,6 +388,20 @@ impl Admin {
         }
     }
 
+    /// Wait until at least `n` inbox messages match `query` (e.g. `to=ada%40example.test`).
+    pub(crate) async fn wait_inbox(&self, query: &str, n: usize) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let v = self.json(&format!("/v1/inbox?{query}")).await;
+            let msgs = v["records"].as_array().unwrap().clone();
+            if msgs.len() >= n || Instant::now() > deadline {
+                assert!(msgs.len() >= n, "wanted {n} messages for {query:?}: {v:#}");
+                return msgs;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// A counter from `/metrics`.
     pub(crate) async fn metric(&self, name: &str) -> u64 {
         let got = self.get_with("/metrics", Some(TOKEN)).await;
