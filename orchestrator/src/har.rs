@@ -545,6 +545,6 @@ mod tests {
         assert_eq!(sni.request.method, "CONNECT");
         assert_eq!(sni.request.url, "https://api.x.test/");
         assert_eq!(sni.response.status, 0, "a closed connection has no status");
-        assert_eq!(sni.af.verdict, "allowed");
+        assert_eq!(sni.af.verdict, "tunnel");
     }
 }

@@ -1180,7 +1180,7 @@ async fn net_log_har_is_har_1_2_with_one_entry_per_decision_in_journal_order() {
         "http://api.x.test/v1/items?page=2"
     );
     assert_eq!(entries[0]["request"]["queryString"][0]["value"], "2");
-    assert_eq!(entries[0]["_af"]["verdict"], "allowed");
+    assert_eq!(entries[0]["_af"]["verdict"], "forwarded");
     assert_eq!(entries[1]["_af"]["verdict"], "refused");
     assert_eq!(entries[1]["_af"]["code"], "AF-NET-010");
     assert_eq!(entries[2]["_af"]["verdict"], "answered");

@@ -1,4 +1,4 @@
-//! `af net log [--blocked] [--follow] [--limit N] [--har FILE] [-o json]`: the sidecar's
+//! `af net log [--blocked] [--host H] [--follow | --har FILE] [--limit N] [-o json]`: the sidecar's
 //! decisions, read through its admin API (never from container logs, so nothing is lost on a
 //! restart).
 
@@ -317,13 +317,13 @@ mod tests {
                 rule: Some("rules[0] api.x.test".to_owned()),
                 reason: "guard:private".to_owned(),
                 status: Some(403),
-                code: Some("AF-NET-020".into()),
+                code: Some("AF-NET-011".into()),
                 ..decision("proxy", "CONNECT", "api.x.test", 443, "")
             }),
         );
         assert_eq!(
             line(&guarded),
-            "   13 14:03:07 ✗ allow  CONNECT api.x.test:443 403 AF-NET-020 (rules[0] api.x.test: guard:private) [proxy]"
+            "   13 14:03:07 ✗ allow  CONNECT api.x.test:443 403 AF-NET-011 (rules[0] api.x.test: guard:private) [proxy]"
         );
     }
 

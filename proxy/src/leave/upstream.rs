@@ -1,6 +1,7 @@
 //! The pooled HTTPS client for requests forwarded out of an intercepted connection: every
 //! connection is a guard dial, and the upstream's certificate is verified against the built-in
-//! web roots (plus `tls.extra_upstream_roots_pem`, for tests).
+//! web roots (plus `tls.extra_upstream_roots_pem`: the roots `af` reads from `egress.upstream_roots`,
+//! or a test's own).
 
 use std::sync::Arc;
 use std::time::Duration;
