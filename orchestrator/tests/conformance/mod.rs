@@ -748,7 +748,7 @@ pub(crate) async fn inbox_and_webhook_work_end_to_end(h: &dyn Harness) {
     let timed_out = inbox::wait(runtime, &env, &wait, Format::Json, &mut Vec::new()).await;
     assert_eq!(timed_out.err().map(|r| r.code.code), Some("AF-RUN-050"));
     let missing = inbox::get(runtime, &env, 1_000_000, Format::Json, &mut Vec::new()).await;
-    assert_eq!(missing.err().map(|r| r.code.code), Some("AF-NET-021"));
+    assert_eq!(missing.err().map(|r| r.code.code), Some("AF-RUN-054"));
 
     let v = probe(
         h,
