@@ -3,13 +3,15 @@
 //! stops the old pod (draining it, its journal committed) before the new one starts: never
 //! two writers of one journal. Deleting the pod instead would let its ReplicaSet start the
 //! new pod while the old one still drains. Done when the Deployment is available again with a
-//! Ready pod that is not one of the old ones (`AF_KUBE_SIDECAR_TIMEOUT`); a port-forward held
+//! Ready pod that is not one of the old ones (`AF_KUBE_SIDECAR_TIMEOUT`) and, for the sidecar,
+//! once its Service's Endpoints list only the new pod: the services reach the sidecar through
+//! that Service, and a dial before kube-proxy knows the new pod is refused. A port-forward held
 //! across the restart finds the new pod by itself ([`super::forward`]).
 
 use std::time::SystemTime;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Endpoints, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -20,18 +22,20 @@ use super::deploy::{Rollout, wait_available};
 use super::names::{self, Names};
 use super::namespace;
 use super::selection;
+use super::wait::{self, Poll};
 use crate::runtime::{Quiet, RuntimeError};
 
 /// The pod template's annotation a restart sets.
 pub const RESTARTED_AT: &str = "dev.antifailure.restarted-at";
 
-/// Restart the sidecar of `names`' environment and wait until its new pod is Ready.
+/// Restart the sidecar of `names`' environment and wait until its new pod is Ready and the
+/// only one its Service sends to.
 pub async fn sidecar(
     client: &Client,
     names: &Names,
     timeouts: &Timeouts,
 ) -> Result<(), RuntimeError> {
-    roll(
+    let old = roll(
         client,
         names,
         names::SIDECAR,
@@ -39,7 +43,59 @@ pub async fn sidecar(
         timeouts.sidecar,
         timeouts,
     )
-    .await
+    .await?;
+    served_by_new_pods(client, names, names::SIDECAR, &old, timeouts).await
+}
+
+/// Wait until the Endpoints of the Service `name` list ready addresses, none of them a pod of
+/// `old` and none still not ready. A cluster without the Endpoints object (it serves only
+/// EndpointSlices) is not waited on.
+async fn served_by_new_pods(
+    client: &Client,
+    names: &Names,
+    name: &str,
+    old: &[String],
+    timeouts: &Timeouts,
+) -> Result<(), RuntimeError> {
+    let ns = names.namespace();
+    let endpoints: Api<Endpoints> = Api::namespaced(client.clone(), ns);
+    let stage = format!("the Service {name} to send to the new pod");
+    let outcome = wait::until(&stage, timeouts.sidecar, timeouts.poll, &Quiet, || async {
+        let Some(found) = endpoints
+            .get_opt(name)
+            .await
+            .map_err(refused(format!("read the Endpoints of {name} in {ns}")))?
+        else {
+            return Ok(Poll::Ready(()));
+        };
+        let subsets = found.subsets.unwrap_or_default();
+        let ready: Vec<String> = subsets
+            .iter()
+            .flat_map(|s| s.addresses.iter().flatten())
+            .map(|a| {
+                a.target_ref
+                    .as_ref()
+                    .and_then(|r| r.name.clone())
+                    .unwrap_or_default()
+            })
+            .collect();
+        let pending = subsets.iter().any(|s| {
+            s.not_ready_addresses
+                .as_ref()
+                .is_some_and(|a| !a.is_empty())
+        });
+        if !ready.is_empty() && !pending && !ready.iter().any(|pod| old.contains(pod)) {
+            return Ok(Poll::Ready(()));
+        }
+        Ok(Poll::Pending(format!("it sends to {ready:?}")))
+    })
+    .await?;
+    outcome.map_err(|state| RuntimeError::Timeout {
+        what: format!("the Service {name} in {ns} to send to the new sidecar"),
+        seconds: timeouts.sidecar.as_secs(),
+        state,
+        knob: "AF_KUBE_SIDECAR_TIMEOUT",
+    })
 }
 
 /// Restart `service` of `names`' environment (its Deployment rolled the same way) and wait
@@ -50,10 +106,13 @@ pub async fn service(
     service: &str,
     timeouts: &Timeouts,
 ) -> Result<(), RuntimeError> {
-    roll(client, names, service, service, timeouts.service, timeouts).await
+    roll(client, names, service, service, timeouts.service, timeouts)
+        .await
+        .map(drop)
 }
 
-/// Stamp the Deployment `deployment` (of `service`) and wait for its new pods.
+/// Stamp the Deployment `deployment` (of `service`) and wait for its new pods; the names of
+/// the pods it replaced.
 async fn roll(
     client: &Client,
     names: &Names,
@@ -61,7 +120,7 @@ async fn roll(
     service: &str,
     timeout: std::time::Duration,
     timeouts: &Timeouts,
-) -> Result<(), RuntimeError> {
+) -> Result<Vec<String>, RuntimeError> {
     if namespace::ours(client, names).await?.is_none() {
         return Err(RuntimeError::NoEnvironment(names.env().to_string()));
     }
@@ -109,5 +168,6 @@ async fn roll(
         },
         &Quiet,
     )
-    .await
+    .await?;
+    Ok(old)
 }
