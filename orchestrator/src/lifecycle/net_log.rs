@@ -110,7 +110,7 @@ async fn read(
     records.map_err(|e| e.report())
 }
 
-/// One record as a line: `12 14:03:01 ✗ block  GET api.x.test:443/ 403 AF-NET-010 (default)
+/// One record as a line: `12 14:03:01 ✗ block    GET api.x.test:443/ 403 AF-NET-010 (default)
 /// [proxy]`. The mark says how it ended: ✓ left (forwarded, or tunnelled), ○ answered in the
 /// sidecar, ✗ refused or failed (with its code), ⚠ the opened TLS failed, ◇ a connection
 /// opened for interception (its requests have their own lines), – ended before an answer.
@@ -120,13 +120,13 @@ pub fn line(r: &Record) -> String {
     let d = match &r.entry {
         Entry::DnsSighting(s) => {
             return format!(
-                "{seq:>5} {at} · dns    {} {} → {} ({} {})",
+                "{seq:>5} {at} · dns      {} {} → {} ({} {})",
                 s.host, s.qtype, s.answer, s.mode, s.rule,
             );
         }
         Entry::Message(m) => {
             return format!(
-                "{seq:>5} {at} ✉ {:<6} {} → {} {:?} [{}]",
+                "{seq:>5} {at} ✉ {:<8} {} → {} {:?} [{}]",
                 m.message.provider,
                 m.host,
                 m.message.to.join(", "),
@@ -183,7 +183,7 @@ pub fn line(r: &Record) -> String {
         reason => format!("{rule}: {reason}"),
     };
     format!(
-        "{seq:>5} {at} {mark} {mode:<6} {target}{result}{code} ({why}) [{}]",
+        "{seq:>5} {at} {mark} {mode:<8} {target}{result}{code} ({why}) [{}]",
         d.via
     )
 }
@@ -292,7 +292,7 @@ mod tests {
         );
         assert_eq!(
             line(&by_default),
-            "   11 14:03:05 ✗ block  GET api.x.test:443/ 403 AF-NET-010 (default) [proxy]"
+            "   11 14:03:05 ✗ block    GET api.x.test:443/ 403 AF-NET-010 (default) [proxy]"
         );
         let tls = record(
             12,
@@ -307,7 +307,7 @@ mod tests {
         );
         assert_eq!(
             line(&tls),
-            "   12 14:03:06 ✓ allow  api.x.test:443 tunnel (rules[0] api.x.test) [tls]"
+            "   12 14:03:06 ✓ allow    api.x.test:443 tunnel (rules[0] api.x.test) [tls]"
         );
         let guarded = record(
             13,
@@ -323,7 +323,7 @@ mod tests {
         );
         assert_eq!(
             line(&guarded),
-            "   13 14:03:07 ✗ allow  CONNECT api.x.test:443 403 AF-NET-011 (rules[0] api.x.test: guard:private) [proxy]"
+            "   13 14:03:07 ✗ allow    CONNECT api.x.test:443 403 AF-NET-011 (rules[0] api.x.test: guard:private) [proxy]"
         );
     }
 
@@ -351,7 +351,7 @@ mod tests {
         );
         assert_eq!(
             line(&refused_cert),
-            "   14 14:03:08 ⚠ mock   CONNECT api.github.com:443 handshake failed AF-NET-045 (rules[0] api.github.com: client_rejected_certificate) [proxy]"
+            "   14 14:03:08 ⚠ mock     CONNECT api.github.com:443 handshake failed AF-NET-045 (rules[0] api.github.com: client_rejected_certificate) [proxy]"
         );
         let opened = record(
             15,
@@ -363,7 +363,7 @@ mod tests {
         );
         assert_eq!(
             line(&opened),
-            "   15 14:03:08 ◇ mock   CONNECT api.github.com:443 opened for interception (rules[0] api.github.com) [proxy]"
+            "   15 14:03:08 ◇ mock     CONNECT api.github.com:443 opened for interception (rules[0] api.github.com) [proxy]"
         );
         let answered = record(
             16,
@@ -377,7 +377,7 @@ mod tests {
         );
         assert_eq!(
             line(&answered),
-            "   16 14:03:08 ○ mock   GET api.github.com:443/user 200 (rules[0] api.github.com) [intercept]"
+            "   16 14:03:08 ○ mock     GET api.github.com:443/user 200 (rules[0] api.github.com) [intercept]"
         );
         let gone = record(
             17,
@@ -392,7 +392,7 @@ mod tests {
         );
         assert_eq!(
             line(&gone),
-            "   17 14:03:08 – allow  GET api.x.test:80/slow closed (default: client_gone) [proxy]"
+            "   17 14:03:08 – allow    GET api.x.test:80/slow closed (default: client_gone) [proxy]"
         );
     }
 }
