@@ -34,9 +34,43 @@ enum Shown {
     RedactedAfter(usize),
 }
 
-/// How the segment at `index` of a path for `host` (split on `/`, without the leading one) is
-/// shown.
-fn shown(host: &str, segments: &[&str], index: usize) -> Shown {
+/// A provider whose webhook URLs carry their credential in the path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Provider {
+    Slack,
+    Discord,
+    /// `outlook.office.com` and `outlook.office365.com`.
+    Outlook,
+    /// `*.webhook.office.com`.
+    WebhookB2,
+    Telegram,
+    Zapier,
+    Ifttt,
+}
+
+/// The provider `host` (normalised) belongs to, if any: every other host's path is kept
+/// without being looked at.
+fn provider(host: &str) -> Option<Provider> {
+    Some(match host {
+        "hooks.slack.com" => Provider::Slack,
+        "discord.com"
+        | "discordapp.com"
+        | "ptb.discord.com"
+        | "canary.discord.com"
+        | "ptb.discordapp.com"
+        | "canary.discordapp.com" => Provider::Discord,
+        "outlook.office.com" | "outlook.office365.com" => Provider::Outlook,
+        "api.telegram.org" => Provider::Telegram,
+        "hooks.zapier.com" => Provider::Zapier,
+        "maker.ifttt.com" => Provider::Ifttt,
+        _ if host.ends_with(".webhook.office.com") => Provider::WebhookB2,
+        _ => return None,
+    })
+}
+
+/// How the segment at `index` of a path of `provider` (split on `/`, without the leading one)
+/// is shown.
+fn shown(provider: Provider, segments: &[&str], index: usize) -> Shown {
     let from = |start: usize| {
         if index >= start {
             Shown::Redacted
@@ -52,18 +86,13 @@ fn shown(host: &str, segments: &[&str], index: usize) -> Shown {
         }
     };
     let first = segments.first().copied().unwrap_or("");
-    match host {
-        "hooks.slack.com" => match first {
+    match provider {
+        Provider::Slack => match first {
             "services" | "triggers" => from(3),
             "workflows" => from(4),
             _ => Shown::Kept,
         },
-        "discord.com"
-        | "discordapp.com"
-        | "ptb.discord.com"
-        | "canary.discord.com"
-        | "ptb.discordapp.com"
-        | "canary.discordapp.com" => {
+        Provider::Discord => {
             let version = segments.get(1).is_some_and(|s| is_api_version(s));
             let webhooks = if version { 2 } else { 1 };
             let is_hook = first == "api" && segments.get(webhooks) == Some(&"webhooks");
@@ -73,9 +102,9 @@ fn shown(host: &str, segments: &[&str], index: usize) -> Shown {
                 Shown::Kept
             }
         }
-        "outlook.office.com" | "outlook.office365.com" if first == "webhook" => from(1),
-        _ if host.ends_with(".webhook.office.com") && first == "webhookb2" => from(1),
-        "api.telegram.org" => {
+        Provider::Outlook if first == "webhook" => from(1),
+        Provider::WebhookB2 if first == "webhookb2" => from(1),
+        Provider::Telegram => {
             let at = usize::from(first == "file");
             match segments.get(at) {
                 Some(s) if index == at && s.len() > 3 && s.starts_with("bot") => {
@@ -84,12 +113,12 @@ fn shown(host: &str, segments: &[&str], index: usize) -> Shown {
                 _ => Shown::Kept,
             }
         }
-        "hooks.zapier.com"
+        Provider::Zapier
             if first == "hooks" && matches!(segments.get(1), Some(&("catch" | "standard"))) =>
         {
             only(3)
         }
-        "maker.ifttt.com" if first == "trigger" => {
+        Provider::Ifttt if first == "trigger" => {
             let key = segments
                 .windows(2)
                 .position(|w| w == ["with", "key"])
@@ -117,6 +146,9 @@ pub(crate) fn redact<'a>(host: &str, path: &'a str) -> Cow<'a, str> {
     } else {
         Cow::Borrowed(host)
     };
+    let Some(provider) = provider(&host) else {
+        return Cow::Borrowed(path);
+    };
     let (path_only, query) = match path.split_once('?') {
         Some((p, q)) => (p, Some(q)),
         None => (path, None),
@@ -126,7 +158,7 @@ pub(crate) fn redact<'a>(host: &str, path: &'a str) -> Cow<'a, str> {
     };
     let segments: Vec<&str> = rest.split('/').collect();
     let shows: Vec<Shown> = (0..segments.len())
-        .map(|i| match shown(&host, &segments, i) {
+        .map(|i| match shown(provider, &segments, i) {
             // An empty segment carries nothing.
             _ if segments[i].is_empty() => Shown::Kept,
             s => s,
