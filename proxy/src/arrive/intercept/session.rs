@@ -71,24 +71,30 @@ pub(crate) async fn open<IO>(
 /// connection once a request arrived in it, as a client that refused the certificate if none
 /// did.
 #[derive(Clone)]
-struct ConnectionTicket(Arc<(Mutex<Option<Ticket>>, AtomicBool)>);
+struct ConnectionTicket {
+    ticket: SharedTicket,
+    asked: Arc<AtomicBool>,
+}
 
 impl ConnectionTicket {
     fn new(ticket: Ticket) -> Self {
-        Self(Arc::new((Mutex::new(Some(ticket)), AtomicBool::new(false))))
+        Self {
+            ticket: SharedTicket::new(ticket),
+            asked: Arc::new(AtomicBool::new(false)),
+        }
     }
 
     /// A request arrived inside the connection.
     fn asked(&self) {
-        self.0.1.store(true, Relaxed);
+        self.asked.store(true, Relaxed);
     }
 
     /// Close the ticket: the connection ended.
     fn close(&self, host: String) {
-        let Some(ticket) = self.0.0.lock().ok().and_then(|mut t| t.take()) else {
+        let Some(ticket) = self.ticket.take() else {
             return;
         };
-        if self.0.1.load(Relaxed) {
+        if self.asked.load(Relaxed) {
             return ticket.intercepted();
         }
         handshake_failed(
@@ -99,6 +105,21 @@ impl ConnectionTicket {
                     .into(),
             },
         );
+    }
+}
+
+/// A ticket the tasks of one connection share, closed by whichever takes it first.
+#[derive(Clone)]
+struct SharedTicket(Arc<Mutex<Option<Ticket>>>);
+
+impl SharedTicket {
+    fn new(ticket: Ticket) -> Self {
+        Self(Arc::new(Mutex::new(Some(ticket))))
+    }
+
+    /// The ticket, unless another task already took it.
+    fn take(&self) -> Option<Ticket> {
+        self.0.lock().ok().and_then(|mut t| t.take())
     }
 }
 
@@ -188,12 +209,12 @@ pub(crate) async fn refuse<IO>(
         }
     };
     let host = ticket.host().to_owned();
-    let own = Arc::new(Mutex::new(Some(ticket)));
+    let own = SharedTicket::new(ticket);
     let handler = {
         let (own, refusal) = (own.clone(), refusal.clone());
         move |_req| {
             let resp = refusal.response().map(Either::Left);
-            if let Some(ticket) = own.lock().ok().and_then(|mut t| t.take()) {
+            if let Some(ticket) = own.take() {
                 ticket.refused_answering(&refusal);
             }
             std::future::ready(resp)
@@ -206,7 +227,7 @@ pub(crate) async fn refuse<IO>(
         port: state.tuning.tls_port,
     };
     serve_opened(&state, &conn, tls, origin, &host, handler).await;
-    if let Some(ticket) = own.lock().ok().and_then(|mut t| t.take()) {
+    if let Some(ticket) = own.take() {
         ticket.refused(&closed("the client sent no request".into()));
     }
 }
