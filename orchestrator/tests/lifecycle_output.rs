@@ -316,6 +316,7 @@ fn running(name: &str, state: &str, running: bool) -> ServiceStatus {
         state: state.to_owned(),
         running,
         url: None,
+        addresses: Vec::new(),
     }
 }
 

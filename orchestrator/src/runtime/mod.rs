@@ -19,7 +19,7 @@ pub mod org_policy;
 pub mod service_env;
 pub mod sidecar_doc;
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -191,6 +191,10 @@ pub struct ServiceStatus {
     pub running: bool,
     /// Where a developer reaches it.
     pub url: Option<String>,
+    /// Its addresses inside the environment now (a container's on the internal network, each
+    /// pod's on a cluster): what the sidecar journals as a request's `client`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<IpAddr>,
 }
 
 /// The state of an environment; empty when it does not exist.

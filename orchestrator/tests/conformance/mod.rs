@@ -81,7 +81,8 @@ fn decisions_for<'a>(records: &'a [Record], host: &str) -> Vec<&'a DecisionRecor
         .collect()
 }
 
-/// An allowed host is reached through the proxy, and the decision is journaled.
+/// An allowed host is reached through the proxy, and the decision is journaled with the
+/// client address the runtime's status gives the service (what `af ui` names it by).
 pub(crate) async fn allowed_host_is_reached_through_the_proxy(h: &dyn Harness) {
     let env = h.env("allow");
     up(h, &env, &["probe"]).await;
@@ -91,6 +92,23 @@ pub(crate) async fn allowed_host_is_reached_through_the_proxy(h: &dyn Harness) {
     assert!(
         allowed.iter().any(|d| d.allowed),
         "journal has the allowed decision: {records:?}"
+    );
+    let status = h
+        .runtime()
+        .status(&env)
+        .await
+        .unwrap_or_else(|e| panic!("{}", e.report()));
+    let probe = status
+        .services
+        .iter()
+        .find(|s| s.name == "probe")
+        .unwrap_or_else(|| panic!("the probe service: {status:?}"));
+    assert!(
+        allowed
+            .iter()
+            .all(|d| probe.addresses.contains(&d.client.ip())),
+        "each request came from an address of the probe service {:?}: {allowed:?}",
+        probe.addresses
     );
 }
 

@@ -112,7 +112,9 @@ async fn status_names_each_pods_state_and_that_the_journal_is_in_the_sidecars_po
         put_service_deployment(&fake, service);
     }
     put_pod(&fake, "api-1", waiting("api-1", "api", "CrashLoopBackOff"));
-    put_pod(&fake, "web-1", gated("web-1", "web"));
+    let mut web = gated("web-1", "web");
+    web["status"]["podIP"] = json!("10.244.0.7");
+    put_pod(&fake, "web-1", web);
     // The probe's pod belongs to no Deployment: not a service.
     put_pod(
         &fake,
@@ -136,6 +138,24 @@ async fn status_names_each_pods_state_and_that_the_journal_is_in_the_sidecars_po
             ("api", "crashloop", false),
             ("web", "pending (gate running)", false),
             ("worker", "no pod yet", false),
+        ]
+    );
+    // Each service's pod addresses, which `af ui` names a request's client by; a pod the
+    // cluster gave no address yet has none.
+    let addresses: Vec<(&str, Vec<String>)> = status
+        .services
+        .iter()
+        .map(|s| {
+            let ips = s.addresses.iter().map(ToString::to_string).collect();
+            (s.name.as_str(), ips)
+        })
+        .collect();
+    assert_eq!(
+        addresses,
+        [
+            ("api", vec![]),
+            ("web", vec!["10.244.0.7".to_owned()]),
+            ("worker", vec![]),
         ]
     );
     let journal = status.journal.expect("where the journal is");

@@ -63,6 +63,10 @@ pub async fn status(client: &Client, names: &Names) -> Result<EnvStatus, Runtime
             state,
             running,
             url: None,
+            addresses: mine
+                .iter()
+                .filter_map(|p| p.status.as_ref()?.pod_ip.as_deref()?.parse().ok())
+                .collect(),
         };
         if k == kind::SIDECAR {
             let newest = selection::choose(&mine, container, Need::Running)

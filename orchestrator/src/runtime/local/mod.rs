@@ -601,6 +601,11 @@ impl LocalRuntime {
                 state: found.state(),
                 running: found.running(),
                 url: urls.get(&c.service).cloned(),
+                addresses: found
+                    .addr_on(&names.internal())
+                    .and_then(|a| a.parse().ok())
+                    .into_iter()
+                    .collect(),
             };
             if c.kind == kind::SIDECAR {
                 status.sidecar = Some(s);
