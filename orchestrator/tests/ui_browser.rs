@@ -1,10 +1,11 @@
-//! `af ui` in a real browser: headless Chromium (Debian's `chromium` and `chromium-driver`,
-//! which `.ci/run` installs) on the page served for a real af-proxy on loopback. The list
-//! shows the sidecar's decisions and takes new ones without a reload, a refusal's detail names
-//! its code and rule, a message shows its code and first link and its HTML runs no script,
-//! and the overview lists the counters and the catalogue. Each view's screenshot is written
-//! to `target/ui-screenshots/`. The server refuses a request for another `Host` or without
-//! the run's secret.
+//! `af ui` in real browsers: headless Chromium (Debian's `chromium` and `chromium-driver`) and
+//! Firefox (Debian's `firefox-esr` and Mozilla's geckodriver from crates.io), which `.ci/run`
+//! installs, on the page served for a real af-proxy on loopback. In each browser the list
+//! shows the sidecar's decisions and takes new ones without a reload, names the service each
+//! came from and filters by it, a refusal's detail names its code and rule, a message shows
+//! its code and first link and its HTML runs no script, and the overview lists the counters
+//! and the catalogue. Each view's screenshot is written to `target/ui-screenshots/`. The
+//! server refuses a request for another `Host` or without the run's secret.
 
 #![allow(
     clippy::expect_used,
@@ -16,6 +17,9 @@ mod browser;
 
 use af_orchestrator::admin;
 use af_sidecar_api::admin::DecisionsQuery;
+use std::net::Ipv4Addr;
+
+use browser::webdriver::Browser;
 use browser::{Page, mail, screenshot_path};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
@@ -58,11 +62,55 @@ async fn traffic(page: &Page) {
     assert_eq!(sent, 202, "the capture answers as SendGrid");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn decisions_are_listed_newest_first_and_a_new_one_appears_without_a_reload() {
+/// Each view's test, run once in each browser (`chromium::…`, `firefox::…`).
+macro_rules! in_browser {
+    ($module:ident, $browser:expr) => {
+        mod $module {
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn decisions_are_listed_newest_first_and_a_new_one_appears_without_a_reload() {
+                super::decisions_are_listed_newest_first_and_a_new_one_appears_without_a_reload(
+                    $browser,
+                )
+                .await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn each_request_names_the_service_it_came_from_and_the_list_filters_by_it() {
+                super::each_request_names_the_service_it_came_from_and_the_list_filters_by_it(
+                    $browser,
+                )
+                .await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_message_shows_its_code_and_first_link_and_its_html_runs_no_script() {
+                super::a_message_shows_its_code_and_first_link_and_its_html_runs_no_script(
+                    $browser,
+                )
+                .await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn the_overview_shows_the_sidecars_counters_and_the_catalogue_in_deciding_order()
+            {
+                super::the_overview_shows_the_sidecars_counters_and_the_catalogue_in_deciding_order(
+                            $browser,
+                        )
+                        .await;
+            }
+        }
+    };
+}
+
+in_browser!(chromium, Browser::Chromium);
+in_browser!(firefox, Browser::Firefox);
+
+async fn decisions_are_listed_newest_first_and_a_new_one_appears_without_a_reload(kind: Browser) {
     let page = Page::start("requests").await;
     traffic(&page).await;
-    let (_driver, browser) = page.browser(1280).await;
+    let (_driver, browser) = page.browser(kind, 1280).await;
     browser.goto(&page.url).await;
     for host in [
         "ads.tracker.test",
@@ -122,7 +170,15 @@ async fn decisions_are_listed_newest_first_and_a_new_one_appears_without_a_reloa
         browser.attribute(&row, "data-outcome").await.as_deref(),
         Some("refused")
     );
-    browser.click(&row).await;
+    // A person clicks the request's text; Firefox's WebDriver cannot scroll to a <tr> itself.
+    let request = browser
+        .find(&format!(
+            "#requests tbody tr[data-seq=\"{}\"] td.request",
+            refused.seq
+        ))
+        .await
+        .expect("the refused row's request");
+    browser.click(&request).await;
     browser.wait_for_text("#detail-code", &code).await;
     browser.wait_for_text("#detail-rule", "rules[2]").await;
     browser.wait_for_text("#detail-refusal", "Next:").await;
@@ -135,23 +191,22 @@ async fn decisions_are_listed_newest_first_and_a_new_one_appears_without_a_reloa
     let snippet = browser.text(&snippet).await;
     assert!(snippet.contains("mode: allow"), "{snippet}");
     assert!(snippet.contains("/pixel"), "{snippet}");
-    browser.screenshot(&screenshot_path("requests")).await;
+    browser.screenshot(&screenshot_path("requests", kind)).await;
 
     browser.resize(420, 900).await;
     browser
         .wait_for_text("#requests tbody", "late.tracker.test")
         .await;
     browser
-        .screenshot(&screenshot_path("requests-narrow"))
+        .screenshot(&screenshot_path("requests-narrow", kind))
         .await;
     browser.end().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_message_shows_its_code_and_first_link_and_its_html_runs_no_script() {
+async fn a_message_shows_its_code_and_first_link_and_its_html_runs_no_script(kind: Browser) {
     let page = Page::start("inbox").await;
     traffic(&page).await;
-    let (_driver, browser) = page.browser(1280).await;
+    let (_driver, browser) = page.browser(kind, 1280).await;
     browser.goto(&format!("{}#inbox", page.url)).await;
     let item = browser
         .wait_for_text("#messages li", "Confirm your account")
@@ -180,7 +235,7 @@ async fn a_message_shows_its_code_and_first_link_and_its_html_runs_no_script() {
     let marker = browser.wait_for_text("#m", "script").await;
     assert_eq!(browser.text(&marker).await, "no script ran");
     browser.frame(None).await;
-    browser.screenshot(&screenshot_path("inbox")).await;
+    browser.screenshot(&screenshot_path("inbox", kind)).await;
 
     // A new message lands in the list without a reload.
     let sent = page
@@ -207,11 +262,12 @@ async fn a_message_shows_its_code_and_first_link_and_its_html_runs_no_script() {
     browser.end().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_overview_shows_the_sidecars_counters_and_the_catalogue_in_deciding_order() {
+async fn the_overview_shows_the_sidecars_counters_and_the_catalogue_in_deciding_order(
+    kind: Browser,
+) {
     let page = Page::start("overview").await;
     traffic(&page).await;
-    let (_driver, browser) = page.browser(1280).await;
+    let (_driver, browser) = page.browser(kind, 1280).await;
     browser.goto(&format!("{}#overview", page.url)).await;
     browser
         .wait_for_text("#overview-counters", "af_proxy_requests_total")
@@ -228,7 +284,75 @@ async fn the_overview_shows_the_sidecars_counters_and_the_catalogue_in_deciding_
     assert!(at("api.github.com") < at("*.tracker.test"), "{text}");
     assert!(at("api.sendgrid.com") < at("*.tracker.test"), "{text}");
     assert!(at("*.tracker.test") < at("(no rule matches)"), "{text}");
-    browser.screenshot(&screenshot_path("overview")).await;
+    browser.screenshot(&screenshot_path("overview", kind)).await;
+    browser.end().await;
+}
+
+/// The addresses the two services of [`each_request_names_the_service_it_came_from_and_the_list_filters_by_it`]
+/// send from; the test itself sends from 127.0.0.1, which is no service.
+const WEB: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
+const WORKER: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 3);
+
+async fn each_request_names_the_service_it_came_from_and_the_list_filters_by_it(kind: Browser) {
+    let page =
+        Page::start_among("services", &[("web", "127.0.0.2"), ("worker", "127.0.0.3")]).await;
+    let sidecar = &page.sidecar;
+    for (from, url) in [
+        (WEB, "http://web.tracker.test/a"),
+        (WORKER, "http://worker.tracker.test/b"),
+        (Ipv4Addr::LOCALHOST, "http://nobody.tracker.test/c"),
+    ] {
+        assert_eq!(sidecar.send_from(from, "GET", url, None).await, 403);
+    }
+    let (_driver, browser) = page.browser(kind, 1280).await;
+    browser.goto(&page.url).await;
+    // The control: every request is listed, each named by the service that sent it; a client
+    // that is no service is shown by its address.
+    for (host, from) in [
+        ("web.tracker.test", "web"),
+        ("worker.tracker.test", "worker"),
+        ("nobody.tracker.test", "127.0.0.1"),
+    ] {
+        browser.wait_for_text("#requests tbody", host).await;
+        let rows = browser
+            .run(
+                "return [...document.querySelectorAll('#requests tbody tr')]
+                   .filter((r) => r.querySelector('td.request').textContent.includes(arguments[0]))
+                   .map((r) => r.querySelector('td.from').textContent);",
+                json!([host]),
+            )
+            .await;
+        assert_eq!(rows, json!([from]), "{host} is shown from {from}");
+    }
+
+    // Filtered by a service's name, only its requests stay.
+    browser
+        .run(
+            "const input = document.querySelector('#filters [name=service]');
+             input.value = arguments[0];
+             input.dispatchEvent(new Event('input', { bubbles: true }));
+             return null;",
+            json!(["worker"]),
+        )
+        .await;
+    let shown = browser
+        .run(
+            "return [...document.querySelectorAll('#requests tbody tr td.request')].map((c) => c.textContent);",
+            json!([]),
+        )
+        .await;
+    assert_eq!(shown, json!(["GET worker.tracker.test:80/b"]));
+
+    // The detail names the service too.
+    let only = browser
+        .find("#requests tbody tr td.request")
+        .await
+        .expect("the worker's row");
+    browser.click(&only).await;
+    browser.wait_for_text("#detail-service", "worker").await;
+    browser
+        .screenshot(&screenshot_path("requests-by-service", kind))
+        .await;
     browser.end().await;
 }
 

@@ -4,16 +4,18 @@
 
 use std::convert::Infallible;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use af_policy::egress::{Catalogue, Explanation, Mode};
 use af_policy::error::{CATALOGUE, Report, codes};
 use af_sidecar_api::admin::{DecisionsQuery, InboxQuery, MAX_LIMIT};
-use af_sidecar_api::journal::{DecisionRecord, Entry, Record};
+use af_sidecar_api::journal::{DecisionRecord, Entry};
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use hyper::StatusCode;
 use serde::{Deserialize, Serialize};
 
+use super::clients::Clients;
 use super::{Environment, Source, snippet};
 use crate::admin;
 use crate::listing::Listing;
@@ -41,20 +43,26 @@ impl From<RuntimeError> for Failure {
     }
 }
 
-/// `GET api/records`: the newest [`MAX_LIMIT`] decisions (oldest first) and the journal
-/// position the live stream resumes from.
-pub(super) async fn records(source: &Source) -> Result<serde_json::Value, Failure> {
+/// `GET api/records`: the newest [`MAX_LIMIT`] decisions (oldest first), each with its
+/// client's service, and the journal position the live stream resumes from.
+pub(super) async fn records(
+    source: &Source,
+    clients: &Clients,
+) -> Result<serde_json::Value, Failure> {
     let query = DecisionsQuery {
         limit: Some(MAX_LIMIT),
         newest: true,
         ..DecisionsQuery::default()
     };
     let page = admin::decisions(source.admin.addr, &source.admin.token, &query).await?;
-    let records: Vec<&Record> = page
+    let mut records = Vec::with_capacity(page.records.len());
+    for record in page
         .records
         .iter()
         .filter(|r| r.entry.as_decision().is_some())
-        .collect();
+    {
+        records.push(clients.shown(record).await);
+    }
     Ok(serde_json::json!({ "records": records, "since": page.committed }))
 }
 
@@ -91,7 +99,8 @@ struct Snippet {
 /// One decision in full: `GET api/records/{seq}`.
 #[derive(Serialize)]
 struct Detail {
-    record: Record,
+    /// The record with its client's service, as [`Clients::shown`] gives it.
+    record: serde_json::Value,
     url: String,
     explanation: Option<Explanation>,
     refusal: Option<Refusal>,
@@ -102,6 +111,7 @@ struct Detail {
 /// `af net explain` does), its refusal's catalogue entry and the rule snippet.
 pub(super) async fn record(
     source: &Source,
+    clients: &Clients,
     seq: u64,
     query: &DetailQuery,
 ) -> Result<serde_json::Value, Failure> {
@@ -152,7 +162,7 @@ pub(super) async fn record(
             yaml,
             problem,
         },
-        record,
+        record: clients.shown(&record).await,
     };
     serde_json::to_value(detail).map_err(internal)
 }
@@ -241,9 +251,14 @@ async fn status(e: &Environment) -> (Option<EnvStatus>, Option<Report>) {
 /// follow stream gives them, each with its `id:` so a reconnecting browser resumes after it.
 pub(super) type Events = Pin<Box<dyn Stream<Item = Result<Bytes, Infallible>> + Send>>;
 
-/// `GET api/events?since=N`: the admin API's follow stream relayed as server-sent events. It
-/// ends when the follow stream does (the browser's `EventSource` then reconnects).
-pub(super) async fn events(source: &Source, since: u64) -> Result<Events, Failure> {
+/// `GET api/events?since=N`: the admin API's follow stream relayed as server-sent events, each
+/// decision with its client's service. It ends when the follow stream does (the browser's
+/// `EventSource` then reconnects).
+pub(super) async fn events(
+    source: &Source,
+    clients: Arc<Clients>,
+    since: u64,
+) -> Result<Events, Failure> {
     let query = DecisionsQuery {
         since: Some(since),
         ..DecisionsQuery::default()
@@ -253,15 +268,19 @@ pub(super) async fn events(source: &Source, since: u64) -> Result<Events, Failur
     let open = futures_util::stream::once(async { Ok(Bytes::from_static(b": open\n\n")) });
     let records = follow
         .take_while(|r| std::future::ready(r.is_ok()))
-        .filter_map(|r| std::future::ready(r.ok().and_then(|r| event(&r))))
+        .filter_map(|r| std::future::ready(r.ok()))
+        .then(move |r| {
+            let clients = clients.clone();
+            async move { event(r.seq, &clients.shown(&r).await) }
+        })
         .map(Ok);
     Ok(Box::pin(open.chain(records)))
 }
 
-/// One record as a server-sent event; JSON has no raw newline, so one `data:` line holds it.
-fn event(record: &Record) -> Option<Bytes> {
-    let json = serde_json::to_string(record).ok()?;
-    Some(Bytes::from(format!("id: {}\ndata: {json}\n\n", record.seq)))
+/// One record (`seq`, shown as `json`) as a server-sent event; JSON has no raw newline, so one
+/// `data:` line holds it.
+fn event(seq: u64, json: &serde_json::Value) -> Bytes {
+    Bytes::from(format!("id: {seq}\ndata: {json}\n\n"))
 }
 
 fn internal(e: serde_json::Error) -> Failure {
@@ -277,6 +296,7 @@ fn internal(e: serde_json::Error) -> Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use af_sidecar_api::journal::Record;
 
     #[test]
     fn a_record_is_one_event_with_its_seq_as_id() {
@@ -290,7 +310,8 @@ mod tests {
                 ..DecisionRecord::default()
             }),
         };
-        let text = String::from_utf8(event(&record).expect("encodes").to_vec()).expect("UTF-8");
+        let json = serde_json::to_value(&record).expect("encodes");
+        let text = String::from_utf8(event(record.seq, &json).to_vec()).expect("UTF-8");
         assert!(text.starts_with("id: 42\ndata: {"), "{text}");
         assert!(text.ends_with("}\n\n"), "{text}");
         assert_eq!(

@@ -5,6 +5,7 @@
 
 mod api;
 mod assets;
+mod clients;
 mod server;
 mod snippet;
 
@@ -28,7 +29,8 @@ pub struct Source {
     pub environment: Option<Environment>,
 }
 
-/// An environment on its runtime, for the overview.
+/// An environment on its runtime, for the overview and the services' names.
+#[derive(Clone)]
 pub struct Environment {
     /// The runtime it runs on.
     pub runtime: Arc<dyn Runtime>,

@@ -25,6 +25,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::api::{self, DetailQuery, Failure};
+use super::clients::Clients;
 use super::{Source, assets};
 use crate::secret;
 
@@ -49,7 +50,13 @@ type Body = UnsyncBoxBody<Bytes, Infallible>;
 pub struct Ui {
     listener: TcpListener,
     gate: Arc<Gate>,
-    source: Arc<Source>,
+    page: Arc<Page>,
+}
+
+/// What the page's endpoints read: the source and the services' names for its clients.
+struct Page {
+    source: Source,
+    clients: Arc<Clients>,
 }
 
 /// What every request must match: this listener's `Host` and the run's secret path.
@@ -82,7 +89,10 @@ impl Ui {
                 host: addr.to_string(),
                 prefix: format!("/{}", secret::hex(&secret)),
             }),
-            source: Arc::new(source),
+            page: Arc::new(Page {
+                clients: Arc::new(Clients::new(source.environment.clone())),
+                source,
+            }),
         })
     }
 
@@ -123,13 +133,13 @@ impl Ui {
                 },
             };
             let gate = self.gate.clone();
-            let source = self.source.clone();
+            let page = self.page.clone();
             connections.spawn(async move {
                 let _permit = permit;
                 let service = service_fn(move |req| {
                     let gate = gate.clone();
-                    let source = source.clone();
-                    async move { Ok::<_, Infallible>(answer(&gate, &source, req).await) }
+                    let page = page.clone();
+                    async move { Ok::<_, Infallible>(answer(&gate, &page, req).await) }
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service)
@@ -140,11 +150,11 @@ impl Ui {
 }
 
 /// Check a request against the gate, then route it; every answer gets the same headers.
-async fn answer(gate: &Gate, source: &Source, req: Request<Incoming>) -> Response<Body> {
+async fn answer(gate: &Gate, page: &Page, req: Request<Incoming>) -> Response<Body> {
     let mut resp = match gate.admit(&req) {
         Ok(path) => {
             let path = path.to_owned();
-            route(source, &path, &req).await
+            route(page, &path, &req).await
         }
         Err(turned) => turned.response(),
     };
@@ -214,13 +224,14 @@ struct EventsQuery {
     since: Option<u64>,
 }
 
-async fn route(source: &Source, path: &str, req: &Request<Incoming>) -> Response<Body> {
+async fn route(page: &Page, path: &str, req: &Request<Incoming>) -> Response<Body> {
+    let (source, clients) = (&page.source, &page.clients);
     let query = req.uri().query().unwrap_or_default();
     let found = match path {
-        "/api/records" => api::records(source).await,
+        "/api/records" => api::records(source, clients).await,
         "/api/messages" => api::messages(source).await,
         "/api/overview" => api::overview(source).await,
-        "/api/events" => return events(source, query, req).await,
+        "/api/events" => return events(page, query, req).await,
         "/api/har" => {
             return match api::har(source).await {
                 Ok(value) => attachment(json(StatusCode::OK, &value), "af.har"),
@@ -233,7 +244,7 @@ async fn route(source: &Source, path: &str, req: &Request<Incoming>) -> Response
             }
             match numbered(path) {
                 Some(("records", seq)) => match serde_urlencoded::from_str::<DetailQuery>(query) {
-                    Ok(q) => api::record(source, seq, &q).await,
+                    Ok(q) => api::record(source, clients, seq, &q).await,
                     Err(e) => return text(StatusCode::BAD_REQUEST, &e.to_string()),
                 },
                 Some(("messages", seq)) => api::message(source, seq).await,
@@ -254,7 +265,7 @@ fn numbered(path: &str) -> Option<(&str, u64)> {
 }
 
 /// The live stream, resumed after `Last-Event-ID` when the browser reconnects.
-async fn events(source: &Source, query: &str, req: &Request<Incoming>) -> Response<Body> {
+async fn events(page: &Page, query: &str, req: &Request<Incoming>) -> Response<Body> {
     let asked = serde_urlencoded::from_str::<EventsQuery>(query)
         .ok()
         .and_then(|q| q.since);
@@ -264,7 +275,7 @@ async fn events(source: &Source, query: &str, req: &Request<Incoming>) -> Respon
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     let since = asked.max(resumed).unwrap_or(0);
-    match api::events(source, since).await {
+    match api::events(&page.source, page.clients.clone(), since).await {
         Ok(stream) => {
             let body = StreamBody::new(stream.map(|chunk| chunk.map(Frame::data)));
             let mut resp = Response::new(BodyExt::boxed_unsync(body));

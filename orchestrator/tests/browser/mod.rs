@@ -1,23 +1,28 @@
 //! What the page's browser tests run against: a real af-proxy on loopback with decisions and
-//! captured mail in its journal, the ui server pointed at its admin API (no runtime, no
-//! Docker), and headless Chromium driven through chromedriver.
+//! captured mail in its journal, the ui server pointed at its admin API (no Docker: at most a
+//! runtime that answers `status`), and headless Chromium or Firefox driven through their
+//! WebDriver programs.
 
+pub(crate) mod runtime;
 pub(crate) mod sidecar;
 pub(crate) mod webdriver;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use af_orchestrator::env_id::EnvId;
 use af_orchestrator::runtime::AdminEndpoint;
-use af_orchestrator::ui::{Source, Ui};
+use af_orchestrator::ui::{Environment, Source, Ui};
 use af_policy::egress::{Catalogue, EgressSpec};
 use serde_json::json;
 use tokio::sync::oneshot;
 
+use runtime::StatusOnly;
 use sidecar::{Sidecar, TOKEN};
-use webdriver::{Driver, Session};
+use webdriver::{Browser, Driver, Session};
 
 /// How long a wait in these tests lasts before it fails them.
 pub(crate) const WAIT: Duration = Duration::from_secs(20);
@@ -89,15 +94,29 @@ pub(crate) struct Page {
 }
 
 impl Page {
-    /// Start a sidecar and serve the page for it.
+    /// Start a sidecar and serve the page for it, with no runtime behind it.
     pub(crate) async fn start(tag: &str) -> Page {
+        Page::start_with(tag, None).await
+    }
+
+    /// Start a sidecar and serve the page for it, in an environment of `services` (each
+    /// `(name, address)`) whose runtime answers `status`.
+    pub(crate) async fn start_among(tag: &str, services: &[(&str, &str)]) -> Page {
+        let environment = Environment {
+            runtime: Arc::new(StatusOnly::new(services)),
+            env: EnvId::parse("shop-0a1b2c").expect("an environment id"),
+        };
+        Page::start_with(tag, Some(environment)).await
+    }
+
+    async fn start_with(tag: &str, environment: Option<Environment>) -> Page {
         let scratch = Scratch::new(tag);
         let egress = egress();
         let sidecar = Sidecar::start(&egress, scratch.path()).await;
         let source = Source {
             admin: AdminEndpoint::direct(sidecar.admin, TOKEN.to_owned()),
             catalogue: Some(Catalogue::compile(&egress).expect("the catalogue compiles")),
-            environment: None,
+            environment,
         };
         let ui = Ui::bind(None, source).await.expect("the ui binds");
         let (url, addr) = (ui.url(), ui.addr());
@@ -114,10 +133,13 @@ impl Page {
         }
     }
 
-    /// A browser on the page: chromedriver and one session, `width` wide.
-    pub(crate) async fn browser(&self, width: u32) -> (Driver, Session) {
-        let driver = Driver::start().await;
-        let profile = self.scratch.path().join(format!("chromium-{width}"));
+    /// `browser` on the page: its driver and one session, `width` wide.
+    pub(crate) async fn browser(&self, browser: Browser, width: u32) -> (Driver, Session) {
+        let driver = Driver::start(browser).await;
+        let profile = self
+            .scratch
+            .path()
+            .join(format!("{}-{width}", browser.name()));
         let session = driver.session(&profile, width, 900).await;
         (driver, session)
     }
@@ -138,9 +160,9 @@ pub(crate) fn target_dir() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
 }
 
-/// `target/ui-screenshots/NAME.png`, the CI artefact of each view.
-pub(crate) fn screenshot_path(name: &str) -> PathBuf {
+/// `target/ui-screenshots/NAME-BROWSER.png`, the CI artefact of each view in each browser.
+pub(crate) fn screenshot_path(name: &str, browser: Browser) -> PathBuf {
     target_dir()
         .join("ui-screenshots")
-        .join(format!("{name}.png"))
+        .join(format!("{name}-{}.png", browser.name()))
 }

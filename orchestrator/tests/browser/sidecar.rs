@@ -1,7 +1,7 @@
 //! A real af-proxy process on loopback, configured with a `sidecar-api` document this test
 //! writes, and requests sent to it as a service would send them (through its explicit proxy).
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -13,7 +13,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
+use tokio::net::TcpSocket;
 
 use super::{WAIT, target_dir};
 
@@ -103,8 +103,24 @@ impl Sidecar {
     /// Send `method url` (absolute, plain HTTP) with `body` through the explicit proxy, as a
     /// service would; the status it got.
     pub(crate) async fn send(&self, method: &str, url: &str, body: Option<&str>) -> u16 {
+        self.send_from(Ipv4Addr::LOCALHOST, method, url, body).await
+    }
+
+    /// [`Sidecar::send`] from the loopback address `from` (any of 127.0.0.0/8), as a service
+    /// holding that address would.
+    pub(crate) async fn send_from(
+        &self,
+        from: Ipv4Addr,
+        method: &str,
+        url: &str,
+        body: Option<&str>,
+    ) -> u16 {
         let uri: hyper::Uri = url.parse().expect("an absolute URL");
-        let stream = TcpStream::connect(self.proxy).await.expect("the proxy");
+        let socket = TcpSocket::new_v4().expect("a socket");
+        socket
+            .bind(SocketAddr::from((from, 0)))
+            .expect("a loopback address to send from");
+        let stream = socket.connect(self.proxy).await.expect("the proxy");
         let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .expect("HTTP/1.1");

@@ -1,11 +1,12 @@
-//! A WebDriver session on headless Chromium, driven through a chromedriver this test starts:
-//! the few W3C WebDriver commands the page's tests use, as JSON over hyper.
+//! A WebDriver session on headless Chromium or Firefox, driven through the browser's driver
+//! (chromedriver, geckodriver) this test starts: the few W3C WebDriver commands the page's
+//! tests use, as JSON over hyper.
 //!
 //! fantoccini and thirtyfour were the crates to use, but both bring Mozilla's `webdriver`
 //! crate (MPL-2.0, not in deny.toml's licences) and second versions of http, cookie and icu.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -21,37 +22,162 @@ use super::WAIT;
 
 /// The W3C name of an element reference in JSON.
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
-/// Where Debian's packages put the two programs.
-const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
-const CHROMIUM: &str = "/usr/bin/chromium";
+/// The proxy both browsers are given: the discard port on loopback, where nothing listens,
+/// so a request of the browser's own for an outside name fails here.
+const NOWHERE_HOST: &str = "127.0.0.1";
+const NOWHERE_PORT: u16 = 9;
+const NOWHERE: &str = "127.0.0.1:9";
 
-/// A chromedriver process of this test, killed when dropped.
+/// The browsers the page is tested in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Browser {
+    /// Debian's `chromium`, driven by its `chromium-driver`.
+    Chromium,
+    /// Debian's `firefox-esr`, driven by Mozilla's geckodriver (`cargo install geckodriver`).
+    Firefox,
+}
+
+impl Browser {
+    /// Its name in file names.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Browser::Chromium => "chromium",
+            Browser::Firefox => "firefox",
+        }
+    }
+
+    /// The browser's program, where Debian's package puts it.
+    fn binary(self) -> PathBuf {
+        PathBuf::from(match self {
+            Browser::Chromium => "/usr/bin/chromium",
+            Browser::Firefox => "/usr/bin/firefox-esr",
+        })
+    }
+
+    /// The driver's program: Debian's chromedriver; geckodriver from `PATH` or cargo's bin
+    /// directory, where `cargo install` puts it.
+    fn driver(self) -> PathBuf {
+        match self {
+            Browser::Chromium => PathBuf::from("/usr/bin/chromedriver"),
+            Browser::Firefox => {
+                let cargo_bin = std::env::var_os("CARGO_HOME")
+                    .map(PathBuf::from)
+                    .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
+                    .map(|home| home.join("bin"));
+                std::env::var_os("PATH")
+                    .map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .chain(cargo_bin)
+                    .map(|dir| dir.join("geckodriver"))
+                    .find(|p| p.exists())
+                    .unwrap_or_else(|| PathBuf::from("geckodriver"))
+            }
+        }
+    }
+
+    /// How to install both programs, for the message of a test that finds one missing.
+    fn install(self) -> &'static str {
+        match self {
+            Browser::Chromium => "apt-get install -y chromium chromium-driver",
+            Browser::Firefox => {
+                "apt-get install -y firefox-esr; cargo install geckodriver --locked"
+            }
+        }
+    }
+
+    /// The driver's command line, listening on `port`.
+    fn driver_args(self, port: u16) -> Vec<String> {
+        match self {
+            Browser::Chromium => vec![format!("--port={port}")],
+            // Marionette on a free port of its own, so tests can run side by side.
+            Browser::Firefox => vec![format!("--port={port}"), "--marionette-port=0".to_owned()],
+        }
+    }
+
+    /// A new headless window of `width` × `height`, its profile in `profile`.
+    fn capabilities(self, profile: &Path, width: u32, height: u32) -> Value {
+        let binary = self.binary();
+        match self {
+            Browser::Chromium => json!({"capabilities": {"alwaysMatch": {
+                "browserName": "chrome",
+                "goog:chromeOptions": {
+                    "binary": binary,
+                    "args": [
+                        "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                        "--no-first-run", "--disable-background-networking",
+                        // Anything but loopback (never proxied) goes to a closed port here.
+                        format!("--proxy-server=http://{NOWHERE}"),
+                        format!("--window-size={width},{height}"),
+                        format!("--user-data-dir={}", profile.display()),
+                    ],
+                },
+            }}}),
+            Browser::Firefox => json!({"capabilities": {"alwaysMatch": {
+                "browserName": "firefox",
+                "moz:firefoxOptions": {
+                    "binary": binary,
+                    "args": [
+                        "-headless", "-no-remote",
+                        format!("--width={width}"), format!("--height={height}"),
+                        "-profile", profile.display().to_string(),
+                    ],
+                    // The browser's own background requests are off, and anything but
+                    // loopback (never proxied) goes to a closed port here.
+                    "prefs": {
+                        "app.update.enabled": false,
+                        "browser.shell.checkDefaultBrowser": false,
+                        "browser.safebrowsing.downloads.remote.enabled": false,
+                        "datareporting.policy.dataSubmissionEnabled": false,
+                        "extensions.update.enabled": false,
+                        "network.captive-portal-service.enabled": false,
+                        "network.connectivity-service.enabled": false,
+                        "network.dns.disablePrefetch": true,
+                        "network.proxy.type": 1,
+                        "network.proxy.http": NOWHERE_HOST,
+                        "network.proxy.http_port": NOWHERE_PORT,
+                        "network.proxy.ssl": NOWHERE_HOST,
+                        "network.proxy.ssl_port": NOWHERE_PORT,
+                        "network.proxy.share_proxy_settings": true,
+                    },
+                },
+            }}}),
+        }
+    }
+}
+
+/// A browser driver process of this test, killed when dropped.
 pub(crate) struct Driver {
     child: Child,
     addr: SocketAddr,
+    browser: Browser,
 }
 
 impl Driver {
-    /// Start chromedriver on a free loopback port and wait until it serves.
-    pub(crate) async fn start() -> Driver {
-        for program in [CHROMEDRIVER, CHROMIUM] {
+    /// Start `browser`'s driver on a free loopback port and wait until it serves.
+    pub(crate) async fn start(browser: Browser) -> Driver {
+        for program in [browser.driver(), browser.binary()] {
             assert!(
-                Path::new(program).exists(),
-                "{program} is missing: the browser tests need Debian's chromium and \
-                 chromium-driver packages, which .ci/run installs \
-                 (apt-get install -y chromium chromium-driver)"
+                program.exists(),
+                "{} is missing: the browser tests need it ({}; .ci/run does this)",
+                program.display(),
+                browser.install()
             );
         }
         let addr = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port");
-        let child = Command::new(CHROMEDRIVER)
-            .arg(format!("--port={}", addr.port()))
+        let child = Command::new(browser.driver())
+            .args(browser.driver_args(addr.port()))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("chromedriver starts");
-        let driver = Driver { child, addr };
+            .expect("the browser's driver starts");
+        let driver = Driver {
+            child,
+            addr,
+            browser,
+        };
         let deadline = Instant::now() + WAIT;
         loop {
             if let Ok(status) = call(addr, Method::GET, "/status", None).await
@@ -61,26 +187,17 @@ impl Driver {
             }
             assert!(
                 Instant::now() < deadline,
-                "chromedriver did not become ready"
+                "{:?}'s driver did not become ready",
+                browser
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
-    /// A new headless Chromium window of `width` × `height`, its profile in `profile`.
+    /// A new headless browser window of `width` × `height`, its profile in `profile`.
     pub(crate) async fn session(&self, profile: &Path, width: u32, height: u32) -> Session {
-        let capabilities = json!({"capabilities": {"alwaysMatch": {
-            "browserName": "chrome",
-            "goog:chromeOptions": {
-                "binary": CHROMIUM,
-                "args": [
-                    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                    "--no-first-run", "--disable-background-networking",
-                    format!("--window-size={width},{height}"),
-                    format!("--user-data-dir={}", profile.display()),
-                ],
-            },
-        }}});
+        std::fs::create_dir_all(profile).expect("the browser's profile directory");
+        let capabilities = self.browser.capabilities(profile, width, height);
         let answer = call(self.addr, Method::POST, "/session", Some(capabilities))
             .await
             .expect("a session");
@@ -150,7 +267,7 @@ impl Session {
             Some(json!({ "using": "css selector", "value": css })),
         )
         .await
-        .expect("chromedriver answers");
+        .expect("the driver answers");
         answer["value"][ELEMENT]
             .as_str()
             .map(|id| Element(id.to_owned()))

@@ -118,13 +118,17 @@ function hostPort(d) {
   return `${host}:${d.port}`;
 }
 
+/** Who sent it: the service whose address the client is (the runtime's status), else the
+ * client's address. */
+function sender(d) { return d.service || String(d.client).replace(/:\d+$/, ''); }
+
 function filters() {
   const form = $('filters');
   return {
     host: form.host.value.trim().toLowerCase(),
     mode: form.mode.value,
     outcome: form.outcome.value,
-    client: form.client.value.trim(),
+    service: form.service.value.trim(),
     via: form.via.value,
   };
 }
@@ -133,7 +137,7 @@ function matches(d, f) {
   return (!f.host || d.host.includes(f.host))
     && (!f.mode || modeOf(d) === f.mode)
     && (!f.outcome || outcome(d) === f.outcome)
-    && (!f.client || String(d.client).includes(f.client))
+    && (!f.service || d.service === f.service || String(d.client).includes(f.service))
     && (!f.via || d.via === f.via);
 }
 
@@ -146,6 +150,7 @@ function requestRow(record) {
     el('td', { text: modeOf(record) }),
     el('td', { class: 'request mono' }, `${record.method || '(tls)'} ${hostPort(record)}${record.path || ''}`),
     el('td', { class: 'num', text: record.status ?? '' }),
+    el('td', { class: 'from', title: String(record.client), text: sender(record) }),
     el('td', { text: record.via }));
   if (state.selected === record.seq) row.setAttribute('aria-selected', 'true');
   return row;
@@ -205,6 +210,7 @@ function requestDetail(detail) {
       ['bytes', `${r.bytes_up} up · ${r.bytes_down} down`],
       ['time', `${r.duration_ms} ms`],
       ['via', r.via],
+      ['service', el('span', { id: 'detail-service', text: r.service || '(no service of this environment)' })],
       ['client', r.client],
       ['tls', r.tls ? 'yes' : 'no'],
       ['at', r.at],
