@@ -105,7 +105,7 @@ async fn one_way(
         })
         .await?;
         if filled == 0 {
-            return SockRef::from(to).shutdown(Shutdown::Write);
+            return end_writes(to);
         }
         activity.touch();
         let mut left = filled;
@@ -121,6 +121,15 @@ async fn one_way(
             moved.fetch_add(n as u64, Relaxed);
             activity.touch();
         }
+    }
+}
+
+/// Shut `socket`'s write side. A peer already gone (`ENOTCONN`: it closed, or reset) has
+/// nothing left to be told: that ends the direction as well as a shutdown does.
+fn end_writes(socket: &TcpStream) -> io::Result<()> {
+    match SockRef::from(socket).shutdown(Shutdown::Write) {
+        Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(()),
+        done => done,
     }
 }
 
