@@ -143,6 +143,11 @@ impl UpstreamConn {
             _place: place,
         }
     }
+
+    /// The socket itself, for splicing.
+    pub(crate) fn socket(&self) -> &TcpStream {
+        &self.stream
+    }
 }
 
 impl AsyncRead for UpstreamConn {
@@ -238,7 +243,8 @@ impl Activity {
         Arc::new(Self(AtomicU64::new(now_ms())))
     }
 
-    fn touch(&self) {
+    /// Something moved now.
+    pub(crate) fn touch(&self) {
         self.0.store(now_ms(), Relaxed);
     }
 
@@ -272,6 +278,11 @@ impl<T> IdleIo<T> {
             read: 0,
             written: 0,
         }
+    }
+
+    /// The wrapped IO.
+    pub(crate) fn into_inner(self) -> T {
+        self.inner
     }
 
     /// Bytes read through this wrapper.

@@ -109,6 +109,26 @@ impl Unanswered {
     }
 }
 
+/// How a tunnel's bytes were carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TunnelCopy {
+    /// By the kernel, socket to socket through a pipe (splice(2), Linux).
+    Splice,
+    /// Through the sidecar's buffers (not two TCP sockets, not Linux, or no pipe).
+    Buffered,
+}
+
+impl TunnelCopy {
+    const ALL: [TunnelCopy; 2] = [TunnelCopy::Splice, TunnelCopy::Buffered];
+
+    const fn as_str(self) -> &'static str {
+        match self {
+            TunnelCopy::Splice => "splice",
+            TunnelCopy::Buffered => "buffered",
+        }
+    }
+}
+
 const MODES: usize = Mode::ALL.len();
 const OUTCOMES: usize = Outcome::ALL.len();
 const VIAS: usize = Via::ALL.len();
@@ -128,6 +148,7 @@ pub struct Metrics {
     unanswered: [AtomicU64; Unanswered::ALL.len()],
     bytes_up: AtomicU64,
     bytes_down: AtomicU64,
+    tunnels: [AtomicU64; TunnelCopy::ALL.len()],
     active_connections: AtomicU64,
     connection_limit_refusals: AtomicU64,
     open_files_limit: AtomicU64,
@@ -175,6 +196,12 @@ impl Metrics {
     pub fn bytes(&self, up: u64, down: u64) {
         self.bytes_up.fetch_add(up, Relaxed);
         self.bytes_down.fetch_add(down, Relaxed);
+    }
+
+    /// A tunnel started, carried as `copy` says.
+    pub fn tunnel(&self, copy: TunnelCopy) {
+        let i = TunnelCopy::ALL.iter().position(|c| *c == copy).unwrap_or(0);
+        self.tunnels[i].fetch_add(1, Relaxed);
     }
 
     /// A client connection opened.
@@ -319,6 +346,15 @@ impl Metrics {
                 out,
                 "af_proxy_closed_unanswered_total{{reason=\"{}\"}} {}",
                 why.as_str(),
+                n.load(Relaxed)
+            );
+        }
+        out.push_str("# HELP af_proxy_tunnels_total Tunnels (CONNECT, transparent TLS) by how their bytes were carried: splice (kernel, socket to socket) or buffered.\n# TYPE af_proxy_tunnels_total counter\n");
+        for (copy, n) in TunnelCopy::ALL.iter().zip(&self.tunnels) {
+            let _ = writeln!(
+                out,
+                "af_proxy_tunnels_total{{copy=\"{}\"}} {}",
+                copy.as_str(),
                 n.load(Relaxed)
             );
         }

@@ -62,7 +62,7 @@ pub(crate) struct Tuning {
     pub max_header_bytes: usize,
     /// Most header fields in a request head.
     pub max_headers: usize,
-    /// Tunnel copy buffer per direction.
+    /// Per tunnel direction: the pipe asked for when spliced, else the copy buffer.
     pub tunnel_buffer_bytes: usize,
     /// The port transparent HTTP requests are decided and forwarded on.
     pub http_port: u16,

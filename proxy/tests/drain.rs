@@ -174,21 +174,6 @@ async fn slow_upstream(first: &'static [u8], rest: &'static [u8]) -> (u16, onesh
     (port, release)
 }
 
-/// An upstream that echoes every connection's bytes until the other side closes.
-async fn echo_upstream() -> u16 {
-    let listener = TcpListener::bind((upstream_ip(), 0)).await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let (mut r, mut w) = s.split();
-                let _ = tokio::io::copy(&mut r, &mut w).await;
-            });
-        }
-    });
-    port
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_a_slow_response_finish_refuses_new_connections_and_journals_it() {
     let dns = resolver(vec![("slow.test", vec![upstream_ip()])]).await;
@@ -257,13 +242,19 @@ async fn a_tunnel_open_at_sigterm_is_closed_at_the_deadline_and_journaled() {
     let mut setup = Setup::new(&egress(&[("tunnel.test", "allow")]), dns.addr);
     setup.extra = "limits:\n  drain_timeout_ms: 300\n".into();
     let mut sidecar = Binary::start(setup, None).await;
-    let port = echo_upstream().await;
+    let port = echo_upstream(Vec::new()).await;
 
     let (head, mut tunnel) =
         connect_tunnel(sidecar.listen.proxy, &format!("tunnel.test:{port}")).await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     tunnel.write_all(b"ping").await.unwrap();
     assert_eq!(read_n(&mut tunnel, 4).await, b"ping", "the tunnel is open");
+    #[cfg(target_os = "linux")]
+    assert_eq!(
+        Admin(sidecar.listen.admin).metric(SPLICED).await,
+        1,
+        "the kernel carries the tunnel being cut"
+    );
 
     sidecar.signal("TERM");
     let mut rest = Vec::new();

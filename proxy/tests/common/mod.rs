@@ -21,7 +21,7 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpListener, TcpStream};
 
 /// The admin token every test uses.
 pub(crate) const TOKEN: &str = "test-token-0123456789abcdef";
@@ -81,6 +81,29 @@ pub(crate) async fn http_upstream(replies: Replies) -> Upstream {
 pub(crate) async fn hello_upstream() -> Upstream {
     http_upstream(Replies::new(Reply::ok("hello"))).await
 }
+
+/// A raw TCP upstream on [`UPSTREAM_IP`] that echoes every byte as it arrives and, once the
+/// client has closed its side, sends `trailer` and closes. Returns its port.
+pub(crate) async fn echo_upstream(trailer: Vec<u8>) -> u16 {
+    let listener = TcpListener::bind((upstream_ip(), 0)).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let trailer = std::sync::Arc::new(trailer);
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let trailer = trailer.clone();
+            tokio::spawn(async move {
+                let (mut r, mut w) = s.split();
+                if tokio::io::copy(&mut r, &mut w).await.is_ok() {
+                    let _ = w.write_all(&trailer).await;
+                }
+            });
+        }
+    });
+    port
+}
+
+/// The metric counting tunnels the kernel carried (splice(2)), for [`Admin::metric`].
+pub(crate) const SPLICED: &str = "af_proxy_tunnels_total{copy=\"splice\"}";
 
 /// How to build a sidecar for a test.
 pub(crate) struct Setup {
@@ -313,9 +336,19 @@ pub(crate) async fn raw(addr: SocketAddr, bytes: &[u8], timeout: Duration) -> St
 
 /// Open a CONNECT tunnel; returns the response head and the stream.
 pub(crate) async fn connect_tunnel(proxy: SocketAddr, authority: &str) -> (String, TcpStream) {
+    connect_tunnel_with(proxy, authority, b"").await
+}
+
+/// Open a CONNECT tunnel with `early` sent in the same write as the head, before any answer.
+pub(crate) async fn connect_tunnel_with(
+    proxy: SocketAddr,
+    authority: &str,
+    early: &[u8],
+) -> (String, TcpStream) {
     let mut s = TcpStream::connect(proxy).await.unwrap();
-    let req = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n");
-    s.write_all(req.as_bytes()).await.unwrap();
+    let mut req = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n").into_bytes();
+    req.extend_from_slice(early);
+    s.write_all(&req).await.unwrap();
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {

@@ -149,6 +149,14 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Gate<T> {
         }
     }
 
+    /// The connection under the gate, once a CONNECT made it a tunnel, with anything held back
+    /// written first (nothing is: the gate holds only hyper's own answers between requests,
+    /// after which hyper closes rather than hands the connection over).
+    pub(crate) async fn into_tunnel(mut self) -> io::Result<T> {
+        self.inner.write_all(&self.held).await?;
+        Ok(self.inner)
+    }
+
     /// Send what is held back, once hyper writes outside a time between requests.
     fn poll_release(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while !self.held.is_empty() {

@@ -15,6 +15,7 @@ pub(crate) use h2::serve_h2;
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -23,17 +24,19 @@ use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
+use hyper::upgrade::Upgraded;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use crate::answer::body::ProxyBody;
 use crate::answer::request::Origin;
+use crate::leave::forward::tunnel;
 use crate::limits::{Activity, Admitted, IdleIo};
 use crate::metrics::Unanswered;
 use crate::state::State;
 use gate::{Gate, Phase, Tracked};
-use preface::Speaks;
+use preface::{Replay, Speaks};
 use unread::Ended;
 
 /// One admitted client connection.
@@ -86,6 +89,26 @@ pub(crate) async fn serve_cleartext<F, Fut>(
         }
         Err(_) => state.metrics.unanswered(Unanswered::Idle),
     }
+}
+
+/// What hyper serves HTTP/1.1 on for a cleartext listener (`serve_cleartext`).
+type Cleartext = TokioIo<Gate<IdleIo<Replay<TcpStream>>>>;
+
+/// The client end of a CONNECT tunnel and the bytes to send upstream before any other. Over
+/// HTTP/1.1 that is the client's own socket, unwrapped so the tunnel can splice it, and the
+/// bytes already read from it but not yet used: hyper's read buffer (what the client sent
+/// right behind the CONNECT head), then what the preface sniff still holds. Anything else (a
+/// CONNECT stream of HTTP/2) is tunnelled as hyper hands it over.
+pub(crate) async fn tunnel_client(upgraded: Upgraded) -> io::Result<(tunnel::Client, Vec<u8>)> {
+    let parts = match upgraded.downcast::<Cleartext>() {
+        Ok(parts) => parts,
+        Err(upgraded) => return Ok((tunnel::Client::Upgraded(TokioIo::new(upgraded)), Vec::new())),
+    };
+    let gate = parts.io.into_inner();
+    let (socket, sniffed) = gate.into_tunnel().await?.into_inner().into_parts();
+    let mut replay = parts.read_buf.to_vec();
+    replay.extend_from_slice(&sniffed);
+    Ok((tunnel::Client::Socket(socket), replay))
 }
 
 /// Serve HTTP/1.1 on an admitted connection with the configured limits; `origin` and `host`

@@ -60,6 +60,13 @@ pub(crate) struct Replay<IO> {
     inner: IO,
 }
 
+impl<IO> Replay<IO> {
+    /// The stream, and the sniffed bytes not yet read again (they come before its own).
+    pub(crate) fn into_parts(self) -> (IO, Vec<u8>) {
+        (self.inner, self.head[self.pos..self.len].to_vec())
+    }
+}
+
 impl<IO: AsyncRead + Unpin> AsyncRead for Replay<IO> {
     fn poll_read(
         mut self: Pin<&mut Self>,

@@ -14,7 +14,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 use super::authority::authority_port;
-use super::{Conn, bad_request, serve_cleartext};
+use super::{Conn, bad_request, serve_cleartext, tunnel_client};
 use crate::answer::body::ProxyBody;
 use crate::answer::refusal::Refusal;
 use crate::answer::refuse::refuse;
@@ -167,23 +167,16 @@ async fn connect(state: Arc<State>, conn: Conn, mut req: Request<Incoming>) -> R
         Err(e) => return dial_failed(&e, ticket, true).response().map(Either::Left),
     };
     let on_upgrade = hyper::upgrade::on(&mut req);
-    let tuning = state.tuning;
-    let drain = state.drain.clone();
+    let s = state.clone();
     state.drain.spawn(async move {
         let _admitted = conn.admitted.clone();
-        match on_upgrade.await {
-            Ok(upgraded) => {
-                let mut io = TokioIo::new(upgraded);
-                let end = tunnel::run(
-                    &mut io,
-                    upstream,
-                    &[],
-                    tuning.tunnel_buffer_bytes,
-                    tuning.idle_timeout,
-                    conn.activity.clone(),
-                    &drain,
-                )
-                .await;
+        let taken = match on_upgrade.await {
+            Ok(upgraded) => tunnel_client(upgraded).await,
+            Err(e) => Err(std::io::Error::other(e)),
+        };
+        match taken {
+            Ok((client, replay)) => {
+                let end = tunnel::run(client, upstream, &replay, &s, conn.activity.clone()).await;
                 end.close(ticket, Some(200));
             }
             Err(e) => ticket.upstream_failed(

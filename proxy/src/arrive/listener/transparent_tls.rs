@@ -195,15 +195,12 @@ pub(crate) async fn serve(state: Arc<State>, mut stream: TcpStream, conn: Conn) 
             return;
         }
     };
-    let t = state.tuning;
     let end = tunnel::run(
-        &mut stream,
+        tunnel::Client::Socket(stream),
         upstream,
         &bytes,
-        t.tunnel_buffer_bytes,
-        t.idle_timeout,
+        &state,
         conn.activity.clone(),
-        &state.drain,
     )
     .await;
     end.close(ticket, None);

@@ -3,6 +3,8 @@
 pub(crate) mod client;
 pub(crate) mod connector;
 pub(crate) mod http;
+#[cfg(target_os = "linux")]
+mod splice;
 pub(crate) mod tunnel;
 
 use ::http::StatusCode;

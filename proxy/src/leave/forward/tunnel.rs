@@ -1,15 +1,29 @@
-//! Untouched byte tunnels (CONNECT and transparent TLS) with large copy buffers, the idle
-//! watchdog and the drain deadline.
+//! Untouched byte tunnels (CONNECT and transparent TLS) under the idle watchdog and the drain
+//! deadline. Between two TCP sockets on Linux the kernel moves the bytes (`splice.rs`);
+//! otherwise, or when its pipes cannot be made, they are copied through large buffers.
 
+use std::future::Future;
+use std::io;
 use std::sync::Arc;
-use std::time::Duration;
 
 use af_policy::error::codes;
+use hyper::upgrade::Upgraded;
+use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 use crate::decide::Ticket;
-use crate::drain::Drain;
-use crate::limits::{Activity, IdleIo};
+use crate::limits::{Activity, IdleIo, UpstreamConn};
+use crate::metrics::TunnelCopy;
+use crate::state::State;
+
+/// The client end of a tunnel.
+pub(crate) enum Client {
+    /// The client's own socket: spliced to the upstream's on Linux.
+    Socket(TcpStream),
+    /// A connection hyper took over that is not a bare socket (a CONNECT stream of HTTP/2).
+    Upgraded(TokioIo<Upgraded>),
+}
 
 /// How a tunnel ended: bytes sent upstream, bytes received, and why.
 pub(crate) struct TunnelEnd {
@@ -46,40 +60,106 @@ impl TunnelEnd {
     }
 }
 
-/// Copy both ways until either side closes, an error, `idle` with no traffic, or the cut of
-/// `drain`. `replay` is written upstream first (the ClientHello already read from the client).
-pub(crate) async fn run<C, U>(
-    client: &mut C,
-    upstream: U,
+/// Carry bytes both ways until both sides close, an error, `limits.idle_timeout_ms` with no
+/// traffic, or the drain cut. `replay` (bytes already read from the client: the ClientHello, or
+/// what followed a CONNECT head) is written upstream first. The upstream keeps its place under
+/// the upstream cap until the tunnel ends.
+pub(crate) async fn run(
+    client: Client,
+    mut upstream: UpstreamConn,
     replay: &[u8],
-    buffer: usize,
-    idle: Duration,
+    state: &State,
     activity: Arc<Activity>,
-    drain: &Drain,
+) -> TunnelEnd {
+    if !replay.is_empty() {
+        if let Err(e) = upstream.write_all(replay).await {
+            return TunnelEnd {
+                up: 0,
+                down: 0,
+                closed: Closed::Failed(format!("upstream write failed: {e}")),
+            };
+        }
+        activity.touch();
+    }
+    let mut end = match client {
+        Client::Socket(mut socket) => match zero_copy(&socket, &upstream, state, &activity).await {
+            Ok(end) => end,
+            Err(e) => {
+                tracing::debug!(error = %e, "no pipe for a tunnel: copying it through buffers");
+                buffered(&mut socket, upstream, state, activity).await
+            }
+        },
+        Client::Upgraded(mut io) => buffered(&mut io, upstream, state, activity).await,
+    };
+    end.up += replay.len() as u64;
+    end
+}
+
+/// Splice the two sockets; `Err` when no pipe could be made, before any byte moved.
+#[cfg(target_os = "linux")]
+async fn zero_copy(
+    client: &TcpStream,
+    upstream: &UpstreamConn,
+    state: &State,
+    activity: &Activity,
+) -> io::Result<TunnelEnd> {
+    use super::splice::{Moved, Pipes, pump};
+    use std::sync::atomic::Ordering::Relaxed;
+    let pipes = Pipes::new(state.tuning.tunnel_buffer_bytes)?;
+    state.metrics.tunnel(TunnelCopy::Splice);
+    let moved = Moved::default();
+    let pumped = pump(client, upstream.socket(), &pipes, &moved, activity);
+    let closed = watched(pumped, state, activity).await;
+    Ok(TunnelEnd {
+        up: moved.up.load(Relaxed),
+        down: moved.down.load(Relaxed),
+        closed,
+    })
+}
+
+/// No splice(2) here: always the buffered copy.
+#[cfg(not(target_os = "linux"))]
+async fn zero_copy(
+    _: &TcpStream,
+    _: &UpstreamConn,
+    _: &State,
+    _: &Activity,
+) -> io::Result<TunnelEnd> {
+    Err(io::ErrorKind::Unsupported.into())
+}
+
+/// Copy through a buffer of `limits.tunnel_buffer_bytes` each way.
+async fn buffered<C>(
+    client: &mut C,
+    upstream: UpstreamConn,
+    state: &State,
+    activity: Arc<Activity>,
 ) -> TunnelEnd
 where
-    C: AsyncRead + AsyncWrite + Unpin + ?Sized,
-    U: AsyncRead + AsyncWrite + Unpin,
+    C: AsyncRead + AsyncWrite + Unpin,
 {
+    state.metrics.tunnel(TunnelCopy::Buffered);
+    let buffer = state.tuning.tunnel_buffer_bytes;
     let mut upstream = IdleIo::new(upstream, activity.clone());
-    if !replay.is_empty()
-        && let Err(e) = upstream.write_all(replay).await
-    {
-        return TunnelEnd {
-            up: 0,
-            down: 0,
-            closed: Closed::Failed(format!("upstream write failed: {e}")),
-        };
-    }
     let copy = tokio::io::copy_bidirectional_with_sizes(client, &mut upstream, buffer, buffer);
-    let closed = tokio::select! {
-        r = copy => r.map_or_else(|e| Closed::Failed(e.to_string()), |_| Closed::Done),
-        () = activity.idle_for(idle) => Closed::Failed(format!("closed after {} s without traffic", idle.as_secs())),
-        () = drain.cut() => Closed::Cut,
-    };
+    let closed = watched(async { copy.await.map(drop) }, state, &activity).await;
     TunnelEnd {
         up: upstream.written(),
         down: upstream.read(),
         closed,
+    }
+}
+
+/// How `copy` ended, or the idle watchdog, or the drain cut, whichever came first.
+async fn watched(
+    copy: impl Future<Output = io::Result<()>>,
+    state: &State,
+    activity: &Activity,
+) -> Closed {
+    let idle = state.tuning.idle_timeout;
+    tokio::select! {
+        r = copy => r.map_or_else(|e| Closed::Failed(e.to_string()), |()| Closed::Done),
+        () = activity.idle_for(idle) => Closed::Failed(format!("closed after {} s without traffic", idle.as_secs())),
+        () = state.drain.cut() => Closed::Cut,
     }
 }
