@@ -199,12 +199,17 @@ impl Connection for UpstreamConn {
 /// File descriptors kept beyond the client and upstream connections: listeners, the journal,
 /// admin connections, the resolver's sockets.
 const FD_RESERVE: u64 = 1024;
+/// File descriptors a tunnel spliced by the kernel holds beyond its two sockets: two pipes,
+/// two ends each. A tunnel holds an upstream connection, so there are at most
+/// `max_upstream_connections` of them.
+const FD_PER_SPLICED_TUNNEL: u64 = 4;
 
 /// Raise the process's open-files soft limit to its hard limit (as nginx's
 /// `worker_rlimit_nofile` and Go's runtime do: the default soft limit of 1024 is far below what
 /// a proxy holds), and warn when the connection caps can still outgrow it: one descriptor per
-/// client connection (DNS over TCP included) and one per upstream connection. Returns the
-/// limit now in force, or `None` when the platform does not say.
+/// client connection (DNS over TCP included), one per upstream connection and the pipes of a
+/// spliced tunnel on each upstream connection. Returns the limit now in force, or `None` when
+/// the platform does not say.
 pub(crate) fn raise_open_files_limit(max_connections: usize, max_upstream: usize) -> Option<u64> {
     let limit = match rlimit::increase_nofile_limit(u64::MAX) {
         Ok(limit) => limit,
@@ -214,7 +219,7 @@ pub(crate) fn raise_open_files_limit(max_connections: usize, max_upstream: usize
         }
     };
     let needed = (max_connections as u64)
-        .saturating_add(max_upstream as u64)
+        .saturating_add((max_upstream as u64).saturating_mul(1 + FD_PER_SPLICED_TUNNEL))
         .saturating_add(FD_RESERVE);
     if limit < needed {
         tracing::warn!(

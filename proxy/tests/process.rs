@@ -260,5 +260,5 @@ async fn the_open_files_limit_is_raised_to_the_hard_limit_and_a_short_one_is_war
         stderr.contains("open-files limit is below what limits.max_connections and limits.max_upstream_connections need"),
         "{stderr}"
     );
-    assert!(stderr.contains("\"needed\":9216"), "{stderr}");
+    assert!(stderr.contains("\"needed\":25600"), "{stderr}");
 }

@@ -319,7 +319,8 @@ fn lifecycle_setup(args: &SoakArgs, root: &Path, binary: &Path) -> Result<lifecy
 /// The sidecar's cap on upstream connections: every tunnel's and the pool's, with room to
 /// spare, and no more than the open-files limit leaves after the client connections.
 fn upstream_cap(connections: usize, open_files: u64) -> usize {
-    let room = (open_files as usize).saturating_sub(connections + 1_000 + 1_024);
+    // Each upstream connection may carry a spliced tunnel: itself and its two pipes' four ends.
+    let room = (open_files as usize).saturating_sub(connections + 1_000 + 1_024) / 5;
     (connections / hold::TUNNEL_EVERY + POOL_IDLE + 1_000).min(room)
 }
 
@@ -329,7 +330,7 @@ fn upstream_cap(connections: usize, open_files: u64) -> usize {
 /// (CAP_SYS_RESOURCE); otherwise the soft limit goes up to it, and the run stops here if even
 /// that is too low.
 fn raise_open_files(connections: usize) -> Result<u64> {
-    let need = (connections + connections / hold::TUNNEL_EVERY + 2_048) as u64;
+    let need = (connections + 5 * (connections / hold::TUNNEL_EVERY) + 2_048) as u64;
     let want = need.max(65_536);
     let (_, hard) = rlimit::getrlimit(rlimit::Resource::NOFILE)
         .map_err(|e| BenchError::io("read RLIMIT_NOFILE", e))?;
