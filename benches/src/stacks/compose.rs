@@ -5,7 +5,7 @@
 //! The compose file is written from the same images and commands af uses: the demo's
 //! Dockerfile and `af-demo` for `web` and `worker`, and, standing in for the sidecar, an image
 //! made as af makes its own (`FROM scratch`, `af-proxy` and `af-forward`) running af-proxy with
-//! the demo's default (block). Readiness is what the demo declares and af checks: the sidecar
+//! the demo's default (block), its DNS listener off. Readiness is what the demo declares and af checks: the sidecar
 //! when its admin API answers `/healthz`, `web` when `/healthz` on its port answers (checked
 //! by `af-forward check`, mounted into it: the image itself has no probe), `worker` when it
 //! runs; `web` starts after the sidecar is ready and `worker` after `web`, as under af. Every
@@ -17,7 +17,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use af_sidecar_api::config::{Admin, SidecarConfig};
+use af_sidecar_api::config::{Admin, DnsListener, SidecarConfig};
 use af_sidecar_api::{EgressSpec, Mode};
 use bollard::Docker;
 use bollard::models::{ContainerStateStatusEnum, HealthStatusEnum};
@@ -274,10 +274,11 @@ volumes:
   journal: {}
 "#;
 
-/// The stand-in's configuration: the demo's default (block), every listener at its default,
-/// the admin API on loopback (only its healthcheck asks it).
+/// The stand-in's configuration: the demo's default (block), every listener at its default
+/// but DNS (which must answer the sidecar's own address, unknown before Compose picks it), the
+/// admin API on loopback (only its healthcheck asks it).
 fn sidecar_config() -> Result<String> {
-    let config = SidecarConfig::new(
+    let mut config = SidecarConfig::new(
         "bench-compose".to_owned(),
         EgressSpec {
             default: Some(Mode::Block),
@@ -289,6 +290,10 @@ fn sidecar_config() -> Result<String> {
             token: crate::systems::ADMIN_TOKEN.to_owned(),
         },
     );
+    config.listeners.dns = DnsListener {
+        listen: None,
+        ..DnsListener::default()
+    };
     serde_json::to_string(&config)
         .map_err(|e| BenchError::io("serialize the sidecar configuration", e.into()))
 }
