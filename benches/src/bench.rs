@@ -3,8 +3,48 @@
 use crate::error::{BenchError, Result};
 use crate::report::{self, Row, Status};
 use crate::scenarios::{self, Ctx, Load, Measurement, Scenario};
+use crate::stacks::{self, Stack};
 use crate::systems::{Env, Support, System};
 use crate::upstream::Upstream;
+
+/// What takes part in a scenario: a system started on loopback, or (in `af-up`) a stack of
+/// containers.
+#[derive(Clone, Copy)]
+enum Entrant<'a> {
+    System(&'a dyn System),
+    Stack(&'a Stack),
+}
+
+impl Entrant<'_> {
+    fn name(&self) -> &str {
+        match self {
+            Entrant::System(s) => s.name(),
+            Entrant::Stack(s) => s.name(),
+        }
+    }
+
+    fn support(&self, scenario: Scenario) -> Support {
+        match (self, scenario) {
+            (Entrant::Stack(_), Scenario::AfUp) => Support::Yes,
+            (Entrant::Stack(_), _) | (Entrant::System(_), Scenario::AfUp) => Support::No,
+            (Entrant::System(s), _) => s.support(scenario),
+        }
+    }
+
+    fn missing(&self) -> Option<String> {
+        match self {
+            Entrant::System(s) => s.missing(),
+            Entrant::Stack(s) => s.missing(),
+        }
+    }
+
+    fn measure(&self, scenario: Scenario, round: u32, ctx: &Ctx<'_>) -> Result<Measurement> {
+        match self {
+            Entrant::System(s) => scenarios::measure(scenario, *s, round, ctx),
+            Entrant::Stack(s) => stacks::measure(s, round, ctx.rt),
+        }
+    }
+}
 
 /// What to run.
 pub(crate) struct Plan {
@@ -16,11 +56,18 @@ pub(crate) struct Plan {
     pub scenarios: Vec<Scenario>,
 }
 
-/// Runs the plan and returns the per-run measurements and the table rows.
+/// Runs the plan and returns the per-run measurements and the table rows; `stacks` are cleared
+/// off the daemon at the end, whatever happened.
 pub(crate) fn run(
     plan: &Plan,
     systems: &[Box<dyn System>],
+    stacks: &[Stack],
 ) -> Result<(Vec<Measurement>, Vec<Row>)> {
+    let entrants: Vec<Entrant<'_>> = systems
+        .iter()
+        .map(|s| Entrant::System(s.as_ref()))
+        .chain(stacks.iter().map(Entrant::Stack))
+        .collect();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -42,9 +89,9 @@ pub(crate) fn run(
     let mut failures: Vec<(String, Scenario, String)> = Vec::new();
     for round in 0..plan.rounds {
         for &scenario in &plan.scenarios {
-            let takers: Vec<&dyn System> = systems
+            let takers: Vec<Entrant<'_>> = entrants
                 .iter()
-                .map(|s| s.as_ref())
+                .copied()
                 .filter(|s| s.support(scenario) == Support::Yes && s.missing().is_none())
                 .collect();
             // Rotate the order each round (A B C, B C A, …) so no system always
@@ -59,7 +106,7 @@ pub(crate) fn run(
                     scenario.name(),
                     system.name()
                 );
-                match scenarios::measure(scenario, system, round, &ctx) {
+                match system.measure(scenario, round, &ctx) {
                     Ok(m) => {
                         eprintln!("{} {}", report::table::figure(m.value), m.unit.label());
                         runs.push(m);
@@ -72,9 +119,15 @@ pub(crate) fn run(
             }
         }
     }
+    for stack in stacks {
+        if let Err(e) = rt.block_on(stack.clear()) {
+            eprintln!("clearing {}: {e}", stack.name());
+            failures.push((stack.name().to_owned(), Scenario::AfUp, e.to_string()));
+        }
+    }
     let mut rows = Vec::new();
     for &scenario in &plan.scenarios {
-        for system in systems {
+        for system in &entrants {
             let name = system.name();
             let row = match system.support(scenario) {
                 Support::No => continue,

@@ -10,6 +10,7 @@ mod proc;
 mod report;
 mod scenarios;
 mod soak;
+mod stacks;
 mod systems;
 mod upstream;
 
@@ -79,6 +80,10 @@ struct AllArgs {
     /// Leave af-proxy's DNS listener off (for a binary from before af-dns was wired in).
     #[arg(long)]
     no_af_dns: bool,
+    /// The af command `af-up` runs (default: build it, `cargo build --release -p af-orchestrator
+    /// --bin af`).
+    #[arg(long)]
+    af: Option<PathBuf>,
     /// Where results are written.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -133,6 +138,28 @@ fn pinned_build(features: &[&str], pinned: &Path, name: &str) -> Result<PathBuf>
     let root = workspace_root();
     let binary = AfProxy::build(root, &systems::target_dir(root), features)?;
     AfProxy::pin(&binary, pinned, name)
+}
+
+/// What `af-up` runs: `af` (given, or a release build of this tree), the static binaries the
+/// demo's images are made of (af-proxy, af-forward, af-demo, built now) and `fixtures/demo`.
+fn demo_setup(af: Option<PathBuf>) -> Result<soak::lifecycle::Setup> {
+    let root = workspace_root();
+    let target = systems::target_dir(root);
+    let fixtures = [
+        "build",
+        "--release",
+        "--target",
+        systems::TARGET,
+        "-p",
+        "af-fixtures",
+        "--bins",
+    ];
+    systems::cargo_build(root, &target, &fixtures, true)?;
+    let af = match af {
+        Some(af) => af,
+        None => soak::build_af(root, true)?,
+    };
+    soak::lifecycle::Setup::new(&af, &target.join(systems::TARGET).join("release"), root)
 }
 
 fn soak(args: soak::SoakArgs) -> Result<()> {
@@ -191,10 +218,16 @@ fn all(args: AllArgs) -> Result<()> {
     twins.extend(allocs.map(|binary| measured.counting(binary)));
     twins.extend(older.map(|o| measured.older(o.binary, &o.rev)));
     let mut systems = systems::all(measured, twins);
+    let mut stacks = if plan.scenarios.contains(&Scenario::AfUp) {
+        stacks::both(demo_setup(args.af.clone())?)?
+    } else {
+        Vec::new()
+    };
     if !args.systems.is_empty() {
         systems.retain(|s| args.systems.iter().any(|n| n == s.name()));
+        stacks.retain(|s| args.systems.iter().any(|n| n == s.name()));
     }
-    let (runs, rows) = bench::run(&plan, &systems)?;
+    let (runs, rows) = bench::run(&plan, &systems, &stacks)?;
     let goals = report::goals::judge(&rows);
     let table = format!(
         "{}\n{}",

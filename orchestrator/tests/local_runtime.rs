@@ -205,3 +205,72 @@ async fn real_debian_clients_are_answered_by_proxy_and_by_dns_and_journaled_reco
     let h = harness("clients").await;
     real_clients::real_debian_clients_are_answered_by_proxy_and_by_dns_and_journaled_record_by_record(&h).await;
 }
+
+/// The steps of one `up`, in order.
+#[derive(Default)]
+struct Steps(std::sync::Mutex<Vec<String>>);
+
+impl af_orchestrator::runtime::Progress for Steps {
+    fn step(&self, line: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(line.to_owned());
+    }
+    fn service(&self, _: &af_orchestrator::runtime::ServiceUp) {}
+}
+
+impl Steps {
+    /// The services whose image was built, in order.
+    fn built(&self) -> Vec<String> {
+        let steps = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        steps
+            .iter()
+            .filter_map(|s| s.strip_prefix("building "))
+            .filter(|s| !s.starts_with("sidecar image"))
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_up_with_nothing_changed_builds_nothing() {
+    use af_orchestrator::runtime::local::labels::Names;
+
+    let h = harness("nobuild").await;
+    let env = support::Harness::env(&h, "nobuild");
+    let plan = support::probe_plan(&h, &env, &["probe", "second"]);
+    let runtime = support::Harness::runtime(&h);
+    let docker = bollard::Docker::connect_with_local_defaults().unwrap_or_else(|e| panic!("{e}"));
+    let ids = || async {
+        let mut ids = Vec::new();
+        for service in ["probe", "second"] {
+            let image = docker
+                .inspect_image(&Names::new(&env).image(service))
+                .await
+                .unwrap_or_else(|e| panic!("image of {service}: {e}"));
+            ids.push(image.id.unwrap_or_default());
+        }
+        ids
+    };
+
+    let first = Steps::default();
+    runtime
+        .up(&plan, &first)
+        .await
+        .unwrap_or_else(|e| panic!("{}", e.report()));
+    assert_eq!(
+        first.built(),
+        ["probe", "second"],
+        "the control: a first up builds each service's image"
+    );
+    let built = ids().await;
+
+    let second = Steps::default();
+    runtime
+        .up(&plan, &second)
+        .await
+        .unwrap_or_else(|e| panic!("{}", e.report()));
+    assert_eq!(second.built(), Vec::<String>::new(), "nothing changed");
+    assert_eq!(ids().await, built, "the same images serve");
+}

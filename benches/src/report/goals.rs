@@ -3,13 +3,15 @@
 
 use serde::Serialize;
 
-use super::{REFERENCE, Row, Status};
+use super::{REFERENCE, Row, STACK_REFERENCE, Status};
 use crate::scenarios::Scenario;
 
 /// The HTTP proxies af-proxy is compared with; the best of them is "the best peer".
 const PROXY_PEERS: [&str; 4] = ["squid", "tinyproxy", "privoxy", "mitmproxy"];
 /// The twin that counts its allocations.
 const COUNTING: &str = "af-proxy (allocs)";
+/// Compose bringing up the demo's services (`af-up`).
+const COMPOSE: &str = "docker-compose";
 /// The twin that answers intercepted requests from a pack.
 const MOCK: &str = "af-proxy (mock)";
 
@@ -144,7 +146,7 @@ pub(crate) fn judge(rows: &[Row]) -> Vec<Judged> {
     );
     goal(
         "af up of the demo, images cached: <= 1.5x docker compose up --wait",
-        Verdict::Unmeasured("not a scenario of this harness yet".into()),
+        run.at_most_times(AfUp, STACK_REFERENCE, COMPOSE, 1.5),
     );
     out
 }
@@ -187,6 +189,24 @@ impl Run<'_> {
                 let ratio = mine / theirs;
                 let text = format!("{ratio:.2}x {other}");
                 if ratio >= factor {
+                    Verdict::Met(text)
+                } else {
+                    Verdict::NotMet(text)
+                }
+            }
+            (None, _) => Verdict::Unmeasured(format!("no {system} figure")),
+            _ => Verdict::Unmeasured(format!("no {other} figure")),
+        }
+    }
+
+    /// `system`'s figure is at most `factor` times `other`'s (for a figure where lower is
+    /// better, such as seconds).
+    fn at_most_times(&self, scenario: Scenario, system: &str, other: &str, factor: f64) -> Verdict {
+        match (self.value(scenario, system), self.value(scenario, other)) {
+            (Some(mine), Some(theirs)) if theirs > 0.0 => {
+                let ratio = mine / theirs;
+                let text = format!("{ratio:.2}x {other} ({mine:.2} s vs {theirs:.2} s)");
+                if ratio <= factor {
                     Verdict::Met(text)
                 } else {
                     Verdict::NotMet(text)
@@ -341,6 +361,25 @@ mod tests {
             verdict(&judged, "connect-bulk: MB/s >= 0.8x direct"),
             Verdict::Unmeasured(_)
         ));
+    }
+
+    #[test]
+    fn af_up_is_judged_by_its_seconds_over_composes() {
+        let seconds = |system: &str, value: f64| Row {
+            unit: crate::scenarios::Unit::Seconds,
+            ..row(system, Scenario::AfUp, value)
+        };
+        let goal = "af up of the demo, images cached: <= 1.5x docker compose up --wait";
+        let met = judge(&[seconds("af", 3.0), seconds("docker-compose", 2.0)]);
+        assert_eq!(
+            verdict(&met, goal),
+            &Verdict::Met("1.50x docker-compose (3.00 s vs 2.00 s)".into()),
+            "the limit is inclusive"
+        );
+        let not_met = judge(&[seconds("af", 4.0), seconds("docker-compose", 2.0)]);
+        assert!(matches!(verdict(&not_met, goal), Verdict::NotMet(_)));
+        let alone = judge(&[seconds("af", 4.0)]);
+        assert!(matches!(verdict(&alone, goal), Verdict::Unmeasured(_)));
     }
 
     #[test]

@@ -123,8 +123,19 @@ pub(crate) fn median(mut values: Vec<f64>) -> Option<f64> {
     })
 }
 
-/// Fills each measured row's ratio to af-proxy's value in the same scenario
-/// (af-dns's where af-proxy has none).
+/// The reference of `af-up`: `af up` itself (no af-proxy there).
+pub(crate) const STACK_REFERENCE: &str = "af";
+
+/// The system a scenario's ratios are taken against.
+fn reference(scenario: Scenario) -> &'static str {
+    match scenario {
+        Scenario::AfUp => STACK_REFERENCE,
+        _ => REFERENCE,
+    }
+}
+
+/// Fills each measured row's ratio to af-proxy's value in the same scenario (af-dns's where
+/// af-proxy has none; `af`'s in `af-up`).
 pub(crate) fn fill_ratios(rows: &mut [Row]) {
     let value_of = |name: &str, scenario: Scenario| {
         rows.iter()
@@ -134,7 +145,8 @@ pub(crate) fn fill_ratios(rows: &mut [Row]) {
     let bases: Vec<Option<f64>> = rows
         .iter()
         .map(|r| {
-            value_of(REFERENCE, r.scenario).or_else(|| value_of(FALLBACK_REFERENCE, r.scenario))
+            value_of(reference(r.scenario), r.scenario)
+                .or_else(|| value_of(FALLBACK_REFERENCE, r.scenario))
         })
         .collect();
     for (row, base) in rows.iter_mut().zip(bases) {

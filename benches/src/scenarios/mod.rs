@@ -36,11 +36,13 @@ pub(crate) enum Scenario {
     IdleMemory,
     /// HTTPS through an intercepting proxy.
     InterceptedHttps,
+    /// `af up` of the demo against Docker Compose bringing up the same services.
+    AfUp,
 }
 
 impl Scenario {
     /// Every scenario, in table order.
-    pub(crate) const ALL: [Scenario; 7] = [
+    pub(crate) const ALL: [Scenario; 8] = [
         Scenario::HttpKeepAlive,
         Scenario::HttpNewConn,
         Scenario::Http1m,
@@ -48,6 +50,7 @@ impl Scenario {
         Scenario::Dns,
         Scenario::IdleMemory,
         Scenario::InterceptedHttps,
+        Scenario::AfUp,
     ];
 
     /// Name shown in the table.
@@ -60,6 +63,7 @@ impl Scenario {
             Scenario::Dns => "dns",
             Scenario::IdleMemory => "idle-memory",
             Scenario::InterceptedHttps => "intercepted-https",
+            Scenario::AfUp => "af-up",
         }
     }
 
@@ -69,6 +73,7 @@ impl Scenario {
             Scenario::ConnectBulk => Unit::MegabytesPerSec,
             Scenario::Dns => Unit::QueriesPerSec,
             Scenario::IdleMemory => Unit::KibPerConn,
+            Scenario::AfUp => Unit::Seconds,
             _ => Unit::RequestsPerSec,
         }
     }
@@ -89,6 +94,9 @@ pub(crate) enum Unit {
     /// KiB of resident memory per idle connection (lower is better).
     #[serde(rename = "KiB/conn")]
     KibPerConn,
+    /// Seconds of wall time (lower is better).
+    #[serde(rename = "s")]
+    Seconds,
 }
 
 impl Unit {
@@ -99,12 +107,13 @@ impl Unit {
             Unit::MegabytesPerSec => "MB/s",
             Unit::QueriesPerSec => "qps",
             Unit::KibPerConn => "KiB/conn",
+            Unit::Seconds => "s",
         }
     }
 
     /// Whether a larger figure is better.
     pub(crate) fn higher_is_better(self) -> bool {
-        self != Unit::KibPerConn
+        !matches!(self, Unit::KibPerConn | Unit::Seconds)
     }
 }
 
@@ -201,6 +210,11 @@ pub(crate) fn measure(
             let r = https::run(&running, ctx)?;
             let v = r.ops as f64 / r.secs;
             (r, v)
+        }
+        Scenario::AfUp => {
+            return Err(BenchError::Protocol(
+                "af-up brings up stacks of containers, not a system (crate::stacks)".into(),
+            ));
         }
     };
     let after = pid.map(proc::sample).transpose()?;

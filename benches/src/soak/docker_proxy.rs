@@ -10,11 +10,21 @@ use tokio::task::JoinSet;
 use crate::error::{BenchError, Result};
 
 /// The daemon's socket: `DOCKER_HOST` when it names a Unix socket, else the default.
-pub(super) fn daemon_socket() -> PathBuf {
+pub(crate) fn daemon_socket() -> PathBuf {
     std::env::var("DOCKER_HOST")
         .ok()
         .and_then(|h| h.strip_prefix("unix://").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("/var/run/docker.sock"))
+}
+
+/// A client of the daemon itself (never of a proxy of it).
+pub(crate) fn connect_daemon() -> Result<bollard::Docker> {
+    bollard::Docker::connect_with_unix(
+        &daemon_socket().to_string_lossy(),
+        120,
+        bollard::API_DEFAULT_VERSION,
+    )
+    .map_err(|e| BenchError::Protocol(format!("docker: {e}")))
 }
 
 /// The proxy: listening at `path` until cut.

@@ -21,7 +21,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
-use super::docker_proxy::{DockerProxy, daemon_socket};
+use super::docker_proxy::{DockerProxy, connect_daemon, daemon_socket};
 use crate::error::{BenchError, Result};
 
 /// The label every object of an environment carries.
@@ -60,13 +60,28 @@ impl Fault {
 
 /// Where the programs are.
 #[derive(Debug, Clone)]
-pub(super) struct Setup {
+pub(crate) struct Setup {
     /// The `af` command.
     pub af: PathBuf,
     /// The static binaries: `af-proxy`, `af-forward`, `af-demo`.
     pub binaries: PathBuf,
     /// `fixtures/demo`.
     pub demo: PathBuf,
+}
+
+impl Setup {
+    /// `af`, the `binaries` directory and the demo of the workspace at `root`, as absolute
+    /// paths (af runs in each demo's directory).
+    pub(crate) fn new(af: &Path, binaries: &Path, root: &Path) -> Result<Self> {
+        let absolute = |p: &Path| {
+            std::fs::canonicalize(p).map_err(|e| BenchError::io(format!("find {}", p.display()), e))
+        };
+        Ok(Self {
+            af: absolute(af)?,
+            binaries: absolute(binaries)?,
+            demo: root.join("fixtures").join("demo"),
+        })
+    }
 }
 
 /// One `af up` stopped at one step.
@@ -115,13 +130,13 @@ pub(crate) struct Stopped {
 
 /// The per-run files: the demo manifest and image context, and beside it (outside the build
 /// context) a sidecar binary of its own and the Docker socket's proxy.
-struct RunDir {
+pub(crate) struct RunDir {
     demo: tempfile::TempDir,
     aside: tempfile::TempDir,
 }
 
 impl RunDir {
-    fn new(setup: &Setup) -> Result<Self> {
+    pub(crate) fn new(setup: &Setup) -> Result<Self> {
         let dir = |prefix: &str| {
             tempfile::Builder::new()
                 .prefix(prefix)
@@ -170,11 +185,11 @@ impl RunDir {
 }
 
 /// A run of `af up` or `af down`.
-struct Af<'a> {
-    setup: &'a Setup,
-    run: &'a RunDir,
-    env: String,
-    docker_host: Option<String>,
+pub(crate) struct Af<'a> {
+    pub setup: &'a Setup,
+    pub run: &'a RunDir,
+    pub env: String,
+    pub docker_host: Option<String>,
 }
 
 impl Af<'_> {
@@ -214,8 +229,30 @@ impl Af<'_> {
         Ok((child, rx))
     }
 
+    /// `af up`, to the end.
+    pub(crate) async fn up(&self) -> Result<Finished> {
+        let (mut child, mut lines) = self.spawn("up")?;
+        let mut steps = Vec::new();
+        let mut tail = Vec::new();
+        while let Some(line) = lines.recv().await {
+            if let Some(step) = step_of(&line) {
+                steps.push(step.to_owned());
+            }
+            tail.push(line.text);
+        }
+        let status = child
+            .wait()
+            .await
+            .map_err(|e| BenchError::io("wait for af up", e))?;
+        Ok(Finished {
+            status,
+            steps,
+            tail,
+        })
+    }
+
     /// `af down`, to the end; its exit status.
-    async fn down(&self) -> Result<Option<i32>> {
+    pub(crate) async fn down(&self) -> Result<Option<i32>> {
         let (mut child, mut lines) = self.spawn("down")?;
         let status = tokio::time::timeout(COMMAND_TIMEOUT, child.wait()).await;
         while lines.recv().await.is_some() {}
@@ -227,6 +264,16 @@ impl Af<'_> {
             }
         }
     }
+}
+
+/// An `af up` run to its end.
+pub(crate) struct Finished {
+    /// Its exit status.
+    pub status: std::process::ExitStatus,
+    /// Its steps (the `· ...` lines), in order.
+    pub steps: Vec<String>,
+    /// Every line it printed.
+    pub tail: Vec<String>,
 }
 
 /// One line of a command's output.
@@ -255,12 +302,7 @@ fn step_of(line: &Line) -> Option<&str> {
 
 /// Stops `af up` at each of its steps with `fault`, then `af down`s it.
 pub(super) async fn run(setup: &Setup, fault: Fault, nonce: &str) -> Result<Stopped> {
-    let docker = Docker::connect_with_unix(
-        &daemon_socket().to_string_lossy(),
-        120,
-        bollard::API_DEFAULT_VERSION,
-    )
-    .map_err(|e| BenchError::Protocol(format!("docker: {e}")))?;
+    let docker = connect_daemon()?;
     let started = Instant::now();
     let full = RunDir::new(setup)?;
     let af = Af {
@@ -269,19 +311,11 @@ pub(super) async fn run(setup: &Setup, fault: Fault, nonce: &str) -> Result<Stop
         env: format!("soak-{}-all-{nonce}", fault.tag()),
         docker_host: None,
     };
-    let (mut child, mut lines) = af.spawn("up")?;
-    let mut steps = Vec::new();
-    let mut tail = Vec::new();
-    while let Some(line) = lines.recv().await {
-        if let Some(step) = step_of(&line) {
-            steps.push(step.to_owned());
-        }
-        tail.push(line.text);
-    }
-    let status = child
-        .wait()
-        .await
-        .map_err(|e| BenchError::io("wait for af up", e))?;
+    let Finished {
+        status,
+        steps,
+        tail,
+    } = af.up().await?;
     let full_up_secs = started.elapsed().as_secs_f64();
     let full_up_made = labelled(&docker, &af.env).await?.len();
     let down = af.down().await?;
@@ -420,8 +454,13 @@ fn interrupt(pid: u32) -> Result<()> {
 }
 
 /// Every container, network, volume and image carrying the environment's label.
-async fn labelled(docker: &Docker, env: &str) -> Result<Vec<String>> {
-    let filter = HashMap::from([("label".to_owned(), vec![format!("{ENV_LABEL}={env}")])]);
+pub(crate) async fn labelled(docker: &Docker, env: &str) -> Result<Vec<String>> {
+    carrying(docker, &format!("{ENV_LABEL}={env}")).await
+}
+
+/// Every container, network, volume and image carrying `label` (`KEY=VALUE`).
+pub(crate) async fn carrying(docker: &Docker, label: &str) -> Result<Vec<String>> {
+    let filter = HashMap::from([("label".to_owned(), vec![label.to_owned()])]);
     let engine = |e: bollard::errors::Error| BenchError::Protocol(format!("docker: {e}"));
     let mut out = Vec::new();
     let containers = docker
@@ -480,7 +519,7 @@ async fn labelled(docker: &Docker, env: &str) -> Result<Vec<String>> {
 
 /// Removes the run's own sidecar images (named in its `building sidecar image TAG` step):
 /// they are shared objects, which `af down` rightly keeps.
-async fn remove_sidecar_images(docker: &Docker, steps: &[String]) {
+pub(crate) async fn remove_sidecar_images(docker: &Docker, steps: &[String]) {
     for tag in steps
         .iter()
         .filter_map(|s| s.strip_prefix("building sidecar image "))
@@ -506,7 +545,7 @@ fn first_code(text: &str) -> Option<String> {
 }
 
 /// The last lines of a command's output, for the results.
-fn last_lines(lines: &[String]) -> String {
+pub(crate) fn last_lines(lines: &[String]) -> String {
     let from = lines.len().saturating_sub(4);
     lines[from..].join("\n")
 }

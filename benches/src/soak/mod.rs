@@ -7,11 +7,11 @@
 //! admin API returned is lost), `ctrl-c` and `daemon` (`af up` of the demo stopped at each step
 //! by Ctrl-C or by the Docker daemon going away; a coded refusal and a clean `af down`).
 
-mod docker_proxy;
+pub(crate) mod docker_proxy;
 mod footprint;
 mod hold;
 mod kill;
-mod lifecycle;
+pub(crate) mod lifecycle;
 mod report;
 
 use std::path::{Path, PathBuf};
@@ -295,25 +295,18 @@ fn kill_part(
     rt.block_on(kill::run(&mut running, proxy, upstream.http, &plan))
 }
 
-/// The programs `af up` is run with, as absolute paths (af runs in each demo's directory).
+/// The programs `af up` is run with.
 fn lifecycle_setup(args: &SoakArgs, root: &Path, binary: &Path) -> Result<lifecycle::Setup> {
-    let absolute = |p: PathBuf| {
-        std::fs::canonicalize(&p).map_err(|e| BenchError::io(format!("find {}", p.display()), e))
-    };
     let af = match &args.af {
         Some(af) => af.clone(),
-        None => build_af(root)?,
+        None => build_af(root, false)?,
     };
     let binaries = args
         .binaries
         .clone()
         .or_else(|| binary.parent().map(Path::to_path_buf))
         .unwrap_or_default();
-    Ok(lifecycle::Setup {
-        af: absolute(af)?,
-        binaries: absolute(binaries)?,
-        demo: root.join("fixtures").join("demo"),
-    })
+    lifecycle::Setup::new(&af, &binaries, root)
 }
 
 /// The sidecar's cap on upstream connections: every tunnel's and the pool's, with room to
@@ -347,16 +340,16 @@ fn raise_open_files(connections: usize) -> Result<u64> {
     Ok(hard)
 }
 
-/// `cargo build -p af-orchestrator --bin af`; the binary's path.
-fn build_af(root: &Path) -> Result<PathBuf> {
+/// `cargo build -p af-orchestrator --bin af` (`--release` when `release`); the binary's path.
+pub(crate) fn build_af(root: &Path, release: bool) -> Result<PathBuf> {
     let target = crate::systems::target_dir(root);
-    crate::systems::cargo_build(
-        root,
-        &target,
-        &["build", "-p", "af-orchestrator", "--bin", "af"],
-        false,
-    )?;
-    Ok(target.join("debug").join("af"))
+    let mut args = vec!["build", "-p", "af-orchestrator", "--bin", "af"];
+    if release {
+        args.push("--release");
+    }
+    crate::systems::cargo_build(root, &target, &args, false)?;
+    let profile = if release { "release" } else { "debug" };
+    Ok(target.join(profile).join("af"))
 }
 
 /// The work tree's short commit, `+dirty` when it has changes.

@@ -30,13 +30,10 @@ use ipnet::{IpNet, Ipv4Net};
 use serde_json::json;
 
 use super::ca::EnvironmentCa;
-use super::{Endpoint, Env, Ready, Running, Support, System};
+use super::{Endpoint, Env, Ready, Running, Support, System, TARGET};
 use crate::error::{BenchError, Result};
 use crate::scenarios::Scenario;
 use crate::upstream::{self, SMALL_PATH};
-
-/// The target triple of the static build (the same artifact the Docker images use).
-pub(super) const TARGET: &str = "x86_64-unknown-linux-gnu";
 
 /// The fixture pack the mock twin answers from, as a rule's `fixtures` names it.
 const MOCK_PACK: &str = "bench-pack.yaml";

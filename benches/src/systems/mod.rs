@@ -30,6 +30,9 @@ pub(crate) use afproxy::{ADMIN_TOKEN, AfProxy};
 use crate::error::{BenchError, Result};
 use crate::scenarios::Scenario;
 
+/// The target triple of the static build (the same artifact the Docker images use).
+pub(crate) const TARGET: &str = "x86_64-unknown-linux-gnu";
+
 /// Whether a system takes part in a scenario.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Support {

@@ -69,6 +69,6 @@ pub(super) fn http_proxy_support(scenario: Scenario) -> Support {
         | Scenario::Http1m
         | Scenario::ConnectBulk
         | Scenario::IdleMemory => Support::Yes,
-        Scenario::Dns | Scenario::InterceptedHttps => Support::No,
+        Scenario::Dns | Scenario::InterceptedHttps | Scenario::AfUp => Support::No,
     }
 }

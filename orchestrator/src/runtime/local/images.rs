@@ -9,7 +9,7 @@ use bollard::query_parameters::BuildImageOptionsBuilder;
 use futures_util::StreamExt;
 
 use super::client::is_not_found;
-use super::labels::{Names, kind};
+use super::labels::{Names, Owner, config_of, kind, owner};
 use crate::plan::{ServicePlan, short_digest};
 use crate::runtime::labels::{KIND, MANAGED};
 use crate::runtime::{Phase, Progress, RuntimeError};
@@ -233,7 +233,8 @@ pub async fn ensure_scratch_image(
     Ok(tag)
 }
 
-/// Build a service's image from its context; returns the image id.
+/// Build a service's image from its context, unless the image of this environment built from
+/// the same context and Dockerfile is already there; returns the image id.
 pub async fn build_service_image(
     docker: &Docker,
     names: &Names,
@@ -249,7 +250,11 @@ pub async fn build_service_image(
         tail: Vec::new(),
     })?;
     let tag = names.image(&service.name);
-    let labels = names.labels(kind::IMAGE, &service.name, "");
+    let digest = context_digest(&context, service.dockerfile.as_deref());
+    if let Some(id) = built_from(docker, names, &tag, &digest).await? {
+        return Ok(id);
+    }
+    let labels = names.labels(kind::IMAGE, &service.name, &digest);
     progress.begin(&format!("building {}", service.name))?;
     build(
         docker,
@@ -266,6 +271,32 @@ pub async fn build_service_image(
         .await
         .map_err(|e| RuntimeError::engine(format!("inspect the image of {}", service.name), e))?;
     Ok(image.id.unwrap_or(tag))
+}
+
+/// What a service image is built from: its context as archived (names, modes, times and
+/// contents) and the Dockerfile named in it.
+fn context_digest(context: &[u8], dockerfile: Option<&str>) -> String {
+    let mut what = dockerfile.unwrap_or("Dockerfile").as_bytes().to_vec();
+    what.push(0);
+    what.extend_from_slice(context);
+    short_digest(&what)
+}
+
+/// The id of the image `tag` when it is this environment's and was built from `digest`.
+async fn built_from(
+    docker: &Docker,
+    names: &Names,
+    tag: &str,
+    digest: &str,
+) -> Result<Option<String>, RuntimeError> {
+    let image = match docker.inspect_image(tag).await {
+        Ok(image) => image,
+        Err(e) if is_not_found(&e) => return Ok(None),
+        Err(e) => return Err(RuntimeError::engine(format!("inspect the image {tag}"), e)),
+    };
+    let labels = image.config.as_ref().and_then(|c| c.labels.as_ref());
+    let same = owner(labels, names.env()) == Owner::This && config_of(labels) == Some(digest);
+    Ok(image.id.filter(|_| same))
 }
 
 async fn build(
@@ -404,6 +435,20 @@ mod tests {
             }
         }
         assert_eq!(files, 1);
+    }
+
+    #[test]
+    fn a_context_is_the_same_build_until_a_file_or_the_dockerfile_changes() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("app");
+        std::fs::write(&file, b"one").expect("write");
+        let digest = |dockerfile| context_digest(&tar_dir(dir.path()).expect("tar"), dockerfile);
+        let first = digest(None);
+        assert_eq!(digest(None), first, "nothing changed");
+        assert_eq!(digest(Some("Dockerfile")), first, "the default named");
+        assert_ne!(digest(Some("other.Dockerfile")), first);
+        std::fs::write(&file, b"two").expect("write");
+        assert_ne!(digest(None), first, "a file's contents changed");
     }
 
     #[test]
