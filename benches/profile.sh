@@ -24,11 +24,11 @@ summarize() { # FILE NAME WHAT: inclusive and self top 30, function names only
     echo "# made by benches/profile.sh at $(git rev-parse --short HEAD) on $(date -u +%FT%TZ)"
     echo
     echo "## inclusive"
-    callgrind_annotate --inclusive=yes --threshold=100 "$file" | sed -n '1,/^-- /p' | grep -v '^--' | head -n 24
-    callgrind_annotate --inclusive=yes "$file" | sed -n '/^-- .*file:function/,$p' | head -n 32 | cut -c1-220
+    callgrind_annotate --inclusive=yes --threshold=100 "$file" | sed -n '1,/^-- /p' | grep -v '^--' | sed -n "1,24p"
+    callgrind_annotate --inclusive=yes "$file" | sed -n '/^-- .*file:function/,$p' | sed -n "1,32p" | cut -c1-220
     echo
     echo "## self"
-    callgrind_annotate --inclusive=no "$file" | sed -n '/^-- .*file:function/,$p' | head -n 32 | cut -c1-220
+    callgrind_annotate --inclusive=no "$file" | sed -n '/^-- .*file:function/,$p' | sed -n "1,32p" | cut -c1-220
   } > "$out/$name.txt"
   echo "wrote $out/$name.txt"
 }

@@ -63,49 +63,33 @@ async fn traffic(page: &Page) {
 }
 
 /// Each view's test, run once in each browser (`chromium::…`, `firefox::…`).
-macro_rules! in_browser {
-    ($module:ident, $browser:expr) => {
-        mod $module {
-            use super::*;
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn decisions_are_listed_newest_first_and_a_new_one_appears_without_a_reload() {
-                super::decisions_are_listed_newest_first_and_a_new_one_appears_without_a_reload(
-                    $browser,
-                )
-                .await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn each_request_names_the_service_it_came_from_and_the_list_filters_by_it() {
-                super::each_request_names_the_service_it_came_from_and_the_list_filters_by_it(
-                    $browser,
-                )
-                .await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn a_message_shows_its_code_and_first_link_and_its_html_runs_no_script() {
-                super::a_message_shows_its_code_and_first_link_and_its_html_runs_no_script(
-                    $browser,
-                )
-                .await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn the_overview_shows_the_sidecars_counters_and_the_catalogue_in_deciding_order()
-            {
-                super::the_overview_shows_the_sidecars_counters_and_the_catalogue_in_deciding_order(
-                            $browser,
-                        )
-                        .await;
-            }
+macro_rules! in_each_browser {
+    ($($test:ident),* $(,)?) => {
+        mod chromium {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    super::$test(super::Browser::Chromium).await;
+                }
+            )*
+        }
+        mod firefox {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    super::$test(super::Browser::Firefox).await;
+                }
+            )*
         }
     };
 }
 
-in_browser!(chromium, Browser::Chromium);
-in_browser!(firefox, Browser::Firefox);
+in_each_browser!(
+    decisions_are_listed_newest_first_and_a_new_one_appears_without_a_reload,
+    each_request_names_the_service_it_came_from_and_the_list_filters_by_it,
+    a_message_shows_its_code_and_first_link_and_its_html_runs_no_script,
+    the_overview_shows_the_sidecars_counters_and_the_catalogue_in_deciding_order,
+);
 
 async fn decisions_are_listed_newest_first_and_a_new_one_appears_without_a_reload(kind: Browser) {
     let page = Page::start("requests").await;

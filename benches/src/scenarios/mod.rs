@@ -18,15 +18,21 @@ use crate::proc;
 use crate::systems::{Env, Running, System};
 use crate::upstream::Upstream;
 
-/// One scenario of the table.
+/// One scenario of the table, named alike on the command line, in the table and in JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub(crate) enum Scenario {
     /// Plain HTTP, keep-alive connections, small bodies.
+    #[value(name = "http-keepalive")]
+    #[serde(rename = "http-keepalive")]
     HttpKeepAlive,
     /// Plain HTTP, a new connection per request (`Connection: close`).
+    #[value(name = "http-newconn")]
+    #[serde(rename = "http-newconn")]
     HttpNewConn,
     /// Plain HTTP, keep-alive, 1 MiB bodies.
+    #[value(name = "http-1mib")]
+    #[serde(rename = "http-1mib")]
     Http1m,
     /// Bulk bytes through a CONNECT tunnel.
     ConnectBulk,
@@ -256,5 +262,25 @@ fn proxy_of(running: &Running) -> Option<std::net::SocketAddr> {
     match running.endpoint {
         crate::systems::Endpoint::Proxy(addr) => Some(addr),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    #[test]
+    fn a_scenario_has_one_name_on_the_command_line_in_the_table_and_in_json() {
+        for scenario in Scenario::ALL {
+            let name = scenario.name();
+            let parsed = Scenario::from_str(name, false)
+                .unwrap_or_else(|e| panic!("--scenarios {name}: {e}"));
+            assert_eq!(parsed, scenario);
+            assert_eq!(
+                serde_json::to_value(scenario).expect("serializes"),
+                serde_json::Value::String(name.to_owned())
+            );
+        }
     }
 }
