@@ -30,9 +30,7 @@ use af_orchestrator::env_id::EnvId;
 use af_orchestrator::lifecycle::{self, output::Display, output::Format};
 use af_orchestrator::plan::{EnvPlan, Kind, ServicePlan};
 use af_orchestrator::runtime::{
-    Action, AdminEndpoint, Capabilities, DownReport, EnvStatus, ExecOutput, JournalPlace,
-    JournalStorage, LineStream, OwnedObject, Progress, Runtime, RuntimeError, ServiceStatus,
-    ServiceUp, UpReport,
+    AdminEndpoint, DownReport, EnvStatus, JournalPlace, JournalStorage, ServiceStatus,
 };
 use af_policy::egress::{EgressSpec, Mode};
 use af_policy::error::ExitStatus;
@@ -40,152 +38,9 @@ use af_sidecar_api::admin::{
     DEFAULT_LIMIT, DecisionsQuery, Delivered, Delivery, InboxQuery, JournalLosses, Page, Refusal,
 };
 use af_sidecar_api::journal::{DecisionRecord, Entry, Message, MessageKind, MessageRecord, Record};
-use futures_util::future::BoxFuture;
+mod scripted;
 
-struct Scripted {
-    down: Mutex<Option<DownReport>>,
-    admin: Option<AdminEndpoint>,
-    /// Ctrl-C arrives while this step of `up` runs.
-    ctrl_c_during: Option<(&'static str, Interrupt)>,
-    /// What `status` answers; an environment that does not exist when `None`.
-    status: Option<EnvStatus>,
-}
-
-impl Scripted {
-    fn new() -> Scripted {
-        Scripted {
-            down: Mutex::new(None),
-            admin: None,
-            ctrl_c_during: None,
-            status: None,
-        }
-    }
-}
-
-impl Runtime for Scripted {
-    fn name(&self) -> &'static str {
-        "scripted"
-    }
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            published_urls: true,
-            admin_api: false,
-            restart_sidecar: false,
-        }
-    }
-    fn up<'a>(
-        &'a self,
-        plan: &'a EnvPlan,
-        progress: &'a dyn Progress,
-    ) -> BoxFuture<'a, Result<UpReport, RuntimeError>> {
-        Box::pin(async move {
-            let steps = ["networks".to_owned(), "starting sidecar".to_owned()]
-                .into_iter()
-                .chain(plan.services.iter().map(|s| format!("starting {}", s.name)));
-            for step in steps {
-                progress.begin(&step)?;
-                if let Some((during, interrupt)) = &self.ctrl_c_during
-                    && step == *during
-                {
-                    interrupt.request();
-                }
-            }
-            let services: Vec<ServiceUp> = plan
-                .services
-                .iter()
-                .map(|s| ServiceUp {
-                    name: s.name.clone(),
-                    kind: s.kind,
-                    ready: true,
-                    url: (s.kind == Kind::Web).then(|| "http://127.0.0.1:40000/".to_owned()),
-                    action: Action::Created,
-                })
-                .collect();
-            for s in &services {
-                progress.service(s);
-            }
-            Ok(UpReport {
-                env: plan.env.clone(),
-                services,
-                admin: None,
-            })
-        })
-    }
-    fn status<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<EnvStatus, RuntimeError>> {
-        Box::pin(async move {
-            Ok(self.status.clone().unwrap_or_else(|| EnvStatus {
-                env: env.clone(),
-                exists: false,
-                sidecar: None,
-                services: Vec::new(),
-                journal: None,
-            }))
-        })
-    }
-    fn logs<'a>(
-        &'a self,
-        _: &'a EnvId,
-        _: Option<&'a str>,
-        _: bool,
-        _: Option<usize>,
-    ) -> BoxFuture<'a, Result<LineStream<'a>, RuntimeError>> {
-        Box::pin(async move { Err(RuntimeError::Unsupported("no logs".to_owned())) })
-    }
-    fn down<'a>(
-        &'a self,
-        _: &'a EnvId,
-        _: &'a dyn Progress,
-    ) -> BoxFuture<'a, Result<DownReport, RuntimeError>> {
-        Box::pin(async move {
-            Ok(self
-                .down
-                .lock()
-                .ok()
-                .and_then(|mut d| d.take())
-                .unwrap_or_default())
-        })
-    }
-    fn inventory<'a>(
-        &'a self,
-        _: &'a EnvId,
-    ) -> BoxFuture<'a, Result<Vec<OwnedObject>, RuntimeError>> {
-        Box::pin(async move { Ok(Vec::new()) })
-    }
-    fn admin<'a>(&'a self, _: &'a EnvId) -> BoxFuture<'a, Result<AdminEndpoint, RuntimeError>> {
-        Box::pin(async move {
-            self.admin
-                .clone()
-                .ok_or_else(|| RuntimeError::AdminUnreachable("scripted".to_owned()))
-        })
-    }
-    fn exec<'a>(
-        &'a self,
-        _: &'a EnvId,
-        _: &'a str,
-        _: &'a [String],
-    ) -> BoxFuture<'a, Result<ExecOutput, RuntimeError>> {
-        Box::pin(async move { Err(RuntimeError::Unsupported("no exec".to_owned())) })
-    }
-    fn restart_sidecar<'a>(&'a self, _: &'a EnvId) -> BoxFuture<'a, Result<(), RuntimeError>> {
-        Box::pin(async move { Ok(()) })
-    }
-    fn restart_service<'a>(
-        &'a self,
-        env: &'a EnvId,
-        service: &'a str,
-    ) -> BoxFuture<'a, Result<(), RuntimeError>> {
-        // Only `web` runs in this scripted environment.
-        Box::pin(async move {
-            match service {
-                "web" => Ok(()),
-                other => Err(RuntimeError::NoService {
-                    env: env.to_string(),
-                    service: other.to_owned(),
-                }),
-            }
-        })
-    }
-}
+use scripted::Scripted;
 
 #[tokio::test]
 async fn restart_names_what_it_restarted_and_refuses_a_service_that_does_not_run() {

@@ -14,6 +14,7 @@
 )]
 
 mod browser;
+mod scripted;
 
 use af_orchestrator::admin;
 use af_sidecar_api::admin::DecisionsQuery;

@@ -1,9 +1,8 @@
 //! What the page's browser tests run against: a real af-proxy on loopback with decisions and
 //! captured mail in its journal, the ui server pointed at its admin API (no Docker: at most a
-//! runtime that answers `status`), and headless Chromium or Firefox driven through their
+//! runtime that answers from a script), and headless Chromium or Firefox driven through their
 //! WebDriver programs.
 
-pub(crate) mod runtime;
 pub(crate) mod sidecar;
 pub(crate) mod webdriver;
 
@@ -14,13 +13,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use af_orchestrator::env_id::EnvId;
-use af_orchestrator::runtime::AdminEndpoint;
+use af_orchestrator::runtime::{AdminEndpoint, EnvStatus, ServiceStatus};
 use af_orchestrator::ui::{Environment, Source, Ui};
 use af_policy::egress::{Catalogue, EgressSpec};
 use serde_json::json;
 use tokio::sync::oneshot;
 
-use runtime::StatusOnly;
+use crate::scripted::Scripted;
 use sidecar::{Sidecar, TOKEN};
 use webdriver::{Browser, Driver, Session};
 
@@ -102,9 +101,31 @@ impl Page {
     /// Start a sidecar and serve the page for it, in an environment of `services` (each
     /// `(name, address)`) whose runtime answers `status`.
     pub(crate) async fn start_among(tag: &str, services: &[(&str, &str)]) -> Page {
+        let env = EnvId::parse("shop-0a1b2c").expect("an environment id");
+        let services = services
+            .iter()
+            .map(|(name, address)| ServiceStatus {
+                name: (*name).to_owned(),
+                state: "running".to_owned(),
+                running: true,
+                url: None,
+                addresses: vec![address.parse().expect("an IP address")],
+            })
+            .collect();
+        let status = EnvStatus {
+            env: env.clone(),
+            exists: true,
+            sidecar: None,
+            services,
+            journal: None,
+        };
+        let runtime = Scripted {
+            status: Some(status),
+            ..Scripted::new()
+        };
         let environment = Environment {
-            runtime: Arc::new(StatusOnly::new(services)),
-            env: EnvId::parse("shop-0a1b2c").expect("an environment id"),
+            runtime: Arc::new(runtime),
+            env,
         };
         Page::start_with(tag, Some(environment)).await
     }
