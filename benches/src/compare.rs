@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::error::{BenchError, Result};
-use crate::systems::{AfProxy, target_dir};
+use crate::systems::AfProxy;
 
 /// The older af-proxy: its short commit and the pinned copy of its static release build.
 pub(crate) struct Older {
@@ -31,7 +31,7 @@ pub(crate) fn build_older(root: &Path, rev: &str, pinned: &Path) -> Result<Older
     let tree = parent.path().join(&short);
     let tree_arg = tree.to_string_lossy().into_owned();
     git(root, &["worktree", "add", "--detach", &tree_arg, &short])?;
-    let built = AfProxy::build(&tree, &target_dir(root), &[])
+    let built = AfProxy::build(&tree, &[])
         .and_then(|binary| AfProxy::pin(&binary, pinned, &format!("af-proxy@{short}")));
     // The work tree goes whether or not the build succeeded; git's record of it too.
     let removed = git(root, &["worktree", "remove", "--force", &tree_arg]);

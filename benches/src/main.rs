@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
+use af_fixtures::cargo::{self, Linkage, STATIC_TARGET};
 use clap::{Parser, Subcommand};
 
 use crate::error::{BenchError, Result};
@@ -117,12 +118,6 @@ fn serve_upstream(ports: upstream::Ports) -> Result<()> {
         .block_on(upstream::serve(ports))
 }
 
-/// The workspace root (benches/ is one of its members).
-fn workspace_root() -> &'static Path {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest.parent().unwrap_or(manifest)
-}
-
 /// The af-proxy to measure: `--af-proxy`, or the static release build made now and copied
 /// into `pinned` (the target directory is shared: a later build from another work tree cannot
 /// swap the binary mid-run).
@@ -135,31 +130,29 @@ fn af_proxy_binary(given: Option<PathBuf>, pinned: &Path) -> Result<PathBuf> {
 
 /// This tree's static af-proxy built with `features`, copied into `pinned` as `name`.
 fn pinned_build(features: &[&str], pinned: &Path, name: &str) -> Result<PathBuf> {
-    let root = workspace_root();
-    let binary = AfProxy::build(root, &systems::target_dir(root), features)?;
+    let binary = AfProxy::build(&cargo::workspace_root(), features)?;
     AfProxy::pin(&binary, pinned, name)
 }
 
 /// What `af-up` runs: `af` (given, or a release build of this tree), the static binaries the
 /// demo's images are made of (af-proxy, af-forward, af-demo, built now) and `fixtures/demo`.
 fn demo_setup(af: Option<PathBuf>) -> Result<soak::lifecycle::Setup> {
-    let root = workspace_root();
-    let target = systems::target_dir(root);
+    let root = cargo::workspace_root();
     let fixtures = [
         "build",
         "--release",
         "--target",
-        systems::TARGET,
+        STATIC_TARGET,
         "-p",
         "af-fixtures",
         "--bins",
     ];
-    systems::cargo_build(root, &target, &fixtures, true)?;
+    systems::cargo_build(&root, &fixtures, Linkage::Static)?;
     let af = match af {
         Some(af) => af,
-        None => soak::build_af(root, true)?,
+        None => soak::build_af(&root, true)?,
     };
-    soak::lifecycle::Setup::new(&af, &target.join(systems::TARGET).join("release"), root)
+    soak::lifecycle::Setup::new(&af, &cargo::static_release_dir(&root), &root)
 }
 
 fn soak(args: soak::SoakArgs) -> Result<()> {
@@ -168,7 +161,7 @@ fn soak(args: soak::SoakArgs) -> Result<()> {
         .tempdir()
         .map_err(|e| BenchError::io("create binary dir", e))?;
     let binary = af_proxy_binary(args.af_proxy.clone(), pinned.path())?;
-    soak::run(args, workspace_root(), binary)
+    soak::run(args, &cargo::workspace_root(), binary)
 }
 
 fn all(args: AllArgs) -> Result<()> {
@@ -189,7 +182,7 @@ fn all(args: AllArgs) -> Result<()> {
     let older = args
         .compare
         .as_deref()
-        .map(|rev| compare::build_older(workspace_root(), rev, pinned.path()))
+        .map(|rev| compare::build_older(&cargo::workspace_root(), rev, pinned.path()))
         .transpose()?;
     let allocs = match (&args.af_proxy, args.af_proxy_allocs) {
         (_, Some(path)) => Some(path),

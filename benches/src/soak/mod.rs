@@ -17,6 +17,7 @@ mod report;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use af_fixtures::cargo::{self, Linkage};
 use serde::Serialize;
 
 use self::footprint::Footprint;
@@ -342,14 +343,13 @@ fn raise_open_files(connections: usize) -> Result<u64> {
 
 /// `cargo build -p af-orchestrator --bin af` (`--release` when `release`); the binary's path.
 pub(crate) fn build_af(root: &Path, release: bool) -> Result<PathBuf> {
-    let target = crate::systems::target_dir(root);
     let mut args = vec!["build", "-p", "af-orchestrator", "--bin", "af"];
     if release {
         args.push("--release");
     }
-    crate::systems::cargo_build(root, &target, &args, false)?;
+    crate::systems::cargo_build(root, &args, Linkage::Host)?;
     let profile = if release { "release" } else { "debug" };
-    Ok(target.join(profile).join("af"))
+    Ok(cargo::target_dir(root).join(profile).join("af"))
 }
 
 /// The work tree's short commit, `+dirty` when it has changes.

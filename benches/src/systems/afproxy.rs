@@ -21,6 +21,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use af_fixtures::cargo::{self, Linkage, STATIC_TARGET};
 use af_sidecar_api::config::{
     Admin, DnsListener, ModesConfig, ProxyListener, SidecarConfig, SmtpListener, TlsConfig,
     TransparentHttp, TransparentTls,
@@ -30,7 +31,7 @@ use ipnet::{IpNet, Ipv4Net};
 use serde_json::json;
 
 use super::ca::EnvironmentCa;
-use super::{Endpoint, Env, Ready, Running, Support, System, TARGET};
+use super::{Endpoint, Env, Ready, Running, Support, System};
 use crate::error::{BenchError, Result};
 use crate::scenarios::Scenario;
 use crate::upstream::{self, SMALL_PATH};
@@ -127,11 +128,6 @@ impl AfProxy {
         }
     }
 
-    /// Where the static release build lands in the target directory `target`.
-    fn default_binary(target: &Path) -> PathBuf {
-        target.join(TARGET).join("release").join("af-proxy")
-    }
-
     /// Copies `binary` into `dir` as `name` and returns the copy's path.
     pub(crate) fn pin(binary: &Path, dir: &Path, name: &str) -> Result<PathBuf> {
         let copy = dir.join(name);
@@ -140,17 +136,24 @@ impl AfProxy {
         Ok(copy)
     }
 
-    /// Builds the static release binary of the workspace at `root` into `target` exactly as
-    /// the Docker images do, with `features` of af-proxy's on (none for the images), and
-    /// returns where it landed.
-    pub(crate) fn build(root: &Path, target: &Path, features: &[&str]) -> Result<PathBuf> {
+    /// Builds the static release binary of the workspace at `root` exactly as the Docker
+    /// images do, with `features` of af-proxy's on (none for the images), and returns where
+    /// it landed.
+    pub(crate) fn build(root: &Path, features: &[&str]) -> Result<PathBuf> {
         let features = features.join(",");
-        let mut args = vec!["build", "--release", "--target", TARGET, "-p", "af-proxy"];
+        let mut args = vec![
+            "build",
+            "--release",
+            "--target",
+            STATIC_TARGET,
+            "-p",
+            "af-proxy",
+        ];
         if !features.is_empty() {
             args.extend(["--features", &features]);
         }
-        super::cargo_build(root, target, &args, true)?;
-        Ok(Self::default_binary(target))
+        super::cargo_build(root, &args, Linkage::Static)?;
+        Ok(cargo::static_release_dir(root).join("af-proxy"))
     }
 }
 

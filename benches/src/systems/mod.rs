@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use af_fixtures::cargo::{self, Linkage, STATIC_RUSTFLAGS};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tempfile::TempDir;
@@ -29,9 +30,6 @@ pub(crate) use afproxy::{ADMIN_TOKEN, AfProxy};
 
 use crate::error::{BenchError, Result};
 use crate::scenarios::Scenario;
-
-/// The target triple of the static build (the same artifact the Docker images use).
-pub(crate) const TARGET: &str = "x86_64-unknown-linux-gnu";
 
 /// Whether a system takes part in a scenario.
 #[derive(Debug, Clone, PartialEq)]
@@ -252,44 +250,21 @@ pub(crate) fn stop(child: &mut Child) {
     let _ = child.wait();
 }
 
-/// The target directory cargo builds the workspace at `root` into: `CARGO_TARGET_DIR`, or
-/// `root/target`.
-pub(crate) fn target_dir(root: &Path) -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"))
-}
-
-/// `cargo ARGS` in the workspace at `root`, building into `target`, static (`+crt-static`, as the Docker images are
-/// built) or not; the command is printed first.
-pub(crate) fn cargo_build(
-    root: &Path,
-    target: &Path,
-    args: &[&str],
-    static_crt: bool,
-) -> Result<()> {
-    let flags = "-C target-feature=+crt-static";
-    eprintln!(
-        "building: {}cargo {}",
-        if static_crt {
-            format!("RUSTFLAGS='{flags}' ")
-        } else {
-            String::new()
-        },
-        args.join(" ")
-    );
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(root)
-        .env("CARGO_TARGET_DIR", target)
-        .args(args);
-    if static_crt {
-        cmd.env("RUSTFLAGS", flags);
-    }
-    let status = cmd.status().map_err(|source| BenchError::Spawn {
-        program: "cargo".into(),
-        source,
-    })?;
+/// `cargo ARGS` in the workspace at `root` (see `af_fixtures::cargo`), static (`+crt-static`, as
+/// the Docker images are built) or not; the command is printed first.
+pub(crate) fn cargo_build(root: &Path, args: &[&str], linkage: Linkage) -> Result<()> {
+    let flags = match linkage {
+        Linkage::Static => format!("RUSTFLAGS='{STATIC_RUSTFLAGS}' "),
+        Linkage::Host => String::new(),
+    };
+    eprintln!("building: {flags}cargo {}", args.join(" "));
+    let status = cargo::command(root, linkage)
+        .args(args)
+        .status()
+        .map_err(|source| BenchError::Spawn {
+            program: "cargo".into(),
+            source,
+        })?;
     if status.success() {
         Ok(())
     } else {

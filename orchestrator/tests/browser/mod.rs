@@ -174,11 +174,9 @@ impl Drop for Page {
     }
 }
 
-/// The workspace's target directory.
+/// The workspace's target directory (CI artefacts go under it).
 pub(crate) fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+    af_fixtures::cargo::target_dir(&af_fixtures::cargo::workspace_root())
 }
 
 /// `target/ui-screenshots/NAME-BROWSER.png`, the CI artefact of each view in each browser.

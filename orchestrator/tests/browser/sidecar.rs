@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use af_fixtures::cargo::{self, Linkage};
 use af_orchestrator::admin;
 use af_policy::egress::EgressSpec;
 use af_sidecar_api::config::{Admin, SidecarConfig};
@@ -22,18 +23,14 @@ pub(crate) const TOKEN: &str = "ui-test-token-0123456789abcdef";
 
 /// The af-proxy binary of this workspace, built (debug) if it is not yet.
 fn binary() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let target = target_dir();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let root = cargo::workspace_root();
     // Cargo's own lock serialises concurrent test processes building it.
-    let status = Command::new(cargo)
-        .current_dir(&root)
-        .env("CARGO_TARGET_DIR", &target)
+    let status = cargo::command(&root, Linkage::Host)
         .args(["build", "--quiet", "-p", "af-proxy"])
         .status()
         .expect("cargo runs");
     assert!(status.success(), "cargo build -p af-proxy failed");
-    target.join("debug").join("af-proxy")
+    target_dir().join("debug").join("af-proxy")
 }
 
 /// A free loopback address (for a process that cannot report the ports it took).

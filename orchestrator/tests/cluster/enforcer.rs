@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use af_fixtures::cargo::{self, Linkage};
+
 /// The namespace prefix of the environments the enforcer governs, each new pod about a second
 /// after it starts (what a real enforcer showed on this machine).
 pub(crate) const PREFIX: &str = "afe-";
@@ -28,7 +30,7 @@ pub(crate) fn ensure() {
         let Some(dir) = super::local_cluster_dir() else {
             return;
         };
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let root = cargo::workspace_root();
         let binary = match std::env::var_os("AF_ENFORCER_BIN") {
             Some(path) => PathBuf::from(path),
             None => build(&root),
@@ -55,16 +57,10 @@ pub(crate) fn ensure() {
 
 /// Build the enforcer with cargo (its own lock serialises concurrent test processes).
 fn build(root: &Path) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let status = Command::new(cargo)
-        .current_dir(root)
-        .env("CARGO_TARGET_DIR", &target)
+    let status = cargo::command(root, Linkage::Host)
         .args(["build", "-p", "af-netpol-enforcer"])
         .status()
         .unwrap_or_else(|e| panic!("cargo build -p af-netpol-enforcer: {e}"));
     assert!(status.success(), "the enforcer did not build");
-    target.join("debug/af-netpol-enforcer")
+    cargo::target_dir(root).join("debug/af-netpol-enforcer")
 }
