@@ -44,8 +44,6 @@ use cluster::hosts::{self, Hosts};
 use serde_json::Value;
 use support::{Harness, Internet, Unconfined};
 
-pub(crate) use support::binaries;
-
 /// One test's world: the enforcing cluster, the simulated internet on its own addresses, and
 /// a runtime pointed at both.
 struct KubeHarness {
@@ -73,9 +71,10 @@ impl KubeHarness {
     /// The same, in namespaces under `prefix`.
     async fn start_under(test: &str, slot: u8, prefix: &'static str) -> KubeHarness {
         enforcer::ensure();
-        let bins = tokio::task::spawn_blocking(binaries::static_binaries)
+        let bins = tokio::task::spawn_blocking(af_fixtures::cargo::static_binaries)
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|e| panic!("the static binaries: {e}"));
         let run = format!(
             "{}{}",
             &test[..test.len().min(6)],

@@ -8,8 +8,6 @@
 //! Reaching an environment (admin API by port-forward, logs, exec) is proven on pods the test
 //! makes itself in a namespace of its own, a busybox standing in for the sidecar.
 
-#[path = "support/binaries.rs"]
-mod binaries;
 mod cluster;
 
 use std::collections::BTreeMap;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use af_fixtures::cargo::{self, Linkage};
+use af_fixtures::cargo;
 use af_orchestrator::admin;
 use af_policy::egress::EgressSpec;
 use af_sidecar_api::config::{Admin, SidecarConfig};
@@ -16,21 +16,17 @@ use hyper::Request;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpSocket;
 
-use super::{WAIT, target_dir};
+use super::WAIT;
 
 /// The admin token of the test's sidecar.
 pub(crate) const TOKEN: &str = "ui-test-token-0123456789abcdef";
 
-/// The af-proxy binary of this workspace, built (debug) if it is not yet.
+/// The static af-proxy the images are made of (the Docker and cluster tests build it too, so
+/// one build serves every test).
 fn binary() -> PathBuf {
-    let root = cargo::workspace_root();
-    // Cargo's own lock serialises concurrent test processes building it.
-    let status = cargo::command(&root, Linkage::Host)
-        .args(["build", "--quiet", "-p", "af-proxy"])
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "cargo build -p af-proxy failed");
-    target_dir().join("debug").join("af-proxy")
+    cargo::static_binaries()
+        .unwrap_or_else(|e| panic!("the static binaries: {e}"))
+        .join("af-proxy")
 }
 
 /// A free loopback address (for a process that cannot report the ports it took).

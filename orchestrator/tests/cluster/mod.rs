@@ -195,10 +195,7 @@ impl World {
             .args(args)
             .args(["--env", &self.env])
             .env("AF_PROBE_BINARY", &probe)
-            .env(
-                "AF_PROXY_BINARY",
-                crate::binaries::static_binaries().join("af-proxy"),
-            )
+            .env("AF_PROXY_BINARY", static_binaries().join("af-proxy"))
             .env("AF_UPSTREAM_RESOLVER", self.hosts.resolver().to_string())
             .envs(cluster().kubeconfig.iter().map(|path| ("KUBECONFIG", path)))
             .envs(self.hosts.probe_vars())
@@ -252,5 +249,10 @@ impl Drop for World {
 
 /// The static `af-probe` the probe image is built from.
 fn af_probe_binary() -> PathBuf {
-    crate::binaries::static_binaries().join("af-probe")
+    static_binaries().join("af-probe")
+}
+
+/// The directory of the static binaries (`af_fixtures::cargo::static_binaries`).
+fn static_binaries() -> PathBuf {
+    af_fixtures::cargo::static_binaries().unwrap_or_else(|e| panic!("the static binaries: {e}"))
 }

@@ -27,7 +27,6 @@ use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
-use super::binaries::static_binaries;
 use super::{Harness, HostAddr, HostEscapes, Internet, Island, Unconfined};
 
 /// The label every object of a test run carries (besides the product's own on environments).
@@ -49,9 +48,10 @@ impl DockerHarness {
     /// Build the images, start the simulated internet (and, with `metadata`, the metadata
     /// host) and connect the runtime to it.
     pub(crate) async fn start(test: &str, metadata: bool) -> DockerHarness {
-        let bins = tokio::task::spawn_blocking(static_binaries)
+        let bins = tokio::task::spawn_blocking(af_fixtures::cargo::static_binaries)
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|e| panic!("the static binaries: {e}"));
         let docker = Docker::connect_with_local_defaults()
             .unwrap_or_else(|e| panic!("docker: {e}"))
             .negotiate_version()

@@ -4,7 +4,6 @@
 //!
 //! [`docker`] is the harness for the local runtime.
 
-pub(crate) mod binaries;
 pub(crate) mod docker;
 
 use std::collections::BTreeMap;
