@@ -27,16 +27,18 @@ const VIA: &str = "1.1 af-proxy";
 /// How the sidecar recognises its own `Via`.
 const VIA_TOKEN: &str = "af-proxy";
 
-const HOP_BY_HOP: [&str; 9] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
+/// Typed names, not strings: removing by `&str` parsed every name again on every request and
+/// response (about 5 % of a keep-alive request's instructions under callgrind).
+const HOP_BY_HOP: [HeaderName; 9] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
 ];
 
 /// Remove hop-by-hop headers, those named in `Connection`, and every `Proxy-*` header.
@@ -53,7 +55,7 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     for name in named {
         headers.remove(name);
     }
-    for name in HOP_BY_HOP {
+    for name in &HOP_BY_HOP {
         headers.remove(name);
     }
     if headers.keys().any(|k| k.as_str().starts_with("proxy-")) {
