@@ -17,18 +17,34 @@ mkdir -p "$out"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-summarize() { # FILE NAME WHAT: inclusive and self top 30, function names only
-  local file=$1 name=$2 what=$3
+top() { # FILE yes|no: the first 32 rows of the function table, inclusive or self
+  # awk reads to the end: a reader that stops early fails the pipe (SIGPIPE) under pipefail.
+  callgrind_annotate --inclusive="$2" "$1" \
+    | awk '!t && /file:function/ { t = 1; next }
+           t == 1 && /^-+$/ { next }
+           t == 1 && NF == 0 { t = 2 }
+           t == 1 && n < 32 { n++; print }' \
+    | cut -c1-220
+}
+
+summarize() { # FILE NAME WHAT [REQUESTS]: the total, per request when counted, the top functions
+  local file=$1 name=$2 what=$3 requests=${4:-}
+  local total
+  total=$(callgrind_annotate "$file" | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
   {
     echo "# $name: $what"
     echo "# made by benches/profile.sh at $(git rev-parse --short HEAD) on $(date -u +%FT%TZ)"
     echo
-    echo "## inclusive"
-    callgrind_annotate --inclusive=yes --threshold=100 "$file" | sed -n '1,/^-- /p' | grep -v '^--' | sed -n "1,24p"
-    callgrind_annotate --inclusive=yes "$file" | sed -n '/^-- .*file:function/,$p' | sed -n "1,32p" | cut -c1-220
+    echo "instructions (Ir), start-up and drain included: $total"
+    if [ -n "$requests" ] && [ "$requests" -gt 0 ]; then
+      echo "requests: $requests; Ir per request: $((total / requests))"
+    fi
     echo
-    echo "## self"
-    callgrind_annotate --inclusive=no "$file" | sed -n '/^-- .*file:function/,$p' | sed -n "1,32p" | cut -c1-220
+    echo "## inclusive (a function with everything it calls)"
+    top "$file" yes
+    echo
+    echo "## self (a function's own instructions)"
+    top "$file" no
   } > "$out/$name.txt"
   echo "wrote $out/$name.txt"
 }
@@ -57,8 +73,15 @@ EOF
       --systems af-proxy --scenarios "$s" --rounds 1 --duration 5 --idle 100 --out "$work/results" \
       | tee "$work/$s.table"
     tail --pid="$(cat "$work/valgrind.pid")" -f /dev/null
+    row=$(grep -m1 "^$s" "$work/$s.table" | tr -s ' ')
+    # Requests (or DNS queries) in the 5 s: the rate times 5; a tunnel's rate is bytes.
+    case $(cut -d' ' -f4 <<<"$row") in
+      req/s | qps) count=$(awk '{ printf "%d", $3 * 5 }' <<<"$row") ;;
+      *) count= ;;
+    esac
     summarize "$work/callgrind.out" "af-proxy-$s" \
-      "af-proxy under callgrind, one 5 s run of the harness's $s scenario ($(grep -m1 "^$s" "$work/$s.table" | tr -s ' ' | cut -d' ' -f3-4) under callgrind)"
+      "af-proxy under callgrind, one 5 s run of the harness's $s scenario ($(cut -d' ' -f3-4 <<<"$row") under callgrind)" \
+      "$count"
   done
 fi
 
