@@ -35,7 +35,7 @@ summarize() { # FILE NAME WHAT [REQUESTS]: the total, per request when counted, 
     echo "# $name: $what"
     echo "# made by benches/profile.sh at $(git rev-parse --short HEAD) on $(date -u +%FT%TZ)"
     echo
-    echo "instructions (Ir), start-up and drain included: $total"
+    echo "instructions (Ir): $total"
     if [ -n "$requests" ] && [ "$requests" -gt 0 ]; then
       echo "requests: $requests; Ir per request: $((total / requests))"
     fi
@@ -71,7 +71,17 @@ EOF
     rm -f "$work/callgrind.out" "$work/valgrind.pid"
     AF_BENCH_READY_SECS=120 "$target/debug/af-benches" all --af-proxy "$work/af-proxy" \
       --systems af-proxy --scenarios "$s" --rounds 1 --duration 5 --idle 100 --out "$work/results" \
-      | tee "$work/$s.table"
+      >"$work/$s.table" 2>&1 &
+    harness=$!
+    # The counters are zeroed when the harness starts the load, so the sidecar's start-up
+    # (the document, the packs, the CA) is not counted: what is left is the load and the drain.
+    until grep -q "^round 1/1 $s" "$work/$s.table"; do
+      kill -0 "$harness" 2>/dev/null || break
+      sleep 0.2
+    done
+    callgrind_control -z "$(cat "$work/valgrind.pid")" >/dev/null
+    wait "$harness"
+    cat "$work/$s.table"
     tail --pid="$(cat "$work/valgrind.pid")" -f /dev/null
     row=$(grep -m1 "^$s" "$work/$s.table" | tr -s ' ')
     # Requests (or DNS queries) in the 5 s: the rate times 5; a tunnel's rate is bytes.
