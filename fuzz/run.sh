@@ -4,7 +4,6 @@
 # summary.md. Exits non-zero when any target crashed (a crash, a timeout, an out-of-memory).
 #
 #   fuzz/run.sh SECONDS [TARGET...]     (all targets when none is named)
-#   FUZZ_CODEGEN_UNITS=16 fuzz/run.sh SECONDS    (a faster build; see below)
 #
 # The corpus grows in fuzz/corpus/TARGET (not committed), seeded from fuzz/seeds/TARGET; a
 # crashing input is kept in fuzz/artifacts/TARGET/ and named in the result.
@@ -27,10 +26,6 @@ else
 fi
 # Safe Rust needs no address sanitizer; debug assertions turn overflows into crashes.
 flags=(--sanitizer none --debug-assertions)
-# cargo-fuzz builds with one codegen unit unless told: the fastest fuzzing, and on two cores a
-# build of ~10 min. FUZZ_CODEGEN_UNITS=16 builds in about half that and fuzzes somewhat slower
-# (CI's short runs; a long campaign leaves it unset).
-[ -z "${FUZZ_CODEGEN_UNITS:-}" ] || flags+=(--codegen-units "$FUZZ_CODEGEN_UNITS")
 "${fuzz[@]}" build "${flags[@]}"
 
 # What libFuzzer leaves for a failed run (slow-unit-* files are only slow, not failures).
