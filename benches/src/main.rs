@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
-use af_fixtures::cargo::{self, Linkage, STATIC_TARGET};
+use af_fixtures::cargo::{self, Linkage};
 use clap::{Parser, Subcommand};
 
 use crate::error::{BenchError, Result};
@@ -138,16 +138,7 @@ fn pinned_build(features: &[&str], pinned: &Path, name: &str) -> Result<PathBuf>
 /// demo's images are made of (af-proxy, af-forward, af-demo, built now) and `fixtures/demo`.
 fn demo_setup(af: Option<PathBuf>) -> Result<soak::lifecycle::Setup> {
     let root = cargo::workspace_root();
-    let fixtures = [
-        "build",
-        "--release",
-        "--target",
-        STATIC_TARGET,
-        "-p",
-        "af-fixtures",
-        "--bins",
-    ];
-    systems::cargo_build(&root, &fixtures, Linkage::Static)?;
+    systems::cargo_build(&root, Linkage::Static, &["-p", "af-fixtures", "--bins"])?;
     let af = match af {
         Some(af) => af,
         None => soak::build_af(&root, true)?,

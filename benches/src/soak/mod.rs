@@ -343,11 +343,11 @@ fn raise_open_files(connections: usize) -> Result<u64> {
 
 /// `cargo build -p af-orchestrator --bin af` (`--release` when `release`); the binary's path.
 pub(crate) fn build_af(root: &Path, release: bool) -> Result<PathBuf> {
-    let mut args = vec!["build", "-p", "af-orchestrator", "--bin", "af"];
+    let mut args = vec!["-p", "af-orchestrator", "--bin", "af"];
     if release {
         args.push("--release");
     }
-    crate::systems::cargo_build(root, &args, Linkage::Host)?;
+    crate::systems::cargo_build(root, Linkage::Host, &args)?;
     let profile = if release { "release" } else { "debug" };
     Ok(cargo::target_dir(root).join(profile).join("af"))
 }

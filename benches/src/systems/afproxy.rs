@@ -21,7 +21,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use af_fixtures::cargo::{self, Linkage, STATIC_TARGET};
+use af_fixtures::cargo::{self, Linkage};
 use af_sidecar_api::config::{
     Admin, DnsListener, ModesConfig, ProxyListener, SidecarConfig, SmtpListener, TlsConfig,
     TransparentHttp, TransparentTls,
@@ -141,18 +141,11 @@ impl AfProxy {
     /// it landed.
     pub(crate) fn build(root: &Path, features: &[&str]) -> Result<PathBuf> {
         let features = features.join(",");
-        let mut args = vec![
-            "build",
-            "--release",
-            "--target",
-            STATIC_TARGET,
-            "-p",
-            "af-proxy",
-        ];
+        let mut args = vec!["-p", "af-proxy"];
         if !features.is_empty() {
             args.extend(["--features", &features]);
         }
-        super::cargo_build(root, &args, Linkage::Static)?;
+        super::cargo_build(root, Linkage::Static, &args)?;
         Ok(cargo::static_release_dir(root).join("af-proxy"))
     }
 }

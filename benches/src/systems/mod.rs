@@ -250,26 +250,29 @@ pub(crate) fn stop(child: &mut Child) {
     let _ = child.wait();
 }
 
-/// `cargo ARGS` in the workspace at `root` (see `af_fixtures::cargo`), static (`+crt-static`, as
-/// the Docker images are built) or not; the command is printed first.
-pub(crate) fn cargo_build(root: &Path, args: &[&str], linkage: Linkage) -> Result<()> {
+/// `cargo build ARGS` in the workspace at `root` (`af_fixtures::cargo::build`: static, as the
+/// Docker images are built, or not); the command is printed first.
+pub(crate) fn cargo_build(root: &Path, linkage: Linkage, args: &[&str]) -> Result<()> {
+    let mut cmd = cargo::build(root, linkage);
+    cmd.args(args);
     let flags = match linkage {
         Linkage::Static => format!("RUSTFLAGS='{STATIC_RUSTFLAGS}' "),
         Linkage::Host => String::new(),
     };
-    eprintln!("building: {flags}cargo {}", args.join(" "));
-    let status = cargo::command(root, linkage)
-        .args(args)
-        .status()
-        .map_err(|source| BenchError::Spawn {
-            program: "cargo".into(),
-            source,
-        })?;
+    let words: Vec<String> = cmd
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    eprintln!("building: {flags}cargo {}", words.join(" "));
+    let status = cmd.status().map_err(|source| BenchError::Spawn {
+        program: "cargo".into(),
+        source,
+    })?;
     if status.success() {
         Ok(())
     } else {
         Err(BenchError::Build {
-            command: args.join(" "),
+            command: words.join(" "),
             status: status.to_string(),
         })
     }

@@ -57,8 +57,8 @@ pub(crate) fn ensure() {
 
 /// Build the enforcer with cargo (its own lock serialises concurrent test processes).
 fn build(root: &Path) -> PathBuf {
-    let status = cargo::command(root, Linkage::Host)
-        .args(["build", "-p", "af-netpol-enforcer"])
+    let status = cargo::build(root, Linkage::Host)
+        .args(["-p", "af-netpol-enforcer"])
         .status()
         .unwrap_or_else(|e| panic!("cargo build -p af-netpol-enforcer: {e}"));
     assert!(status.success(), "the enforcer did not build");
