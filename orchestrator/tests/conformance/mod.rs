@@ -17,7 +17,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use af_orchestrator::admin;
 use af_orchestrator::env_id::EnvId;
@@ -60,6 +60,27 @@ pub(crate) async fn allowed_is_reached(h: &dyn Harness, env: &EnvId, service: &s
         field(&v, "body").contains("upstream api.allowed.test"),
         "positive control reached the simulated host: {v}"
     );
+}
+
+/// Wait until a dial from `service` to the restarted sidecar is no longer refused, at most
+/// 30 s. `restart_sidecar` returns once the API lists only the new pod, but the data path
+/// (kube-proxy, the policy enforcer) programs that pod's new address a moment later, and a
+/// dial in that moment is refused just as it was while the sidecar restarted.
+async fn until_the_sidecar_is_routed(h: &dyn Harness, env: &EnvId, service: &str) {
+    let url = format!("http://{}/control", h.internet().allowed.0);
+    let started = Instant::now();
+    loop {
+        let v = probe(h, env, service, &["proxy-get", &url]).await;
+        let refused = field(&v, "error").contains("Connection refused");
+        if !refused || started.elapsed() > Duration::from_secs(30) {
+            eprintln!(
+                "the restarted sidecar answered after {:?}",
+                started.elapsed()
+            );
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 async fn journal(h: &dyn Harness, env: &EnvId) -> Vec<Record> {
@@ -512,6 +533,7 @@ pub(crate) async fn journal_survives_a_sidecar_restart(h: &dyn Harness) {
         seqs(&before)[..],
         "every record survived the restart"
     );
+    until_the_sidecar_is_routed(h, &env, "probe").await;
     allowed_is_reached(h, &env, "probe").await;
     let later = journal(h, &env).await;
     let max_before = seqs(&before).into_iter().max().unwrap_or(0);

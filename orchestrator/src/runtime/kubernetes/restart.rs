@@ -5,8 +5,9 @@
 //! new pod while the old one still drains. Done when the Deployment is available again with a
 //! Ready pod that is not one of the old ones (`AF_KUBE_SIDECAR_TIMEOUT`) and, for the sidecar,
 //! once its Service's Endpoints list only the new pod: the services reach the sidecar through
-//! that Service, and a dial before kube-proxy knows the new pod is refused. A port-forward held
-//! across the restart finds the new pod by itself ([`super::forward`]).
+//! that Service. The data path (kube-proxy, the policy enforcer) learns the new pod's address a
+//! moment later still; a dial in that moment is refused, as during the restart itself. A
+//! port-forward held across the restart finds the new pod by itself ([`super::forward`]).
 
 use std::time::SystemTime;
 
