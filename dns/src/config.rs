@@ -60,6 +60,9 @@ pub struct DnsConfig {
     /// 1024). An embedding program can count them under its own cap instead
     /// ([`crate::DnsServer::bind_under`]), and then this is not used.
     pub tcp_max_connections: usize,
+    /// Queries one UDP socket answers at once (each waits at most `upstream_timeout_ms`); past
+    /// it a datagram is dropped unread and counted (default 4096).
+    pub udp_max_in_flight: usize,
 }
 
 /// `ttl_secs` when not set.
@@ -70,6 +73,8 @@ const DEFAULT_UPSTREAM_TIMEOUT_MS: u64 = 2000;
 const DEFAULT_SIGHTING_QUEUE: usize = 4096;
 /// `tcp_max_connections` when not set.
 const DEFAULT_TCP_MAX_CONNECTIONS: usize = 1024;
+/// `udp_max_in_flight` when not set.
+const DEFAULT_UDP_MAX_IN_FLIGHT: usize = 4096;
 
 /// Upper bound on `udp_sockets`: more sockets than this only wastes file descriptors.
 const MAX_UDP_SOCKETS: usize = 256;
@@ -100,6 +105,7 @@ impl DnsConfig {
             sightings_per_second: section.sightings_per_second.get(),
             tcp_idle_secs: section.tcp_idle_secs.get(),
             tcp_max_connections: DEFAULT_TCP_MAX_CONNECTIONS,
+            udp_max_in_flight: DEFAULT_UDP_MAX_IN_FLIGHT,
         }
     }
 
@@ -112,6 +118,12 @@ impl DnsConfig {
                     self.udp_sockets
                 ),
                 "set udp_sockets to 0 (one per core) or a small number",
+            ));
+        }
+        if self.udp_max_in_flight == 0 {
+            return Err(invalid(
+                "udp_max_in_flight is 0, so no query over UDP would ever be answered".to_owned(),
+                "leave udp_max_in_flight at its default (4096) or set a positive number",
             ));
         }
         if self.sidecar_v4.is_unspecified() || self.sidecar_v4.is_broadcast() {
@@ -288,7 +300,7 @@ mod tests {
     }
 
     #[test]
-    fn empty_subnets_empty_names_and_loops_are_refused() {
+    fn empty_subnets_empty_names_loops_and_no_room_are_refused() {
         let mut config = base();
         config.inside_subnets.clear();
         assert!(config.validate().is_err());
@@ -300,6 +312,12 @@ mod tests {
         let mut config = base();
         config.upstream = config.listen;
         assert!(config.validate().is_err());
+
+        let mut config = base();
+        config.udp_max_in_flight = 0;
+        let text = config.validate().expect_err("invalid").to_string();
+        assert!(text.starts_with("AF-NET-030"), "{text}");
+        assert!(text.contains("udp_max_in_flight"), "{text}");
     }
 
     #[test]

@@ -29,9 +29,11 @@ mod forward;
 pub mod fuzzing;
 mod handler;
 mod metrics;
+mod query;
 mod server;
 mod sightings;
 mod tcp;
+mod udp;
 
 pub use config::{Checked, DnsConfig};
 pub use error::DnsError;

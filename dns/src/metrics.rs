@@ -24,6 +24,7 @@ struct Counters {
     seen_evicted: AtomicU64,
     tcp_refused: AtomicU64,
     tcp_accept_failed: AtomicU64,
+    udp_shed: AtomicU64,
 }
 
 /// The counters at one moment.
@@ -51,6 +52,9 @@ pub struct MetricsSnapshot {
     pub tcp_refused: u64,
     /// Failed TCP accepts (out of file descriptors and the like), each followed by a pause.
     pub tcp_accept_failed: u64,
+    /// UDP queries dropped unread because their socket was already answering
+    /// `udp_max_in_flight` at once.
+    pub udp_shed: u64,
 }
 
 impl MetricsSnapshot {
@@ -76,6 +80,7 @@ impl Metrics {
             seen_evicted: c.seen_evicted.load(Relaxed),
             tcp_refused: c.tcp_refused.load(Relaxed),
             tcp_accept_failed: c.tcp_accept_failed.load(Relaxed),
+            udp_shed: c.udp_shed.load(Relaxed),
         }
     }
 
@@ -113,5 +118,9 @@ impl Metrics {
 
     pub(crate) fn tcp_accept_failed(&self) {
         self.0.tcp_accept_failed.fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn udp_shed(&self) {
+        self.0.udp_shed.fetch_add(1, Relaxed);
     }
 }

@@ -1,7 +1,7 @@
 //! Sockets and lifetime: one TCP listener and several UDP sockets sharing the port through
-//! `SO_REUSEPORT` (one UDP socket is hickory-server's ceiling; the kernel spreads queries over
-//! several). The UDP sockets are handed to hickory-server; TCP is accepted by [`crate::tcp`],
-//! under a connection cap.
+//! `SO_REUSEPORT` (the kernel spreads queries over them, one receive loop each). Datagrams are
+//! read by [`crate::udp`], connections accepted by [`crate::tcp`] under a connection cap; both
+//! hand each query to [`crate::query`].
 
 use std::{
     future::Future,
@@ -12,11 +12,6 @@ use std::{
     time::Duration,
 };
 
-use hickory_server::{
-    Server,
-    net::runtime::Time,
-    server::{Request, RequestHandler, ResponseHandler, ResponseInfo},
-};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::task::JoinSet;
 
@@ -27,6 +22,7 @@ use crate::{
     metrics::Metrics,
     sightings::{QueryObserver, SightingBounds, Sightings},
     tcp::{self, TcpAdmission, TcpLimit, TcpService},
+    udp::{self, UdpService},
 };
 
 /// How many times a free port is looked for when the configured port is 0.
@@ -36,11 +32,10 @@ const TCP_BACKLOG: i32 = 1024;
 
 /// A running DNS server: serving starts when [`DnsServer::bind`] returns and stops when it is
 /// shut down or dropped.
-///
-/// hickory-server logs two `info` lines per query under the `hickory_server` target: the
-/// embedding program should filter that target to `warn` so logging stays off the query path.
 pub struct DnsServer {
-    server: Server<Shared>,
+    /// One receive loop per UDP socket, each ending only with the error that ended its socket;
+    /// dropping the set aborts them and the queries they answer.
+    udp: JoinSet<io::Error>,
     /// The DNS-over-TCP accept loop; dropping the set aborts it and its connections.
     tcp: JoinSet<()>,
     local_addr: SocketAddr,
@@ -86,11 +81,18 @@ impl DnsServer {
             .local_addr()
             .map_err(|source| bind_error(config.listen, "tcp", source))?;
 
-        let mut server = Server::new(Shared(handler.clone()));
+        let mut udp_loops = JoinSet::new();
         for socket in udp {
             let socket = tokio::net::UdpSocket::from_std(socket)
                 .map_err(|source| bind_error(local_addr, "udp", source))?;
-            server.register_socket(socket);
+            udp_loops.spawn(udp::serve(
+                socket,
+                UdpService {
+                    handler: handler.clone(),
+                    max_in_flight: config.udp_max_in_flight,
+                    metrics: metrics.clone(),
+                },
+            ));
         }
         let tcp_listener = tokio::net::TcpListener::from_std(tcp_listener)
             .map_err(|source| bind_error(local_addr, "tcp", source))?;
@@ -106,7 +108,7 @@ impl DnsServer {
         ));
         tracing::info!(%local_addr, udp_sockets = checked.udp_sockets, "DNS server listening");
         Ok(Self {
-            server,
+            udp: udp_loops,
             tcp,
             local_addr,
             udp_sockets: checked.udp_sockets,
@@ -129,41 +131,29 @@ impl DnsServer {
         self.metrics.clone()
     }
 
-    /// Serves until `shutdown` completes (then stops gracefully) or a listener fails.
+    /// Serves until `shutdown` completes or a UDP socket fails for good; then every socket
+    /// closes and the queries still being answered are dropped (their clients ask again).
     pub async fn serve_until(mut self, shutdown: impl Future<Output = ()>) -> Result<(), DnsError> {
-        let finished = tokio::select! {
-            result = self.server.block_until_done() => Some(result),
+        let failed = tokio::select! {
+            Some(ended) = self.udp.join_next() => Some(ended),
             () = shutdown => None,
         };
-        let result = match finished {
-            Some(result) => result,
-            None => self.server.shutdown_gracefully().await,
-        };
+        self.udp.shutdown().await;
         self.tcp.shutdown().await;
-        result.map_err(|error| DnsError::Stopped {
-            reason: error.to_string(),
-        })
+        match failed {
+            None => Ok(()),
+            Some(Ok(error)) => Err(DnsError::Stopped {
+                reason: format!("a UDP socket failed: {error}"),
+            }),
+            Some(Err(panicked)) => Err(DnsError::Stopped {
+                reason: format!("a UDP receive loop ended: {panicked}"),
+            }),
+        }
     }
 
     /// Stops accepting queries and waits for the listeners to close.
     pub async fn shutdown(self) -> Result<(), DnsError> {
         self.serve_until(async {}).await
-    }
-}
-
-/// The handler as hickory's UDP transport owns it, shared with the TCP transport.
-struct Shared(Arc<Handler>);
-
-#[async_trait::async_trait]
-impl RequestHandler for Shared {
-    async fn handle_request<R: ResponseHandler, T: Time>(
-        &self,
-        request: &Request,
-        response_handle: R,
-    ) -> ResponseInfo {
-        self.0
-            .handle_request::<R, T>(request, response_handle)
-            .await
     }
 }
 

@@ -7,27 +7,18 @@
 //! admitted under a [`TcpAdmission`] first (the sidecar's own connection cap) and a failed
 //! accept backs off. Each admitted connection is read with hickory's framing (`TcpStream`),
 //! closed after `tcp_idle_secs` without a whole query (hickory's `TimeoutStream`), and each
-//! query is answered by the same handler as UDP, one at a time.
+//! query is answered as over UDP ([`crate::query`]), one at a time.
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use futures_util::StreamExt;
-use hickory_proto::{
-    op::{Header, MessageType, ResponseCode},
-    serialize::binary::{BinDecodable, BinDecoder},
-};
 use hickory_server::{
-    net::{
-        runtime::{TokioTime, iocompat::AsyncIoTokioAsStd},
-        tcp::TcpStream,
-        xfer::Protocol,
-    },
-    server::{Request, RequestHandler, ResponseHandle, ResponseHandler, TimeoutStream},
-    zone_handler::{MessageResponseBuilder, Queries},
+    net::{runtime::iocompat::AsyncIoTokioAsStd, tcp::TcpStream, xfer::Protocol},
+    server::{ResponseHandle, TimeoutStream},
 };
 use tokio::{net::TcpListener, sync::Semaphore, task::JoinSet};
 
-use crate::{handler::Handler, metrics::Metrics};
+use crate::{handler::Handler, metrics::Metrics, query};
 
 /// Per-connection buffer of responses waiting to be written.
 const RESPONSE_BUFFER: usize = 32;
@@ -107,35 +98,6 @@ async fn serve(stream: tokio::net::TcpStream, peer: SocketAddr, service: &TcpSer
     while let Some(Ok(message)) = messages.next().await {
         let (bytes, src) = message.into_parts();
         let response = ResponseHandle::new(src, sender.clone(), Protocol::Tcp);
-        answer(&service.handler, bytes, src, response).await;
-    }
-}
-
-/// One query, as hickory-server treats it on UDP: shorter than a header is dropped, an
-/// undecodable one gets `FORMERR`, a response is never answered.
-async fn answer(handler: &Handler, bytes: Vec<u8>, src: SocketAddr, mut response: ResponseHandle) {
-    let Ok(header) = Header::read(&mut BinDecoder::new(&bytes)) else {
-        return;
-    };
-    match Request::from_bytes(bytes, src, Protocol::Tcp) {
-        Ok(request) if request.metadata.message_type == MessageType::Query => {
-            handler
-                .handle_request::<_, TokioTime>(&request, response)
-                .await;
-        }
-        Ok(_) => {}
-        Err(error) => {
-            tracing::debug!(%error, client = %src, "undecodable DNS message over TCP");
-            // No question could be read, so none is echoed (reading zero from nothing is how
-            // to get hickory's empty `Queries` outside its crate).
-            let Ok(no_queries) = Queries::read(&mut BinDecoder::new(&[]), 0) else {
-                return;
-            };
-            let reply = MessageResponseBuilder::new(&no_queries, None)
-                .error_msg(&header.metadata, ResponseCode::FormErr);
-            if let Err(error) = response.send_response(reply).await {
-                tracing::debug!(%error, client = %src, "FORMERR not sent");
-            }
-        }
+        query::answer(&service.handler, bytes, src, Protocol::Tcp, response).await;
     }
 }

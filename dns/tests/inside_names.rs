@@ -2,7 +2,7 @@
 
 mod common;
 
-use std::net::IpAddr;
+use std::{net::IpAddr, time::Duration};
 
 use af_dns::AnswerKind;
 use common::{SIDECAR_V4, TRANSPORTS, Transport, addresses, ask, ip, start};
@@ -206,4 +206,89 @@ fn an_inside_host_outside_the_inside_subnets_is_refused() {
     let error = config.validate().expect_err("refused").to_string();
     assert!(error.contains("AF-NET-030"), "{error}");
     assert!(error.contains("203.0.113.5"), "{error}");
+}
+
+/// A UDP answer fits what the client can take: 512 bytes without EDNS (cut, with the
+/// truncation flag, so the client asks again over TCP), the size its EDNS names with it; TCP
+/// carries the whole answer.
+#[tokio::test]
+async fn a_udp_answer_is_cut_to_the_size_the_client_takes() {
+    let many: Vec<IpAddr> = (1..=60).map(|n| ip(&format!("198.51.100.{n}"))).collect();
+    let env = start(|config| {
+        config.inside_hosts = [("pool".to_owned(), many.clone())].into();
+    })
+    .await;
+    let plain = common::query(0x512, "pool.", RecordType::A);
+    let bytes = plain.to_vec().expect("encode");
+    let reply = common::udp_raw(env.addr, &bytes).await.expect("answered");
+    assert!(reply.len() <= 512, "{} bytes without EDNS", reply.len());
+    let cut = hickory_proto::op::Message::from_vec(&reply).expect("decodes");
+    assert!(cut.metadata.truncation, "the cut answer says so");
+    assert!(addresses(&cut).len() < many.len(), "{cut:?}");
+
+    let mut with_edns = common::query(0x1000, "pool.", RecordType::A);
+    let mut edns = hickory_proto::op::Edns::new();
+    edns.set_max_payload(4096);
+    with_edns.set_edns(edns);
+    let whole = common::exchange(env.addr, Transport::Udp, &with_edns).await;
+    assert!(!whole.metadata.truncation);
+    assert_eq!(addresses(&whole), many, "EDNS 4096 takes all 60");
+
+    let tcp = ask(env.addr, Transport::Tcp, "pool.", RecordType::A).await;
+    assert_eq!(addresses(&tcp), many, "TCP carries all of them");
+}
+
+/// A socket answers at most `udp_max_in_flight` queries at once: with the runtime's resolver
+/// silent, the queries past the bound are dropped unread and counted, and once the waiting ones
+/// have their `SERVFAIL` the socket answers again.
+#[tokio::test]
+async fn queries_past_udp_max_in_flight_are_shed_and_counted() {
+    let silent = tokio::net::UdpSocket::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let mut config = common::config(silent.local_addr().expect("addr"));
+    config.udp_sockets = 1;
+    config.udp_max_in_flight = 2;
+    config.upstream_timeout_ms = 500;
+    let server = af_dns::DnsServer::bind(config, std::sync::Arc::new(common::Recorder::default()))
+        .await
+        .expect("binds");
+    let client = tokio::net::UdpSocket::bind("127.0.0.1:0")
+        .await
+        .expect("bind client");
+    for id in 0..5 {
+        let name = format!("waits{id}.svc.cluster.local.");
+        let bytes = common::query(id, &name, RecordType::A)
+            .to_vec()
+            .expect("encode");
+        client
+            .send_to(&bytes, server.local_addr())
+            .await
+            .expect("send");
+    }
+    let mut answered = Vec::new();
+    let mut buf = vec![0; 4096];
+    while let Ok(Ok((len, _))) =
+        tokio::time::timeout(Duration::from_secs(2), client.recv_from(&mut buf)).await
+    {
+        let reply = hickory_proto::op::Message::from_vec(&buf[..len]).expect("decodes");
+        assert_eq!(reply.response_code, ResponseCode::ServFail);
+        answered.push(reply.metadata.id);
+        if answered.len() == 2 {
+            break;
+        }
+    }
+    assert_eq!(answered.len(), 2, "the two in flight were answered");
+    let snapshot = server.metrics().snapshot();
+    assert_eq!(snapshot.udp_shed, 3, "{snapshot:?}");
+    assert_eq!(snapshot.failed, 2, "{snapshot:?}");
+    // The control: with room again, the socket answers.
+    let answer = ask(
+        server.local_addr(),
+        Transport::Udp,
+        "example.com.",
+        RecordType::A,
+    )
+    .await;
+    assert_eq!(addresses(&answer), [IpAddr::V4(SIDECAR_V4)]);
 }

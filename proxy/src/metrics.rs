@@ -364,7 +364,7 @@ impl Metrics {
             .get()
             .map(af_dns::Metrics::snapshot)
             .unwrap_or_default();
-        let simple: [(&str, &str, &str, u64); 23] = [
+        let simple: [(&str, &str, &str, u64); 24] = [
             (
                 "af_proxy_refused_undecided_total",
                 "counter",
@@ -418,6 +418,12 @@ impl Metrics {
                 "counter",
                 "Failed DNS-over-TCP accepts (out of file descriptors and the like), each followed by a 50 ms pause.",
                 dns.tcp_accept_failed,
+            ),
+            (
+                "af_proxy_dns_udp_shed_total",
+                "counter",
+                "DNS queries over UDP dropped unread because their socket was already answering 4096.",
+                dns.udp_shed,
             ),
             (
                 "af_proxy_open_files_limit",
