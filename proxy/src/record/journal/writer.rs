@@ -1,16 +1,21 @@
 //! The writer: one thread that owns the segment files, assigns sequence numbers and
 //! group-commits (write + fsync per batch). Request tasks never wait for it.
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use bytes::Bytes;
+use bytes::{BufMut, BytesMut};
 use tokio::sync::{mpsc, watch};
 
 use super::record::{Entry, Line, rfc3339};
 use super::segment::Segments;
 use super::tail::{Cached, Tail};
 use crate::metrics::Metrics;
+
+/// The batch buffer's first allocation, and the least of every later one: the tail's lines
+/// are slices of these buffers, so one is freed once the tail has let go of all its lines.
+const BATCH_BUFFER: usize = 64 * 1024;
 
 /// A record handed to the writer, not yet numbered.
 pub(super) struct Pending {
@@ -36,8 +41,8 @@ impl Writer {
     /// Run until every sender is gone and the queue is drained.
     pub(super) fn run(mut self) {
         let mut batch = Vec::with_capacity(self.batch_max);
-        let mut buf = Vec::with_capacity(64 * 1024);
-        let mut cached = Vec::with_capacity(self.batch_max);
+        let mut buf = BytesMut::with_capacity(BATCH_BUFFER);
+        let mut staged = Vec::with_capacity(self.batch_max);
         while let Some(first) = self.rx.blocking_recv() {
             batch.push(first);
             while batch.len() < self.batch_max {
@@ -46,14 +51,15 @@ impl Writer {
                     Err(_) => break,
                 }
             }
-            self.commit(&mut batch, &mut buf, &mut cached);
+            self.commit(&mut batch, &mut buf, &mut staged);
         }
     }
 
-    fn commit(&mut self, batch: &mut Vec<Pending>, buf: &mut Vec<u8>, cached: &mut Vec<Cached>) {
+    /// Encode `batch` into `buf`, one line per record, and write it; a record that does not
+    /// fit its segment first finishes the segment with the lines before it.
+    fn commit(&mut self, batch: &mut Vec<Pending>, buf: &mut BytesMut, staged: &mut Vec<Staged>) {
         buf.clear();
-        cached.clear();
-        let mut last_seq = None;
+        staged.clear();
         for pending in batch.drain(..) {
             let seq = self.next_seq;
             let record = Line {
@@ -62,20 +68,21 @@ impl Writer {
                 env: &self.env,
                 entry: &pending.entry,
             };
-            let mut line = match serde_json::to_vec(&record) {
-                Ok(line) => line,
-                Err(e) => {
-                    tracing::error!(error = %e, "journal: could not serialize a record");
-                    self.metrics.journal_write_error(1);
-                    continue;
-                }
-            };
-            line.push(b'\n');
-            if self.segments.full_for(buf.len(), line.len()) {
+            let start = buf.len();
+            if let Err(e) = serde_json::to_writer(buf.writer(), &record) {
+                tracing::error!(error = %e, "journal: could not serialize a record");
+                self.metrics.journal_write_error(1);
+                buf.truncate(start);
+                continue;
+            }
+            buf.put_u8(b'\n');
+            let mut at = start;
+            if self.segments.full_for(start, buf.len() - start) {
                 // Finish the current segment with what this batch already holds.
-                if !self.flush(buf, cached, &mut last_seq) {
-                    return;
-                }
+                let line = buf.split_off(start);
+                self.flush(buf, staged);
+                buf.unsplit(line);
+                at = 0;
                 match self.segments.rotate(seq) {
                     Ok(evicted) => {
                         for n in evicted {
@@ -86,50 +93,52 @@ impl Writer {
                 }
             }
             self.next_seq += 1;
-            let blocked = pending.entry.blocked();
-            let host = Some(Box::from(pending.entry.host()));
-            buf.extend_from_slice(&line);
-            line.pop();
-            cached.push(Cached {
+            staged.push(Staged {
                 seq,
-                host,
-                blocked,
+                host: Box::from(pending.entry.host()),
+                blocked: pending.entry.blocked(),
                 message: matches!(pending.entry, Entry::Message(_)),
-                line: Bytes::from(line),
+                line: at..buf.len() - 1,
             });
         }
-        self.flush(buf, cached, &mut last_seq);
+        self.flush(buf, staged);
     }
 
-    /// Write and fsync what is buffered, then make it visible to readers.
-    fn flush(
-        &mut self,
-        buf: &mut Vec<u8>,
-        cached: &mut Vec<Cached>,
-        last: &mut Option<u64>,
-    ) -> bool {
-        if cached.is_empty() {
-            return true;
-        }
-        let n = cached.len() as u64;
-        match self.segments.write_sync(buf) {
+    /// Write and fsync what is buffered, then make it visible to readers: the tail's lines are
+    /// slices of the very bytes written, not copies.
+    fn flush(&mut self, buf: &mut BytesMut, staged: &mut Vec<Staged>) {
+        let Some(last) = staged.last().map(|s| s.seq) else {
+            return;
+        };
+        let n = staged.len() as u64;
+        let written = buf.split().freeze();
+        match self.segments.write_sync(&written) {
             Ok(()) => {
-                *last = cached.last().map(|c| c.seq);
                 self.metrics.journal_written(n);
-                self.tail.extend(cached.drain(..));
-                if let Some(seq) = *last {
-                    self.committed.send_replace(seq);
-                }
-                buf.clear();
-                true
+                self.tail.extend(staged.drain(..).map(|s| Cached {
+                    seq: s.seq,
+                    host: Some(s.host),
+                    blocked: s.blocked,
+                    message: s.message,
+                    line: written.slice(s.line),
+                }));
+                self.committed.send_replace(last);
             }
             Err(e) => {
                 tracing::error!(error = %e, records = n, "journal: write failed, records lost");
                 self.metrics.journal_write_error(n);
-                buf.clear();
-                cached.clear();
-                true
+                staged.clear();
             }
         }
     }
+}
+
+/// A record encoded into the batch buffer, not yet written.
+struct Staged {
+    seq: u64,
+    host: Box<str>,
+    blocked: Option<bool>,
+    message: bool,
+    /// Where its line (without the newline) lies in the batch buffer.
+    line: Range<usize>,
 }
