@@ -5,6 +5,10 @@
 #
 #   benches/profile.sh [SCENARIO...]   # default: http-keepalive connect-bulk intercepted-https dns decide
 #
+# AF_PROFILE_KEEP=DIR keeps each scenario's callgrind file there (DIR/af-proxy-SCENARIO.callgrind),
+# for questions the summaries do not answer, e.g. who calls memcpy:
+#   callgrind_annotate --tree=caller DIR/af-proxy-http-keepalive.callgrind | grep -B12 '\* .*memcpy'
+#
 # Needs valgrind, wrk and dnsperf; builds the static af-proxy, the harness (debug: it only
 # drives load, af-proxy under callgrind is the slow side) and the decision driver.
 set -euo pipefail
@@ -92,6 +96,10 @@ EOF
     summarize "$work/callgrind.out" "af-proxy-$s" \
       "af-proxy under callgrind, one 5 s run of the harness's $s scenario ($(cut -d' ' -f3-4 <<<"$row") under callgrind)" \
       "$count"
+    if [ -n "${AF_PROFILE_KEEP:-}" ]; then
+      mkdir -p "$AF_PROFILE_KEEP"
+      cp "$work/callgrind.out" "$AF_PROFILE_KEEP/af-proxy-$s.callgrind"
+    fi
   done
 fi
 

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use af_policy::error::codes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::uri::PathAndQuery;
 use http::{Request, Response, Uri};
 use http_body_util::Either;
 use hyper::body::Incoming;
@@ -120,14 +121,7 @@ pub(crate) async fn forward(
     if looped {
         return refuse_loop(ticket, host, port);
     }
-    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let bracketed = if host.contains(':') {
-        format!("[{host}]")
-    } else {
-        host.to_owned()
-    };
-    let scheme = upstream.scheme();
-    let uri = match Uri::try_from(format!("{scheme}://{bracketed}:{port}{path}")) {
+    let uri = match upstream_uri(upstream.scheme(), host, port, &parts.uri) {
         Ok(uri) => uri,
         Err(e) => {
             let refusal = upstream_refusal(
@@ -189,6 +183,25 @@ pub(crate) async fn forward(
     }
 }
 
+/// `scheme://host:port` with the path and query of `asked`, taken as they are (a shared
+/// buffer, not parsed again).
+fn upstream_uri(scheme: &str, host: &str, port: u16, asked: &Uri) -> Result<Uri, http::Error> {
+    let authority = if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
+    let path = asked
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| PathAndQuery::from_static("/"));
+    Uri::builder()
+        .scheme(scheme)
+        .authority(authority)
+        .path_and_query(path)
+        .build()
+}
+
 /// HTTP/2 may split `Cookie` into one field per pair; HTTP/1.1 needs one line joined with
 /// `"; "` (RFC 9113 section 8.2.3).
 fn join_cookies(headers: &mut HeaderMap) {
@@ -231,6 +244,18 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_upstream_uri_keeps_the_path_and_query_and_brackets_ipv6() {
+        let asked: Uri = "/a/b?c=d%20e".parse().expect("uri");
+        let uri = upstream_uri("http", "api.test", 8080, &asked).expect("built");
+        assert_eq!(uri, "http://api.test:8080/a/b?c=d%20e");
+        let uri = upstream_uri("https", "2001:db8::1", 443, &"/x".parse().expect("uri"));
+        assert_eq!(uri.expect("built"), "https://[2001:db8::1]:443/x");
+        let bare: Uri = "http://api.test".parse().expect("uri");
+        let uri = upstream_uri("http", "api.test", 80, &bare).expect("built");
+        assert_eq!(uri, "http://api.test:80/");
+    }
 
     #[test]
     fn split_http2_cookies_are_joined_for_http1() {
