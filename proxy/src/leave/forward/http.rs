@@ -42,8 +42,18 @@ const HOP_BY_HOP: [HeaderName; 9] = [
     header::UPGRADE,
 ];
 
+/// Whether `name` never crosses a hop by itself (those `Connection` names are checked apart).
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    HOP_BY_HOP.contains(name) || name.as_str().starts_with("proxy-")
+}
+
 /// Remove hop-by-hop headers, those named in `Connection`, and every `Proxy-*` header.
 pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // Most messages carry none: one pass of comparisons instead of nine hashed removals.
+    // `Connection` is itself hop-by-hop, so a message naming others is never skipped.
+    if !headers.keys().any(is_hop_by_hop) {
+        return;
+    }
     let mut named: Vec<HeaderName> = Vec::new();
     for value in headers.get_all(header::CONNECTION) {
         if let Ok(v) = value.to_str() {
@@ -285,5 +295,22 @@ mod tests {
         strip_hop_by_hop(&mut h);
         let left: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
         assert_eq!(left, ["accept"]);
+    }
+
+    #[test]
+    fn end_to_end_headers_are_left_as_they_are_and_a_lone_proxy_header_goes() {
+        let mut h = HeaderMap::new();
+        h.append(header::ACCEPT, HeaderValue::from_static("*/*"));
+        h.append(header::COOKIE, HeaderValue::from_static("a=1"));
+        h.append(header::COOKIE, HeaderValue::from_static("b=2"));
+        let before = h.clone();
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h, before);
+        h.insert(
+            HeaderName::from_static("proxy-secret"),
+            HeaderValue::from_static("x"),
+        );
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h, before);
     }
 }
