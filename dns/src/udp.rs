@@ -10,9 +10,11 @@
 //! past that is dropped unread and counted, as a full socket buffer would drop it.
 
 use std::{
+    future::Future,
     io,
     net::{IpAddr, SocketAddr},
     sync::Arc,
+    task::{Context, Waker},
 };
 
 use hickory_proto::{op::Edns, rr::Record, serialize::binary::BinEncoder};
@@ -64,9 +66,19 @@ pub(crate) async fn serve(socket: UdpSocket, service: UdpService) -> io::Error {
             socket: socket.clone(),
             client: src,
         };
-        queries.spawn(async move {
+        let mut answer = Box::pin(async move {
             query::answer(&handler, bytes, src, Protocol::Udp, responder).await;
         });
+        // Most answers are made here and now (an outside name, a fixed inside host): only a
+        // query still waiting after one poll (the runtime's resolver) becomes a task of its
+        // own. Its next poll, in the task, registers the task's waker.
+        if answer
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_pending()
+        {
+            queries.spawn(answer);
+        }
     }
 }
 
