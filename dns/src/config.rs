@@ -60,8 +60,8 @@ pub struct DnsConfig {
     /// 1024). An embedding program can count them under its own cap instead
     /// ([`crate::DnsServer::bind_under`]), and then this is not used.
     pub tcp_max_connections: usize,
-    /// Queries one UDP socket answers at once (each waits at most `upstream_timeout_ms`); past
-    /// it a datagram is dropped unread and counted (default 4096).
+    /// Queries one UDP socket keeps waiting on the runtime's resolver (each at most
+    /// `upstream_timeout_ms`); past it a datagram is dropped unread and counted (default 4096).
     pub udp_max_in_flight: usize,
 }
 
@@ -122,7 +122,7 @@ impl DnsConfig {
         }
         if self.udp_max_in_flight == 0 {
             return Err(invalid(
-                "udp_max_in_flight is 0, so no query over UDP would ever be answered".to_owned(),
+                "udp_max_in_flight is 0, so no inside name asked over UDP could wait for the runtime's resolver".to_owned(),
                 "leave udp_max_in_flight at its default (4096) or set a positive number",
             ));
         }

@@ -52,8 +52,8 @@ pub struct MetricsSnapshot {
     pub tcp_refused: u64,
     /// Failed TCP accepts (out of file descriptors and the like), each followed by a pause.
     pub tcp_accept_failed: u64,
-    /// UDP queries dropped unread because their socket was already answering
-    /// `udp_max_in_flight` at once.
+    /// UDP queries dropped unread because `udp_max_in_flight` of their socket's were already
+    /// waiting on the runtime's resolver.
     pub udp_shed: u64,
 }
 

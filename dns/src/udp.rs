@@ -1,13 +1,13 @@
 //! DNS over UDP: our receive loop in front of [`crate::query`].
 //!
-//! hickory-server's own UDP transport zeroes a 4 KiB buffer on every poll of its socket, copies
-//! each datagram out of it byte by byte, and passes every response through a channel back to
-//! the socket's task: about a third of a query's instructions in the profile
-//! (`benches/results/profiles/af-proxy-dns.txt`). Here each socket reads into one buffer kept
-//! for its lifetime, and each query's task encodes its response (hickory's encoder, cut to the
-//! size the client can take) and sends it itself. A socket answers at most `udp_max_in_flight`
-//! queries at once (each a task; an inside name waits on the runtime's resolver): a datagram
-//! past that is dropped unread and counted, as a full socket buffer would drop it.
+//! hickory-server's own UDP transport spawns a task for every datagram with no bound, zeroes a
+//! 4 KiB buffer on every poll of its socket and passes every response through a channel back
+//! to the socket's task. Here each socket reads into one buffer kept for its lifetime; a query
+//! that one poll finishes (an outside name, a fixed inside host: nearly all) is answered in the
+//! loop, and only one still waiting (on the runtime's resolver) becomes a task. A socket keeps
+//! at most `udp_max_in_flight` such tasks: a datagram past that is dropped unread and counted,
+//! as a full socket buffer would drop it. Each answer is encoded by hickory, cut to the size
+//! the client can take, and sent from the socket it came in on.
 
 use std::{
     future::Future,
@@ -56,10 +56,6 @@ pub(crate) async fn serve(socket: UdpSocket, service: UdpService) -> io::Error {
         if !answerable(src) {
             continue;
         }
-        if queries.len() >= service.max_in_flight {
-            service.metrics.udp_shed();
-            continue;
-        }
         let bytes = datagram[..len].to_vec();
         let handler = service.handler.clone();
         let responder = Responder {
@@ -71,13 +67,18 @@ pub(crate) async fn serve(socket: UdpSocket, service: UdpService) -> io::Error {
         });
         // Most answers are made here and now (an outside name, a fixed inside host): only a
         // query still waiting after one poll (the runtime's resolver) becomes a task of its
-        // own. Its next poll, in the task, registers the task's waker.
+        // own (or, past the bound, is dropped). Its next poll, in the task, registers the task's
+        // waker.
         if answer
             .as_mut()
             .poll(&mut Context::from_waker(Waker::noop()))
             .is_pending()
         {
-            queries.spawn(answer);
+            if queries.len() < service.max_in_flight {
+                queries.spawn(answer);
+            } else {
+                service.metrics.udp_shed();
+            }
         }
     }
 }

@@ -238,9 +238,10 @@ async fn a_udp_answer_is_cut_to_the_size_the_client_takes() {
     assert_eq!(addresses(&tcp), many, "TCP carries all of them");
 }
 
-/// A socket answers at most `udp_max_in_flight` queries at once: with the runtime's resolver
-/// silent, the queries past the bound are dropped unread and counted, and once the waiting ones
-/// have their `SERVFAIL` the socket answers again.
+/// A socket keeps at most `udp_max_in_flight` queries waiting on the runtime's resolver: with
+/// it silent, the inside names past the bound are dropped and counted, while an outside name
+/// is still answered at once; once the waiting ones have their `SERVFAIL`, inside names wait
+/// again.
 #[tokio::test]
 async fn queries_past_udp_max_in_flight_are_shed_and_counted() {
     let silent = tokio::net::UdpSocket::bind("127.0.0.1:0")
@@ -266,6 +267,20 @@ async fn queries_past_udp_max_in_flight_are_shed_and_counted() {
             .await
             .expect("send");
     }
+    // While two wait, an outside name is answered at once.
+    let outside = ask(
+        server.local_addr(),
+        Transport::Udp,
+        "example.com.",
+        RecordType::A,
+    )
+    .await;
+    assert_eq!(addresses(&outside), [IpAddr::V4(SIDECAR_V4)]);
+    assert_eq!(
+        server.metrics().snapshot().failed,
+        0,
+        "nothing timed out yet"
+    );
     let mut answered = Vec::new();
     let mut buf = vec![0; 4096];
     while let Ok(Ok((len, _))) =
@@ -282,13 +297,8 @@ async fn queries_past_udp_max_in_flight_are_shed_and_counted() {
     let snapshot = server.metrics().snapshot();
     assert_eq!(snapshot.udp_shed, 3, "{snapshot:?}");
     assert_eq!(snapshot.failed, 2, "{snapshot:?}");
-    // The control: with room again, the socket answers.
-    let answer = ask(
-        server.local_addr(),
-        Transport::Udp,
-        "example.com.",
-        RecordType::A,
-    )
-    .await;
-    assert_eq!(addresses(&answer), [IpAddr::V4(SIDECAR_V4)]);
+    // With room again, an inside name waits for its answer (a SERVFAIL) instead of being shed.
+    let answer = ask(server.local_addr(), Transport::Udp, "db.", RecordType::A).await;
+    assert_eq!(answer.response_code, ResponseCode::ServFail);
+    assert_eq!(server.metrics().snapshot().udp_shed, 3);
 }

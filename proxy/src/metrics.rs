@@ -422,7 +422,7 @@ impl Metrics {
             (
                 "af_proxy_dns_udp_shed_total",
                 "counter",
-                "DNS queries over UDP dropped unread because their socket was already answering 4096.",
+                "DNS queries over UDP dropped unread because 4096 of their socket's were already waiting on the runtime's resolver.",
                 dns.udp_shed,
             ),
             (
