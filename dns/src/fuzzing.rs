@@ -11,7 +11,6 @@ use std::{
 use hickory_proto::{
     op::{Message, MessageType},
     rr::{RData, Record, RecordType},
-    serialize::binary::BinEncoder,
 };
 use hickory_server::{
     net::{NetError, runtime::TokioTime, xfer::Protocol},
@@ -25,6 +24,7 @@ use crate::{
     handler::Handler,
     metrics::Metrics,
     sightings::{IgnoreSightings, SightingBounds, Sightings},
+    udp,
 };
 
 /// The client every packet comes from.
@@ -131,7 +131,7 @@ impl Outcome {
     }
 }
 
-/// Keeps every response the handler sends, encoded as it would go on the wire.
+/// Keeps every response the handler sends, encoded as it would go in a datagram.
 #[derive(Clone, Default)]
 struct Sent(Arc<Mutex<Vec<Vec<u8>>>>);
 
@@ -148,8 +148,7 @@ impl ResponseHandler for Sent {
             impl Iterator<Item = &'a Record> + Send + 'a,
         >,
     ) -> Result<ResponseInfo, NetError> {
-        let mut bytes = Vec::new();
-        let info = response.destructive_emit(&mut BinEncoder::new(&mut bytes))?;
+        let (info, bytes) = udp::datagram(response)?;
         self.0
             .lock()
             .map_err(|_| NetError::Message("poisoned"))?

@@ -31,7 +31,6 @@ use crate::{handler::Handler, metrics::Metrics, query};
 const PLAIN_UDP_PAYLOAD: u16 = 512;
 
 /// What every socket is served with.
-#[derive(Clone)]
 pub(crate) struct UdpService {
     pub handler: Arc<Handler>,
     pub max_in_flight: usize,
@@ -121,14 +120,30 @@ impl ResponseHandler for Responder {
             impl Iterator<Item = &'a Record> + Send + 'a,
         >,
     ) -> Result<ResponseInfo, NetError> {
-        let limit = response.edns().map_or(PLAIN_UDP_PAYLOAD, Edns::max_payload);
-        let mut bytes = Vec::with_capacity(usize::from(PLAIN_UDP_PAYLOAD));
-        let mut encoder = BinEncoder::new(&mut bytes);
-        encoder.set_max_size(limit);
-        let info = response.destructive_emit(&mut encoder)?;
+        let (info, bytes) = datagram(response)?;
         self.socket.send_to(&bytes, self.client).await?;
         Ok(info)
     }
+}
+
+/// `response` encoded as it goes in a datagram: by hickory's encoder, cut (with the
+/// truncation flag) to the size the client can take, 512 bytes without EDNS.
+pub(crate) fn datagram<'a>(
+    response: MessageResponse<
+        '_,
+        'a,
+        impl Iterator<Item = &'a Record> + Send + 'a,
+        impl Iterator<Item = &'a Record> + Send + 'a,
+        impl Iterator<Item = &'a Record> + Send + 'a,
+        impl Iterator<Item = &'a Record> + Send + 'a,
+    >,
+) -> Result<(ResponseInfo, Vec<u8>), NetError> {
+    let limit = response.edns().map_or(PLAIN_UDP_PAYLOAD, Edns::max_payload);
+    let mut bytes = Vec::with_capacity(usize::from(PLAIN_UDP_PAYLOAD));
+    let mut encoder = BinEncoder::new(&mut bytes);
+    encoder.set_max_size(limit);
+    let info = response.destructive_emit(&mut encoder)?;
+    Ok((info, bytes))
 }
 
 #[cfg(test)]

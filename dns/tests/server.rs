@@ -7,11 +7,10 @@
 
 mod common;
 
-use std::{net::IpAddr, sync::Arc};
+use std::sync::Arc;
 
 use af_dns::{DnsError, DnsServer, IgnoreSightings};
-use common::{SIDECAR_V4, Transport, addresses, ask, config};
-use hickory_proto::rr::RecordType;
+use common::{Transport, config};
 
 fn upstream() -> std::net::SocketAddr {
     "127.0.0.1:5399".parse().expect("addr")
@@ -27,23 +26,9 @@ async fn several_udp_sockets_share_the_port_and_tcp_uses_the_same_one() {
     assert_eq!(server.udp_sockets(), 4);
     assert_ne!(server.local_addr().port(), 0);
     for _ in 0..20 {
-        let answer = ask(
-            server.local_addr(),
-            Transport::Udp,
-            "example.com.",
-            RecordType::A,
-        )
-        .await;
-        assert_eq!(addresses(&answer), [IpAddr::V4(SIDECAR_V4)]);
+        common::assert_answered_as_outside(server.local_addr(), Transport::Udp).await;
     }
-    let answer = ask(
-        server.local_addr(),
-        Transport::Tcp,
-        "example.com.",
-        RecordType::A,
-    )
-    .await;
-    assert_eq!(addresses(&answer), [IpAddr::V4(SIDECAR_V4)]);
+    common::assert_answered_as_outside(server.local_addr(), Transport::Tcp).await;
 }
 
 #[tokio::test]
@@ -121,8 +106,7 @@ async fn serve_until_stops_gracefully_and_frees_the_port() {
     let serving = tokio::spawn(server.serve_until(async {
         let _ = stopped.await;
     }));
-    let answer = ask(addr, Transport::Udp, "example.com.", RecordType::A).await;
-    assert_eq!(addresses(&answer), [IpAddr::V4(SIDECAR_V4)]);
+    common::assert_answered_as_outside(addr, Transport::Udp).await;
     stop.send(()).expect("still serving");
     serving.await.expect("task").expect("clean stop");
 

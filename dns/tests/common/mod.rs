@@ -229,6 +229,17 @@ pub(crate) async fn closed_unanswered(stream: &mut TcpStream, within: Duration) 
     )
 }
 
+/// Asks `example.com. A` over `transport` and asserts the answer is the sidecar's own address,
+/// as for every outside name.
+pub(crate) async fn assert_answered_as_outside(addr: SocketAddr, transport: Transport) {
+    let answer = ask(addr, transport, "example.com.", RecordType::A).await;
+    assert_eq!(
+        addresses(&answer),
+        [IpAddr::V4(SIDECAR_V4)],
+        "{transport:?}"
+    );
+}
+
 /// The addresses in an answer, in order.
 pub(crate) fn addresses(answer: &Message) -> Vec<IpAddr> {
     answer
