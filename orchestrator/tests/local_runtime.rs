@@ -227,50 +227,101 @@ impl Steps {
         steps
             .iter()
             .filter_map(|s| s.strip_prefix("building "))
-            .filter(|s| !s.starts_with("sidecar image"))
+            .filter_map(|s| s.split_once(" image ").map(|(what, _)| what))
+            .filter(|what| *what != "sidecar")
             .map(str::to_owned)
             .collect()
     }
 }
 
+/// A service image is built once per context: a second service with the same context, a second
+/// `up`, and an `up` after `down` all use the one image (`down` keeps it); a changed file in the
+/// context is built again.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_second_up_with_nothing_changed_builds_nothing() {
+async fn an_image_is_built_once_per_context_and_down_keeps_it_for_the_next_up() {
     use af_orchestrator::runtime::local::labels::Names;
 
     let h = harness("nobuild").await;
     let env = support::Harness::env(&h, "nobuild");
-    let plan = support::probe_plan(&h, &env, &["probe", "second"]);
+    // A context of this test's own (the probe's, and a file no other test has), so the first
+    // up has to build it: the control that building is seen at all.
+    let context = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    for file in ["af-probe", "Dockerfile"] {
+        std::fs::copy(
+            support::Harness::probe_context(&h).join(file),
+            context.path().join(file),
+        )
+        .unwrap_or_else(|e| panic!("{file}: {e}"));
+    }
+    let nonce = context.path().join("nonce");
+    std::fs::write(&nonce, env.as_str()).unwrap_or_else(|e| panic!("{e}"));
+    let mut plan = support::probe_plan(&h, &env, &["probe", "second"]);
+    for service in &mut plan.services {
+        service.context = context.path().to_owned();
+    }
     let runtime = support::Harness::runtime(&h);
     let docker = bollard::Docker::connect_with_local_defaults().unwrap_or_else(|e| panic!("{e}"));
-    let ids = || async {
+    let images = || async {
         let mut ids = Vec::new();
         for service in ["probe", "second"] {
-            let image = docker
-                .inspect_image(&Names::new(&env).image(service))
+            let found = docker
+                .inspect_container(&Names::new(&env).service(service), None)
                 .await
-                .unwrap_or_else(|e| panic!("image of {service}: {e}"));
-            ids.push(image.id.unwrap_or_default());
+                .unwrap_or_else(|e| panic!("container of {service}: {e}"));
+            ids.push(found.image.unwrap_or_default());
         }
         ids
     };
+    let plan = &plan;
+    let up = |steps: Steps| async move {
+        runtime
+            .up(plan, &steps)
+            .await
+            .unwrap_or_else(|e| panic!("{}", e.report()));
+        steps.built()
+    };
 
-    let first = Steps::default();
-    runtime
-        .up(&plan, &first)
-        .await
-        .unwrap_or_else(|e| panic!("{}", e.report()));
     assert_eq!(
-        first.built(),
-        ["probe", "second"],
-        "the control: a first up builds each service's image"
+        up(Steps::default()).await,
+        ["probe"],
+        "the control: built once"
     );
-    let built = ids().await;
+    let built = images().await;
+    assert_eq!(built[0], built[1], "both services run the one image");
+    assert_eq!(
+        up(Steps::default()).await,
+        Vec::<String>::new(),
+        "nothing changed"
+    );
+    assert_eq!(images().await, built, "the same image serves");
 
-    let second = Steps::default();
-    runtime
-        .up(&plan, &second)
+    let down = runtime
+        .down(&env, &af_orchestrator::runtime::Quiet)
         .await
         .unwrap_or_else(|e| panic!("{}", e.report()));
-    assert_eq!(second.built(), Vec::<String>::new(), "nothing changed");
-    assert_eq!(ids().await, built, "the same images serve");
+    assert!(down.failed.is_empty(), "{down:?}");
+    docker
+        .inspect_image(&built[0])
+        .await
+        .unwrap_or_else(|e| panic!("down kept the image: {e}"));
+    assert_eq!(
+        up(Steps::default()).await,
+        Vec::<String>::new(),
+        "built before the down"
+    );
+    assert_eq!(images().await, built, "the kept image serves");
+
+    std::fs::write(&nonce, "changed").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(up(Steps::default()).await, ["probe"], "a file changed");
+    let rebuilt = images().await;
+    assert_ne!(rebuilt, built);
+    assert_eq!(rebuilt[0], rebuilt[1]);
+
+    let _ = runtime.down(&env, &af_orchestrator::runtime::Quiet).await;
+    for id in [&built[0], &rebuilt[0]] {
+        let options = bollard::query_parameters::RemoveImageOptionsBuilder::default()
+            .force(true)
+            .build();
+        let _ = docker.remove_image(id, Some(options), None).await;
+    }
 }

@@ -319,7 +319,7 @@ pub(super) async fn run(setup: &Setup, fault: Fault, nonce: &str) -> Result<Stop
     let full_up_secs = started.elapsed().as_secs_f64();
     let full_up_made = labelled(&docker, &af.env).await?.len();
     let down = af.down().await?;
-    remove_sidecar_images(&docker, &steps).await;
+    remove_built_images(&docker, &steps).await;
     if !status.success() || down != Some(0) || steps.is_empty() {
         return Err(BenchError::Protocol(format!(
             "the uninterrupted af up failed ({status}, down {down:?}): {}",
@@ -421,7 +421,7 @@ async fn stop_at(
     let made = labelled(docker, env).await?.len();
     let down_exit = af.down().await?;
     let left = labelled(docker, env).await?;
-    remove_sidecar_images(docker, &steps).await;
+    remove_built_images(docker, &steps).await;
     let text = tail.join("\n");
     let code = first_code(&text);
     let coded = faulted.is_some()
@@ -517,12 +517,13 @@ pub(crate) async fn carrying(docker: &Docker, label: &str) -> Result<Vec<String>
     Ok(out)
 }
 
-/// Removes the run's own sidecar images (named in its `building sidecar image TAG` step):
-/// they are shared objects, which `af down` rightly keeps.
-pub(crate) async fn remove_sidecar_images(docker: &Docker, steps: &[String]) {
+/// Removes the images the run built itself (named in its `building WHAT image TAG` steps): the
+/// sidecar's and the services' are shared objects, which `af down` rightly keeps.
+pub(crate) async fn remove_built_images(docker: &Docker, steps: &[String]) {
     for tag in steps
         .iter()
-        .filter_map(|s| s.strip_prefix("building sidecar image "))
+        .filter_map(|s| s.strip_prefix("building "))
+        .filter_map(|s| s.split_once(" image ").map(|(_, tag)| tag))
     {
         let options = RemoveImageOptionsBuilder::default().build();
         let _ = docker.remove_image(tag, Some(options), None).await;

@@ -1,6 +1,6 @@
 //! `af up` of the demo, in a directory of its own with a sidecar binary of its own (so the
-//! sidecar image it builds in the warm-up is this run's, kept by `af down` for the measured
-//! ups, and removed at the end).
+//! sidecar and service images it builds in the warm-up are this run's, kept by `af down` for
+//! the measured ups, as Compose keeps its own, and removed at the end).
 
 use std::sync::Mutex;
 
@@ -9,7 +9,7 @@ use bollard::Docker;
 use crate::error::{BenchError, Result};
 use crate::soak::docker_proxy::connect_daemon;
 use crate::soak::lifecycle::{
-    Af, Finished, RunDir, Setup, labelled, last_lines, remove_sidecar_images,
+    Af, Finished, RunDir, Setup, labelled, last_lines, remove_built_images,
 };
 
 /// The stack's name in the table.
@@ -21,7 +21,7 @@ pub(crate) struct AfDemo {
     run: RunDir,
     env: String,
     docker: Docker,
-    /// Every step `af up` printed: the sidecar image it built is named in one.
+    /// Every step `af up` printed: each image it built is named in one.
     steps: Mutex<Vec<String>>,
 }
 
@@ -74,7 +74,7 @@ impl AfDemo {
     pub(super) async fn clear(&self) -> Result<()> {
         let down = self.down().await;
         let steps = self.steps.lock().map(|s| s.clone()).unwrap_or_default();
-        remove_sidecar_images(&self.docker, &steps).await;
+        remove_built_images(&self.docker, &steps).await;
         let left = labelled(&self.docker, &self.env).await?;
         down?;
         super::nothing_left("af down", &left)

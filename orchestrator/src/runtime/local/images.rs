@@ -5,13 +5,15 @@ use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 
 use bollard::Docker;
-use bollard::query_parameters::BuildImageOptionsBuilder;
+use bollard::query_parameters::{
+    BuildImageOptionsBuilder, ListImagesOptionsBuilder, RemoveImageOptions, TagImageOptionsBuilder,
+};
 use futures_util::StreamExt;
 
 use super::client::is_not_found;
-use super::labels::{Names, Owner, config_of, kind, owner};
+use super::labels::kind;
 use crate::plan::{ServicePlan, short_digest};
-use crate::runtime::labels::{KIND, MANAGED};
+use crate::runtime::labels::{CONFIG, KIND, MANAGED};
 use crate::runtime::{Phase, Progress, RuntimeError};
 
 /// The static target triple the project's image binaries are built for.
@@ -233,29 +235,51 @@ pub async fn ensure_scratch_image(
     Ok(tag)
 }
 
-/// Build a service's image from its context, unless the image of this environment built from
-/// the same context and Dockerfile is already there; returns the image id.
+/// The repository of service images: one image per build input (a context as archived and the
+/// Dockerfile named in it), tagged by that input's digest and shared by every environment built
+/// from the same input, so `af down` leaves it for the next `af up` (the build cache).
+pub const SERVICE_REPO: &str = "af-build";
+/// The most service images kept: building another removes the oldest beyond this number that
+/// no container uses (docs/local-runtime.md).
+pub const SERVICE_IMAGES_KEPT: usize = 32;
+
+/// The image built from `service`'s context and Dockerfile: the cached one when that input was
+/// built before, else built now. Returns the image id.
 pub async fn build_service_image(
     docker: &Docker,
-    names: &Names,
     service: &ServicePlan,
     progress: &dyn Progress,
 ) -> Result<String, RuntimeError> {
-    let context = tar_dir(&service.context).map_err(|e| RuntimeError::ImageBuild {
+    let unreadable = |e: std::io::Error| RuntimeError::ImageBuild {
         service: service.name.clone(),
         message: format!(
             "the build context {} could not be read: {e}",
             service.context.display()
         ),
         tail: Vec::new(),
-    })?;
-    let tag = names.image(&service.name);
-    let digest = context_digest(&context, service.dockerfile.as_deref());
-    if let Some(id) = built_from(docker, names, &tag, &digest).await? {
+    };
+    let context = tar_dir(&service.context).map_err(unreadable)?;
+    let digest = context_digest(&context, service.dockerfile.as_deref()).map_err(unreadable)?;
+    let tag = format!("{SERVICE_REPO}:{digest}");
+    let inspect = |tag: String| async move {
+        match docker.inspect_image(&tag).await {
+            Ok(image) => Ok(Some(image.id.unwrap_or(tag))),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(RuntimeError::engine(
+                format!("inspect the image of {}", service.name),
+                e,
+            )),
+        }
+    };
+    if let Some(id) = inspect(tag.clone()).await? {
         return Ok(id);
     }
-    let labels = names.labels(kind::IMAGE, &service.name, &digest);
-    progress.begin(&format!("building {}", service.name))?;
+    let labels = HashMap::from([
+        (MANAGED.to_owned(), "true".to_owned()),
+        (KIND.to_owned(), kind::SERVICE_IMAGE.to_owned()),
+        (CONFIG.to_owned(), digest),
+    ]);
+    progress.begin(&format!("building {} image {tag}", service.name))?;
     build(
         docker,
         &service.name,
@@ -266,37 +290,73 @@ pub async fn build_service_image(
         progress,
     )
     .await?;
-    let image = docker
-        .inspect_image(&tag)
-        .await
-        .map_err(|e| RuntimeError::engine(format!("inspect the image of {}", service.name), e))?;
-    Ok(image.id.unwrap_or(tag))
+    let id = inspect(tag.clone()).await?.ok_or_else(|| {
+        RuntimeError::engine(
+            format!("inspect the image of {}", service.name),
+            "the build finished without it",
+        )
+    })?;
+    evict_service_images(docker, SERVICE_IMAGES_KEPT).await;
+    Ok(id)
 }
 
-/// What a service image is built from: its context as archived (names, modes, times and
-/// contents) and the Dockerfile named in it.
-fn context_digest(context: &[u8], dockerfile: Option<&str>) -> String {
+/// Give the image `id` the name `reference` (`repo:tag`), moving the name if another image had it.
+pub async fn tag(docker: &Docker, id: &str, reference: &str) -> Result<(), RuntimeError> {
+    let (repo, tag) = reference.rsplit_once(':').unwrap_or((reference, "latest"));
+    let options = TagImageOptionsBuilder::default()
+        .repo(repo)
+        .tag(tag)
+        .build();
+    docker
+        .tag_image(id, Some(options))
+        .await
+        .map_err(|e| RuntimeError::engine(format!("tag the image {reference}"), e))
+}
+
+/// Remove the oldest service images beyond the newest `kept`. One a container uses is refused
+/// by the engine and stays; a failure here costs a later build, so it is not an error.
+async fn evict_service_images(docker: &Docker, kept: usize) {
+    let filters = HashMap::from([(
+        "label".to_owned(),
+        vec![format!("{KIND}={}", kind::SERVICE_IMAGE)],
+    )]);
+    let options = ListImagesOptionsBuilder::default()
+        .filters(&filters)
+        .build();
+    let Ok(mut images) = docker.list_images(Some(options)).await else {
+        return;
+    };
+    images.sort_by_key(|image| std::cmp::Reverse(image.created));
+    for image in images.iter().skip(kept) {
+        // Refused while a container uses it: it stays, and is tried again after the next build.
+        let _ = docker
+            .remove_image(&image.id, None::<RemoveImageOptions>, None)
+            .await;
+    }
+}
+
+/// What a service image is built from, as a digest: the Dockerfile named and each entry of the
+/// archived context (path, type, mode, link target, contents). Times are left out: a file
+/// copied again with the same contents is the same build.
+fn context_digest(context: &[u8], dockerfile: Option<&str>) -> std::io::Result<String> {
     let mut what = dockerfile.unwrap_or("Dockerfile").as_bytes().to_vec();
     what.push(0);
-    what.extend_from_slice(context);
-    short_digest(&what)
-}
-
-/// The id of the image `tag` when it is this environment's and was built from `digest`.
-async fn built_from(
-    docker: &Docker,
-    names: &Names,
-    tag: &str,
-    digest: &str,
-) -> Result<Option<String>, RuntimeError> {
-    let image = match docker.inspect_image(tag).await {
-        Ok(image) => image,
-        Err(e) if is_not_found(&e) => return Ok(None),
-        Err(e) => return Err(RuntimeError::engine(format!("inspect the image {tag}"), e)),
-    };
-    let labels = image.config.as_ref().and_then(|c| c.labels.as_ref());
-    let same = owner(labels, names.env()) == Owner::This && config_of(labels) == Some(digest);
-    Ok(image.id.filter(|_| same))
+    let mut archive = tar::Archive::new(context);
+    for entry in archive.entries()? {
+        let mut entry = entry?;
+        let header = entry.header();
+        let (kind, mode) = (header.entry_type().as_byte(), header.mode()?);
+        let link = header.link_name_bytes().map(|l| l.into_owned());
+        what.extend_from_slice(&entry.path_bytes());
+        what.push(0);
+        what.push(kind);
+        what.extend_from_slice(&mode.to_be_bytes());
+        what.extend_from_slice(link.as_deref().unwrap_or_default());
+        what.push(0);
+        what.extend_from_slice(&entry.size().to_be_bytes());
+        std::io::Read::read_to_end(&mut entry, &mut what)?;
+    }
+    Ok(short_digest(&what))
 }
 
 async fn build(
@@ -442,13 +502,30 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let file = dir.path().join("app");
         std::fs::write(&file, b"one").expect("write");
-        let digest = |dockerfile| context_digest(&tar_dir(dir.path()).expect("tar"), dockerfile);
+        let digest = |dockerfile| {
+            context_digest(&tar_dir(dir.path()).expect("tar"), dockerfile).expect("digest")
+        };
         let first = digest(None);
         assert_eq!(digest(None), first, "nothing changed");
         assert_eq!(digest(Some("Dockerfile")), first, "the default named");
         assert_ne!(digest(Some("other.Dockerfile")), first);
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
+        std::fs::File::options()
+            .write(true)
+            .open(&file)
+            .and_then(|f| f.set_modified(later))
+            .expect("touch");
+        assert_eq!(digest(None), first, "only a time changed");
         std::fs::write(&file, b"two").expect("write");
         assert_ne!(digest(None), first, "a file's contents changed");
+        std::fs::write(&file, b"one").expect("write");
+        std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+        assert_ne!(digest(None), first, "a file's mode changed");
+        std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .expect("chmod");
+        std::fs::rename(&file, dir.path().join("renamed")).expect("rename");
+        assert_ne!(digest(None), first, "a file's name changed");
     }
 
     #[test]

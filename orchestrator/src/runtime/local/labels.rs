@@ -22,12 +22,12 @@ pub mod kind {
     pub const FORWARDER: &str = "forwarder";
     /// A migration container.
     pub const MIGRATE: &str = "migrate";
-    /// A service image.
-    pub const IMAGE: &str = "image";
     /// The sidecar's journal volume.
     pub const JOURNAL: &str = "journal-volume";
     /// The sidecar image (shared by environments, so it carries no env label).
     pub const SIDECAR_IMAGE: &str = "sidecar-image";
+    /// A service image, the build of one context (shared by environments, no env label).
+    pub const SERVICE_IMAGE: &str = "service-image";
 }
 
 /// The names of one environment's objects.

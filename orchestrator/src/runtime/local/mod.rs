@@ -165,7 +165,7 @@ impl LocalRuntime {
         let names = Names::new(&plan.env);
         // What cannot run here and ownership first: refuse before anything is made or changed.
         preflight::check(plan, preflight::host_cpus(docker, plan).await?)?;
-        self.refuse_foreign(&names, Some(plan)).await?;
+        self.refuse_foreign(&names).await?;
         let system_roots = trust::bundle::system_roots()?;
 
         let image =
@@ -249,7 +249,7 @@ impl LocalRuntime {
             admin: None,
         };
         for service in &plan.services {
-            let image_id = images::build_service_image(docker, &names, service, progress).await?;
+            let image_id = images::build_service_image(docker, service, progress).await?;
             let digest = short_digest(
                 format!(
                     "{}|{image_id}|{inside_addr}|{}|{}|{}",
@@ -485,6 +485,7 @@ impl LocalRuntime {
         progress: &dyn Progress,
     ) -> Result<(), RuntimeError> {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let mut waits = readiness::Waits::default();
         loop {
             progress.check("while the sidecar was getting ready")?;
             let last = match sidecar::admin(&self.docker, names).await {
@@ -510,16 +511,12 @@ impl LocalRuntime {
                     tail: containers::tail(&self.docker, &names.sidecar(), 20).await,
                 });
             }
-            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            waits.sleep().await;
         }
     }
 
     /// Refuse (AF-RUN-045) if anything with one of the environment's names is not ours.
-    async fn refuse_foreign(
-        &self,
-        names: &Names,
-        plan: Option<&EnvPlan>,
-    ) -> Result<(), RuntimeError> {
+    async fn refuse_foreign(&self, names: &Names) -> Result<(), RuntimeError> {
         if let Some(name) = networks::foreign(&self.docker, names)
             .await?
             .into_iter()
@@ -545,20 +542,6 @@ impl LocalRuntime {
                 class: "volume",
                 name,
             });
-        }
-        if let Some(plan) = plan {
-            for s in &plan.services {
-                let image = names.image(&s.name);
-                if let Ok(found) = self.docker.inspect_image(&image).await {
-                    let labels = found.config.as_ref().and_then(|c| c.labels.as_ref());
-                    if labels::owner(labels, names.env()) != labels::Owner::This {
-                        return Err(RuntimeError::NotOurs {
-                            class: "image",
-                            name: image,
-                        });
-                    }
-                }
-            }
         }
         Ok(())
     }
@@ -793,7 +776,7 @@ impl Runtime for LocalRuntime {
     ) -> BoxFuture<'a, Result<DownReport, RuntimeError>> {
         Box::pin(async move {
             let names = Names::new(env);
-            self.refuse_foreign(&names, None).await?;
+            self.refuse_foreign(&names).await?;
             teardown::down(&self.docker, &names, progress).await
         })
     }

@@ -13,8 +13,10 @@ use super::labels::Names;
 use crate::plan::ServicePlan;
 use crate::runtime::{Phase, Progress, RuntimeError};
 
-/// Time between checks.
-const INTERVAL: Duration = Duration::from_millis(250);
+/// The first wait between two checks; each wait doubles it, up to [`LONGEST_WAIT`].
+const FIRST_WAIT: Duration = Duration::from_millis(10);
+/// The longest wait between two checks.
+const LONGEST_WAIT: Duration = Duration::from_millis(250);
 /// Log lines shown when a service does not come up.
 const TAIL: usize = 20;
 
@@ -39,6 +41,7 @@ pub async fn wait(
     }
     let at = format!("while {} was getting ready", service.name);
     let waited = format!("{} to be ready", service.name);
+    let mut waits = Waits::default();
     loop {
         progress.check(&at)?;
         progress.phase(
@@ -80,6 +83,44 @@ pub async fn wait(
                 tail: containers::tail(docker, &container, TAIL).await,
             });
         }
-        tokio::time::sleep(INTERVAL).await;
+        waits.sleep().await;
+    }
+}
+
+/// The waits between two checks of something that is starting: short at first, when it most
+/// likely has just become ready, then longer, so a slow start is not asked about too often.
+#[derive(Debug)]
+pub struct Waits {
+    next: Duration,
+}
+
+impl Default for Waits {
+    fn default() -> Self {
+        Self { next: FIRST_WAIT }
+    }
+}
+
+impl Waits {
+    /// Sleep for the next wait.
+    pub async fn sleep(&mut self) {
+        tokio::time::sleep(self.take()).await;
+    }
+
+    fn take(&mut self) -> Duration {
+        let wait = self.next;
+        self.next = (wait * 2).min(LONGEST_WAIT);
+        wait
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_start_short_double_and_stop_growing_at_the_longest() {
+        let mut waits = Waits::default();
+        let ms: Vec<u128> = (0..8).map(|_| waits.take().as_millis()).collect();
+        assert_eq!(ms, [10, 20, 40, 80, 160, 250, 250, 250]);
     }
 }

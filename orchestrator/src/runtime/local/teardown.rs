@@ -1,6 +1,8 @@
 //! `down`: remove everything carrying the environment's label, containers first (networks
-//! cannot go while something is attached), then networks, then images. Every failure is
-//! collected and teardown goes on; the caller reports what is left (AF-RUN-030).
+//! cannot go while something is attached), then networks, volumes, and the images an earlier
+//! af built for the environment alone (service images are now a shared build cache, kept: see
+//! `images.rs`). Every failure is collected and teardown goes on; the caller reports what is
+//! left (AF-RUN-030).
 
 use bollard::Docker;
 use bollard::models::ImageSummary;

@@ -167,8 +167,9 @@ impl Deployer<'_> {
         };
         let local = local_labels::Names::new(&plan.env);
         for service in &plan.services {
-            local_images::build_service_image(&docker, &local, service, progress).await?;
+            let built = local_images::build_service_image(&docker, service, progress).await?;
             let reference = local.image(&service.name);
+            local_images::tag(&docker, &built, &reference).await?;
             images::to_nodes(self.delivery, &service.name, &reference, progress).await?;
             let spec = Spec {
                 plan,
