@@ -10,9 +10,12 @@
 //! so the ticket it held is journaled as `shutdown` ([`crate::decide::Ticket`]).
 
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio_util::sync::CancellationToken;
+use futures_util::FutureExt;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tokio_util::task::TaskTracker;
 
 /// One part of the sidecar's tasks and when they stop. Cheap to clone.
@@ -36,10 +39,10 @@ impl Drain {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        // Biased to the task: one that watches the cut itself (a tunnel) finishes its record
-        // in the poll that sees it, rather than being dropped first.
-        self.tasks
-            .spawn(self.cut.clone().run_until_cancelled_owned(task));
+        self.tasks.spawn(UntilCut {
+            task,
+            cut: self.cut.clone().cancelled_owned(),
+        });
     }
 
     /// Completes once the sidecar is stopping: listeners stop accepting, HTTP connections stop
@@ -87,9 +90,33 @@ where
     F::Output: Send + 'static,
 {
     fn execute(&self, fut: F) {
-        self.spawn(async move {
-            fut.await;
-        });
+        self.spawn(fut.map(drop));
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A task that ends when it does or when the drain is cut. The task is polled first: one
+    /// that watches the cut itself (a tunnel) finishes its record in the poll that sees it,
+    /// rather than being dropped first. It is held in place, not moved into an `async` block's
+    /// state (which would hold it twice over), so a connection's task is the size of its own
+    /// future.
+    struct UntilCut<F> {
+        #[pin]
+        task: F,
+        #[pin]
+        cut: WaitForCancellationFutureOwned,
+    }
+}
+
+impl<F: Future<Output = ()>> Future for UntilCut<F> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.project();
+        if this.task.poll(cx).is_ready() {
+            return Poll::Ready(());
+        }
+        this.cut.poll(cx)
     }
 }
 
@@ -131,5 +158,21 @@ mod tests {
         assert!(drain.is_cut());
         // The task's future was dropped, and with it what it held.
         assert!(rx.await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_task_that_watches_the_cut_finishes_in_the_poll_that_sees_it() {
+        let drain = Drain::default();
+        let finished = Arc::new(AtomicBool::new(false));
+        {
+            let (cut, finished) = (drain.cut(), finished.clone());
+            drain.spawn(async move {
+                cut.await;
+                finished.store(true, Relaxed);
+            });
+        }
+        let drained = drain.run(Duration::ZERO).await;
+        assert_eq!(drained, Drained { cut: 1 }, "open at the deadline");
+        assert!(finished.load(Relaxed), "polled before it was dropped");
     }
 }

@@ -522,6 +522,12 @@ impl Metrics {
             "# HELP af_proxy_allocations_total Heap allocations since start (built with the alloc-count feature).\n# TYPE af_proxy_allocations_total counter\naf_proxy_allocations_total {}",
             crate::alloc_count::total()
         );
+        #[cfg(feature = "alloc-count")]
+        let _ = writeln!(
+            out,
+            "# HELP af_proxy_heap_live_bytes Heap bytes allocated and not freed (built with the alloc-count feature).\n# TYPE af_proxy_heap_live_bytes gauge\naf_proxy_heap_live_bytes {}",
+            crate::alloc_count::live_bytes()
+        );
         out
     }
 }

@@ -30,6 +30,20 @@ pub(crate) enum Verdict {
 }
 
 impl Verdict {
+    /// The same verdict with `note` (when there is one) after what was measured.
+    fn noting(self, note: Option<String>) -> Self {
+        let Some(note) = note else {
+            return self;
+        };
+        let add = |text: String| format!("{text}; {note}");
+        match self {
+            Verdict::Met(t) => Verdict::Met(add(t)),
+            Verdict::NotMet(t) => Verdict::NotMet(add(t)),
+            Verdict::Shown(t) => Verdict::Shown(add(t)),
+            Verdict::Unmeasured(t) => Verdict::Unmeasured(add(t)),
+        }
+    }
+
     /// As printed in the verdict column.
     fn label(&self) -> &'static str {
         match self {
@@ -142,7 +156,12 @@ pub(crate) fn judge(rows: &[Row]) -> Vec<Judged> {
     );
     goal(
         "idle client connection: <= 10 KiB",
-        run.at_most(IdleMemory, REFERENCE, |r| r.value, 10.0, "KiB"),
+        run.at_most(IdleMemory, REFERENCE, |r| r.value, 10.0, "KiB")
+            .noting(
+                run.row(IdleMemory, COUNTING)
+                    .and_then(|r| r.heap_kib_per_op)
+                    .map(|heap| format!("heap held {heap:.1} KiB ({COUNTING})")),
+            ),
     );
     goal(
         "af up of the demo, images cached: <= 1.5x docker compose up --wait",
@@ -407,5 +426,22 @@ mod tests {
         let text = render(&judged);
         assert!(text.lines().next().is_some_and(|l| l.starts_with("goal")));
         assert!(text.contains("idle client connection: <= 10 KiB") && text.contains("  met"));
+    }
+
+    #[test]
+    fn the_idle_goal_names_the_heap_the_counting_build_saw_held() {
+        let mut rows = Vec::new();
+        for (system, rss) in [("af-proxy", 25.0), (COUNTING, 25.5)] {
+            let mut idle = row(system, Scenario::IdleMemory, rss);
+            idle.unit = crate::scenarios::Unit::KibPerConn;
+            rows.push(idle);
+        }
+        rows[1].heap_kib_per_op = Some(40.8);
+        assert_eq!(
+            verdict(&judge(&rows), "idle client connection: <= 10 KiB"),
+            &Verdict::NotMet(format!(
+                "25.00 KiB (limit 10.00); heap held 40.8 KiB ({COUNTING})"
+            ))
+        );
     }
 }

@@ -58,6 +58,8 @@ pub(crate) struct Row {
     pub peak_rss_kib: Option<u64>,
     /// Median heap allocations per request (query, tunnel), for a system that counts them.
     pub allocs_per_op: Option<f64>,
+    /// Median KiB of heap held per idle connection, for a system that counts it.
+    pub heap_kib_per_op: Option<f64>,
     /// `value` divided by af-proxy's in the same scenario.
     pub ratio: Option<f64>,
     /// Successful rounds.
@@ -81,6 +83,7 @@ impl Row {
             cpu_per_unit: None,
             peak_rss_kib: None,
             allocs_per_op: None,
+            heap_kib_per_op: None,
             ratio: None,
             rounds: 0,
         }
@@ -102,6 +105,7 @@ impl Row {
             cpu_per_unit: med(&|m| m.cpu_per_unit),
             peak_rss_kib: runs.iter().filter_map(|m| m.peak_rss_kib).max(),
             allocs_per_op: med(&|m| m.allocs_per_op),
+            heap_kib_per_op: med(&|m| m.heap_kib_per_op),
             rounds: runs.len(),
             ..Self::empty(system, scenario, Status::Measured)
         }
@@ -179,6 +183,7 @@ mod tests {
             cpu_per_unit: Some(2.0),
             peak_rss_kib: Some(value as u64),
             allocs_per_op: Some(value / 10.0),
+            heap_kib_per_op: None,
         }
     }
 

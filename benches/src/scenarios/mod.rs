@@ -169,17 +169,20 @@ pub(crate) struct Measurement {
     pub peak_rss_kib: Option<u64>,
     /// Heap allocations per request, query or tunnel, for a system that counts them.
     pub allocs_per_op: Option<f64>,
+    /// KiB of heap held per open connection (idle-memory), for a system that counts it: what
+    /// the program holds, apart from what its allocator keeps resident.
+    pub heap_kib_per_op: Option<f64>,
 }
 
 /// The counter an af-proxy built with the `alloc-count` feature shows on `/metrics`.
 const ALLOCATIONS: &str = "af_proxy_allocations_total";
+/// The gauge of heap bytes held the same build shows.
+const HEAP_BYTES: &str = "af_proxy_heap_live_bytes";
 
-/// The sidecar's allocations so far, when it counts them (`af-proxy (allocs)`).
-fn allocations(running: &Running, ctx: &Ctx<'_>) -> Result<Option<f64>> {
+/// One of the sidecar's allocation figures, when it counts them (`af-proxy (allocs)`).
+fn allocation_figure(running: &Running, ctx: &Ctx<'_>, name: &str) -> Result<Option<f64>> {
     match running.admin {
-        Some(addr) => ctx
-            .rt
-            .block_on(Admin::new(addr).metric_if_shown(ALLOCATIONS)),
+        Some(addr) => ctx.rt.block_on(Admin::new(addr).metric_if_shown(name)),
         None => Ok(None),
     }
 }
@@ -194,7 +197,8 @@ pub(crate) fn measure(
     let running = system.start(ctx.env)?;
     let pid = running.pid();
     let before = pid.map(proc::sample).transpose()?;
-    let allocs_before = allocations(&running, ctx)?;
+    let allocs_before = allocation_figure(&running, ctx, ALLOCATIONS)?;
+    let mut heap_kib_per_op = None;
     let (load, value) = match scenario {
         Scenario::HttpKeepAlive | Scenario::HttpNewConn | Scenario::Http1m => {
             let r = http::run(scenario, &running, ctx)?;
@@ -211,7 +215,12 @@ pub(crate) fn measure(
             let v = r.ops as f64 / r.secs;
             (r, v)
         }
-        Scenario::IdleMemory => idle::run(&running, ctx)?,
+        Scenario::IdleMemory => {
+            let heap = || allocation_figure(&running, ctx, HEAP_BYTES);
+            let idle = idle::run(&running, ctx, heap)?;
+            heap_kib_per_op = idle.heap_kib_per_conn;
+            (idle.load, idle.rss_kib_per_conn)
+        }
         Scenario::InterceptedHttps => {
             let r = https::run(&running, ctx)?;
             let v = r.ops as f64 / r.secs;
@@ -224,7 +233,7 @@ pub(crate) fn measure(
         }
     };
     let after = pid.map(proc::sample).transpose()?;
-    let allocs_after = allocations(&running, ctx)?;
+    let allocs_after = allocation_figure(&running, ctx, ALLOCATIONS)?;
     drop(running);
     let allocs_per_op = allocs_before
         .zip(allocs_after)
@@ -254,6 +263,7 @@ pub(crate) fn measure(
         cpu_per_unit,
         peak_rss_kib: after.map(|a| a.hwm_kib),
         allocs_per_op,
+        heap_kib_per_op,
     })
 }
 

@@ -123,5 +123,6 @@ pub(crate) fn measure(
         cpu_per_unit: None,
         peak_rss_kib: None,
         allocs_per_op: None,
+        heap_kib_per_op: None,
     })
 }

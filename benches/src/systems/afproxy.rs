@@ -62,9 +62,6 @@ pub(crate) struct AfProxy {
     /// Whether to turn on the DNS listener (af-dns inside af-proxy).
     dns: bool,
     answering: Answering,
-    /// Whether `binary` was built with the `alloc-count` feature: it runs only the scenarios
-    /// that make requests, for their allocations per request.
-    counts_allocations: bool,
     /// Applied to the harness's configuration last (the soak's larger limits).
     tune: Option<Tune>,
 }
@@ -77,18 +74,16 @@ impl AfProxy {
             name: "af-proxy".to_owned(),
             dns,
             answering: Answering::Forward,
-            counts_allocations: false,
             tune: None,
         }
     }
 
     /// `binary`, built with the `alloc-count` feature, in the same configuration:
-    /// `af-proxy (allocs)`, whose `/metrics` counts its allocations.
+    /// `af-proxy (allocs)`, whose `/metrics` counts its allocations and the heap it holds.
     pub(crate) fn counting(&self, binary: PathBuf) -> Self {
         Self {
             binary,
             name: "af-proxy (allocs)".to_owned(),
-            counts_allocations: true,
             tune: self.tune.clone(),
             ..Self::new(PathBuf::new(), self.dns)
         }
@@ -123,7 +118,6 @@ impl AfProxy {
             name: "af-proxy (mock)".to_owned(),
             dns: false,
             answering: Answering::Mock,
-            counts_allocations: false,
             tune: self.tune.clone(),
         }
     }
@@ -159,7 +153,6 @@ impl System for AfProxy {
         match (self.answering, scenario) {
             (Answering::Mock, Scenario::InterceptedHttps) => Support::Yes,
             (Answering::Mock, _) => Support::No,
-            (Answering::Forward, Scenario::IdleMemory) if self.counts_allocations => Support::No,
             (Answering::Forward, Scenario::Dns) if !self.dns => {
                 Support::Pending("DNS listener off (--no-af-dns)".into())
             }

@@ -5,6 +5,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 
+use futures_util::FutureExt;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::server::conn::http2;
@@ -30,10 +31,7 @@ where
 {
     let t = state.tuning;
     let io = TokioIo::new(IdleIo::new(io, conn.activity.clone()));
-    let svc = service_fn(move |req| {
-        let fut = handler(req);
-        async move { Ok::<_, Infallible>(fut.await) }
-    });
+    let svc = service_fn(move |req| handler(req).map(Ok::<_, Infallible>));
     // Streams run on the drain, tracked with the connection's task.
     let mut builder = http2::Builder::new(state.drain.clone());
     builder

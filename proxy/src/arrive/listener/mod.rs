@@ -20,6 +20,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
+use futures_util::FutureExt;
 use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -128,16 +129,16 @@ pub(crate) async fn serve_http<IO, F, Fut>(
     let t = state.tuning;
     let phase = Arc::new(Phase::default());
     let gate = Gate::new(IdleIo::new(io, conn.activity.clone()), phase.clone());
+    // The answer is mapped rather than awaited in an `async` block, which would hold the
+    // handler's future twice over in the one allocation hyper keeps per connection for it.
     let svc = service_fn(move |req: Request<Incoming>| {
         phase.serving();
         let connect = req.method() == Method::CONNECT;
-        let fut = handler(req);
         let phase = phase.clone();
-        async move {
-            let resp = fut.await;
+        handler(req).map(move |resp| {
             let tunnel = connect && resp.status().is_success();
             Ok::<_, Infallible>(resp.map(|body| Tracked::new(body, phase, tunnel)))
-        }
+        })
     });
     let mut builder = http1::Builder::new();
     builder
