@@ -152,17 +152,12 @@ async fn build(
     progress: &dyn Progress,
 ) -> Result<String, RuntimeError> {
     let binary = images::find_static_binary(PROBE_BINARY, "af-fixtures", "probe", explicit)?;
-    let bytes = std::fs::read(&binary).map_err(|e| RuntimeError::ImageBuild {
-        service: "probe".to_owned(),
-        message: format!("{} could not be read: {e}", binary.display()),
-        tail: Vec::new(),
-    })?;
     let docker = client::connect().await?;
     images::ensure_scratch_image(
         &docker,
         "probe",
         PROBE_BINARY,
-        &[(PROBE_BINARY, &bytes)],
+        &[(PROBE_BINARY, &binary)],
         PROBE_IMAGE_KIND,
         progress,
     )

@@ -9,12 +9,14 @@ use bollard::query_parameters::{
     BuildImageOptionsBuilder, ListImagesOptionsBuilder, RemoveImageOptions, TagImageOptionsBuilder,
 };
 use futures_util::StreamExt;
+use sha2::{Digest, Sha256};
 
 use super::client::is_not_found;
 use super::labels::kind;
 use crate::plan::{ServicePlan, short_digest};
 use crate::runtime::labels::{CONFIG, KIND, MANAGED};
 use crate::runtime::{Phase, Progress, RuntimeError};
+use crate::secret::hex;
 
 /// The static target triple the project's image binaries are built for.
 pub const STATIC_TARGET: &str = "x86_64-unknown-linux-gnu";
@@ -99,10 +101,18 @@ pub fn find_static_binary(
     })
 }
 
+/// The bytes of a file read for its ELF header and program headers, which a linker puts at
+/// the start (a table further in makes the file read as not static).
+const ELF_HEADERS_READ: u64 = 64 * 1024;
+
 /// Whether `path` is an ELF executable with no program interpreter (so it runs `FROM scratch`).
 pub fn is_static_elf(path: &Path) -> std::io::Result<bool> {
-    let bytes = std::fs::read(path)?;
-    Ok(elf_is_static(&bytes))
+    let mut head = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(std::fs::File::open(path)?, ELF_HEADERS_READ),
+        &mut head,
+    )?;
+    Ok(elf_is_static(&head))
 }
 
 fn elf_is_static(b: &[u8]) -> bool {
@@ -174,42 +184,42 @@ pub async fn ensure_sidecar_image(
         SidecarSource::Lookup => find_proxy_binary(None)?,
     };
     let forward = binary.with_file_name(FORWARD_BINARY);
-    let read = |p: &Path| {
-        std::fs::read(p).map_err(|e| RuntimeError::ImageBuild {
-            service: "sidecar".to_owned(),
-            message: format!("{} could not be read: {e}", p.display()),
-            tail: Vec::new(),
-        })
-    };
-    let proxy_bytes = read(&binary)?;
-    let forward_bytes = read(&forward)?;
     ensure_scratch_image(
         docker,
         "sidecar",
         PROXY_BINARY,
-        &[
-            (PROXY_BINARY, &proxy_bytes),
-            (FORWARD_BINARY, &forward_bytes),
-        ],
+        &[(PROXY_BINARY, &binary), (FORWARD_BINARY, &forward)],
         kind::SIDECAR_IMAGE,
         progress,
     )
     .await
 }
 
-/// Make sure an image `FROM scratch` holding `files` (each at `/NAME`, executable) with the
-/// first as its entrypoint exists, tagged `repo:` and a digest of the files, so it is built
-/// once per content and shared by environments (it carries no env label). Returns the tag.
+/// Make sure an image `FROM scratch` holding `files` (each at `/NAME`, executable, read from
+/// its path) with the first as its entrypoint exists, tagged `repo:` and a digest of the files'
+/// contents, so it is built once per content and shared by environments (it carries no env
+/// label). The files are hashed as they are read and held in memory only to build. Returns
+/// the tag.
 pub async fn ensure_scratch_image(
     docker: &Docker,
     what: &str,
     repo: &str,
-    files: &[(&str, &[u8])],
+    files: &[(&str, &Path)],
     kind_label: &str,
     progress: &dyn Progress,
 ) -> Result<String, RuntimeError> {
-    let all: Vec<u8> = files.iter().flat_map(|(_, b)| b.iter().copied()).collect();
-    let tag = format!("{repo}:{}", short_digest(&all));
+    let unreadable = |path: &Path, e: std::io::Error| RuntimeError::ImageBuild {
+        service: what.to_owned(),
+        message: format!("{} could not be read: {e}", path.display()),
+        tail: Vec::new(),
+    };
+    let mut hasher = Sha256::new();
+    for (_, path) in files {
+        std::fs::File::open(path)
+            .and_then(|mut file| std::io::copy(&mut file, &mut hasher))
+            .map_err(|e| unreadable(path, e))?;
+    }
+    let tag = format!("{repo}:{}", hex(&hasher.finalize()[..6]));
     match docker.inspect_image(&tag).await {
         Ok(_) => return Ok(tag),
         Err(e) if is_not_found(&e) => {}
@@ -223,8 +233,17 @@ pub async fn ensure_scratch_image(
     if let Some((entry, _)) = files.first() {
         dockerfile.push_str(&format!("ENTRYPOINT [\"/{entry}\"]\n"));
     }
+    let contents = files
+        .iter()
+        .map(|(_, path)| std::fs::read(path).map_err(|e| unreadable(path, e)))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut entries: Vec<(&str, &[u8], u32)> = vec![("Dockerfile", dockerfile.as_bytes(), 0o644)];
-    entries.extend(files.iter().map(|(name, bytes)| (*name, *bytes, 0o755)));
+    entries.extend(
+        files
+            .iter()
+            .zip(&contents)
+            .map(|((name, _), bytes)| (*name, bytes.as_slice(), 0o755)),
+    );
     let context =
         tar_of(&entries).map_err(|e| RuntimeError::engine(format!("pack the {what} image"), e))?;
     let labels = HashMap::from([
@@ -459,6 +478,33 @@ mod tests {
         if let Ok(false) = is_static_elf(Path::new("/bin/sh")) {
         } else {
             panic!("/bin/sh should read as dynamic");
+        }
+    }
+
+    /// A 64-bit little-endian ELF header with one program header of type `kind` after it.
+    fn elf_with_program_header(kind: u32) -> Vec<u8> {
+        let mut b = vec![0u8; 64 + 56];
+        b[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        b[0x20..0x28].copy_from_slice(&64u64.to_le_bytes());
+        b[0x36..0x38].copy_from_slice(&56u16.to_le_bytes());
+        b[0x38..0x3a].copy_from_slice(&1u16.to_le_bytes());
+        b[64..68].copy_from_slice(&kind.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn a_large_file_is_judged_by_its_headers_alone() {
+        const PT_LOAD: u32 = 1;
+        const PT_INTERP: u32 = 3;
+        let dir = tempfile::tempdir().expect("temp dir");
+        for (kind, is_static) in [(PT_LOAD, true), (PT_INTERP, false)] {
+            let mut bytes = elf_with_program_header(kind);
+            assert_eq!(elf_is_static(&bytes), is_static, "{kind}");
+            // A binary's size is mostly code and debug information after the headers.
+            bytes.resize(8 << 20, 0xcc);
+            let path = dir.path().join(format!("binary-{kind}"));
+            std::fs::write(&path, &bytes).expect("write");
+            assert_eq!(is_static_elf(&path).expect("read"), is_static, "{kind}");
         }
     }
 
