@@ -17,7 +17,11 @@ use std::{
     task::{Context, Waker},
 };
 
-use hickory_proto::{op::Edns, rr::Record, serialize::binary::BinEncoder};
+use hickory_proto::{
+    op::{Edns, Header, HeaderCounts, MessageType, Metadata, OpCode, ResponseCode},
+    rr::Record,
+    serialize::binary::{BinEncodable, BinEncoder},
+};
 use hickory_server::{
     net::{NetError, udp::MAX_RECEIVE_BUFFER_SIZE, xfer::Protocol},
     server::{ResponseHandler, ResponseInfo},
@@ -138,12 +142,25 @@ pub(crate) fn datagram<'a>(
         impl Iterator<Item = &'a Record> + Send + 'a,
     >,
 ) -> Result<(ResponseInfo, Vec<u8>), NetError> {
+    let id = response.metadata().id;
     let limit = response.edns().map_or(PLAIN_UDP_PAYLOAD, Edns::max_payload);
     let mut bytes = Vec::with_capacity(usize::from(PLAIN_UDP_PAYLOAD));
     let mut encoder = BinEncoder::new(&mut bytes);
     encoder.set_max_size(limit);
-    let info = response.destructive_emit(&mut encoder)?;
-    Ok((info, bytes))
+    if let Ok(info) = response.destructive_emit(&mut encoder) {
+        return Ok((info, bytes));
+    }
+    // Even the question section does not fit (a query over 512 bytes without EDNS): answered,
+    // as hickory-server's own encoder answers it, with the header alone and SERVFAIL.
+    bytes.clear();
+    let mut metadata = Metadata::new(id, MessageType::Response, OpCode::Query);
+    metadata.response_code = ResponseCode::ServFail;
+    let header = Header {
+        metadata,
+        counts: HeaderCounts::default(),
+    };
+    header.emit(&mut BinEncoder::new(&mut bytes))?;
+    Ok((ResponseInfo::from(header), bytes))
 }
 
 #[cfg(test)]

@@ -231,6 +231,40 @@ async fn a_udp_answer_is_cut_to_the_size_the_client_takes() {
     assert_eq!(addresses(&tcp), many, "TCP carries all of them");
 }
 
+/// A query whose questions alone are more than a datagram without EDNS carries (found by the
+/// fuzzer: six long names) is still answered, as hickory answers it: the header alone, its id,
+/// `SERVFAIL`.
+#[tokio::test]
+async fn a_query_too_large_to_echo_in_a_datagram_is_answered_servfail_with_the_header_alone() {
+    let env = start(|_| {}).await;
+    // Four labels of one letter each, no two names sharing one (that would be compressed).
+    let long = |letters: [char; 4]| {
+        let [a, b, c, d] = letters.map(|l| std::iter::repeat_n(l, 61).collect::<String>());
+        format!("{a}.{b}.{c}.{d}.")
+    };
+    let mut query = common::query(0x0bad, &long(['a', 'b', 'c', 'd']), RecordType::A);
+    for first in [['e', 'f', 'g', 'h'], ['i', 'j', 'k', 'l']] {
+        query.queries.push(hickory_proto::op::Query::query(
+            hickory_proto::rr::Name::from_ascii(long(first)).expect("name"),
+            RecordType::A,
+        ));
+    }
+    let bytes = query.to_vec().expect("encode");
+    assert!(
+        bytes.len() > 512,
+        "the control: {} bytes asked",
+        bytes.len()
+    );
+    let reply = common::udp_raw(env.addr, &bytes).await.expect("answered");
+    let answer = hickory_proto::op::Message::from_vec(&reply).expect("decodes");
+    assert_eq!(answer.metadata.id, 0x0bad);
+    assert_eq!(answer.metadata.response_code, ResponseCode::ServFail);
+    assert!(
+        answer.queries.is_empty() && answer.answers.is_empty(),
+        "{answer:?}"
+    );
+}
+
 /// A socket keeps at most `udp_max_in_flight` queries waiting on the runtime's resolver: with
 /// it silent, the inside names past the bound are dropped and counted, while an outside name
 /// is still answered at once; once the waiting ones have their `SERVFAIL`, inside names wait
