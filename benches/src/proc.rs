@@ -137,13 +137,15 @@ mod tests {
         assert_eq!(parse_status_kib(status, "VmSwap:"), None);
     }
 
-    /// The open files of a shell that first runs `opens`, read once it says so.
+    /// The open files of a shell that first runs `opens`, read once it says so. The shell then
+    /// waits in its own `read` builtin: a program it started (`exec sleep`) would open and close
+    /// files of its own (the loader's cache, the locale) while they are counted.
     fn files_of_a_shell_that(opens: &str) -> usize {
         use std::io::BufRead;
         let mut child = std::process::Command::new("sh")
             .arg("-c")
-            .arg(format!("{opens} echo ready; exec sleep 5"))
-            .stdin(std::process::Stdio::null())
+            .arg(format!("{opens} echo ready; read -r _"))
+            .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()
             .expect("sh");
