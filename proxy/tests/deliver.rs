@@ -93,3 +93,68 @@ async fn only_the_environments_own_services_are_delivered_to() {
     assert_eq!(ok.status, 200, "{}", ok.body);
     assert_eq!(service.seen().len(), 1);
 }
+
+#[tokio::test]
+async fn a_service_that_starts_listening_a_moment_later_is_delivered_to() {
+    let (_dns, service, sc) = inside_sidecar().await;
+    // A port nothing listens on yet (as a service just started, or a cluster Service whose
+    // data path does not know the pod yet): the delivery waits for it instead of failing.
+    let port = {
+        let probe = std::net::TcpListener::bind(SocketAddr::from((UPSTREAM_IP, 0))).unwrap();
+        probe.local_addr().unwrap().port()
+    };
+    let late = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+        Upstream::http(
+            SocketAddr::from((UPSTREAM_IP, port)),
+            Replies::new(Reply::ok("late")),
+        )
+        .await
+        .unwrap()
+    });
+    let got = sc
+        .admin()
+        .post_json(
+            "/v1/deliver",
+            &json!({"service": "web", "port": port, "path": "/hook"}),
+        )
+        .await;
+    let late = late.await.unwrap();
+    assert_eq!(got.status, 200, "{}", got.body);
+    let answer: Value = serde_json::from_str(&got.body).unwrap();
+    assert_eq!(answer["body"], "late");
+    assert_eq!(late.seen().len(), 1, "delivered once, to the late listener");
+    assert!(service.seen().is_empty());
+}
+
+#[tokio::test]
+async fn a_port_that_keeps_refusing_is_a_coded_refusal() {
+    let (_dns, service, sc) = inside_sidecar().await;
+    let port = {
+        let probe = std::net::TcpListener::bind(SocketAddr::from((UPSTREAM_IP, 0))).unwrap();
+        probe.local_addr().unwrap().port()
+    };
+    let got = sc
+        .admin()
+        .post_json(
+            "/v1/deliver",
+            &json!({"service": "web", "port": port, "path": "/hook"}),
+        )
+        .await;
+    assert_eq!(got.status, 502, "{}", got.body);
+    assert_eq!(got.header("x-af-code"), Some("AF-NET-023"));
+    assert!(
+        got.body.contains("refused every connection"),
+        "{}",
+        got.body
+    );
+    // Positive control: the same sidecar reaches the service that listens.
+    let ok = sc
+        .admin()
+        .post_json(
+            "/v1/deliver",
+            &json!({"service": "web", "port": service.addr().port(), "path": "/"}),
+        )
+        .await;
+    assert_eq!(ok.status, 200, "{}", ok.body);
+}

@@ -21,6 +21,15 @@ use tokio::net::TcpStream;
 const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
 /// Time for the whole delivery (resolve, connect, answer); the orchestrator waits longer.
 const TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a refused connection is tried again: a service that was just started or restarted
+/// may not listen yet, and a cluster's Service refuses until its data path knows the new pod
+/// (kube-proxy programs it a moment after the pod is Ready). A provider retries a refused
+/// webhook too; after this the refusal is the answer.
+const REFUSED_RETRY: Duration = Duration::from_secs(10);
+/// The first wait after a refusal; each next one doubles, up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+/// The longest wait between two tries.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 /// Where deliveries may go.
 pub(crate) struct Inside {
@@ -108,6 +117,29 @@ impl Inside {
     }
 }
 
+/// Connect to `addr`, trying again while it refuses, for at most [`REFUSED_RETRY`].
+async fn connect(addr: SocketAddr) -> Result<TcpStream, Report> {
+    let give_up = tokio::time::Instant::now() + REFUSED_RETRY;
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        let e = match TcpStream::connect(addr).await {
+            Ok(stream) => return Ok(stream),
+            Err(e) => e,
+        };
+        if e.kind() != std::io::ErrorKind::ConnectionRefused {
+            return Err(refuse(format!("{addr} could not be reached: {e}.")));
+        }
+        if tokio::time::Instant::now() + backoff >= give_up {
+            return Err(refuse(format!(
+                "{addr} refused every connection for {} s: {e}.",
+                REFUSED_RETRY.as_secs()
+            )));
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
 async fn send(addr: SocketAddr, d: Delivery) -> Result<Delivered, Report> {
     let method = Method::from_bytes(d.method.as_bytes())
         .map_err(|_| refuse(format!("{:?} is not an HTTP method.", d.method)))?;
@@ -126,9 +158,7 @@ async fn send(addr: SocketAddr, d: Delivery) -> Result<Delivered, Report> {
             .map_err(|_| refuse(format!("The value of {name} cannot be sent in a header.")))?;
         req.headers_mut().insert(name, value);
     }
-    let stream = TcpStream::connect(addr)
-        .await
-        .map_err(|e| refuse(format!("{addr} could not be reached: {e}.")))?;
+    let stream = connect(addr).await?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| refuse(format!("{addr} did not speak HTTP/1.1: {e}.")))?;
