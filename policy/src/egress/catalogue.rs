@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use foldhash::fast::RandomState;
 use serde::Serialize;
 
-use super::host::{CanonicalHost, HostBuf, MAX_HOST_LEN, canonicalize, ip_literal};
+use super::host::{CanonicalHost, HostBuf, canonicalize, ip_literal};
 use super::pattern::{
     HostPattern, is_canonical_path, parse_host_port, parse_method, parse_path, path_has_prefix,
     path_only,
@@ -298,7 +298,7 @@ impl Catalogue {
 
     /// Decide one request. Allocates nothing for an ASCII host.
     pub fn decide(&self, target: &Target<'_>) -> Decision {
-        let mut buf: HostBuf = [0; MAX_HOST_LEN];
+        let mut buf: HostBuf = None;
         let Ok(host) = canonicalize(target.host, &mut buf) else {
             return self.refusal(Reason::InvalidHost);
         };
@@ -311,7 +311,7 @@ impl Catalogue {
 
     /// Decide a host before any request is seen: a CONNECT authority or a TLS SNI.
     pub fn decide_host(&self, host: &str, port: u16) -> Decision {
-        let mut buf: HostBuf = [0; MAX_HOST_LEN];
+        let mut buf: HostBuf = None;
         let Ok(host) = canonicalize(host, &mut buf) else {
             return self.refusal(Reason::InvalidHost);
         };

@@ -5,7 +5,7 @@ use thiserror::Error;
 use url::Url;
 
 use super::catalogue::Miss;
-use super::host::{MAX_HOST_LEN, canonicalize};
+use super::host::canonicalize;
 use super::{Catalogue, Decision, Mode, RuleId, Target};
 
 /// Why a URL could not be explained.
@@ -149,7 +149,7 @@ impl Catalogue {
             }),
             None => self.decide_host(host, port),
         };
-        let mut buf = [0; MAX_HOST_LEN];
+        let mut buf = None;
         let canonical =
             canonicalize(host, &mut buf).map_err(|_| UrlError::NoHost(url.to_owned()))?;
         let request = question.path.as_deref().map(|path| (method, path));

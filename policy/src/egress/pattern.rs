@@ -148,7 +148,7 @@ fn parse_name_pattern(host: &str) -> Result<HostPattern, String> {
         Some(rest) => (true, rest),
         None => (false, host),
     };
-    let mut buf = [0; MAX_HOST_LEN];
+    let mut buf = None;
     let rest = canonicalize(rest, &mut buf)
         .map_err(|e| format!("{host:?}: {e}"))?
         .text
