@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use foldhash::fast::RandomState;
 use serde::Serialize;
 
-use super::host::{CanonicalHost, HostBuf, canonicalize, ip_literal};
+use super::host::{CanonicalHost, HostBuf, canonicalize, ip_literal, last_dot};
 use super::pattern::{
     HostPattern, is_canonical_path, parse_host_port, parse_method, parse_path, path_has_prefix,
     path_only,
@@ -381,10 +381,7 @@ impl Catalogue {
         let mut labels = 0;
         let mut end_of_label = name.len();
         while wanted != 0 {
-            let Some(dot) = name.as_bytes()[..end_of_label]
-                .iter()
-                .rposition(|&b| b == b'.')
-            else {
+            let Some(dot) = last_dot(&name.as_bytes()[..end_of_label]) else {
                 break;
             };
             labels += 1;

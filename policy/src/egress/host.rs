@@ -160,6 +160,21 @@ impl ByteShape {
     }
 }
 
+/// The position of the last `.` in `bytes`, read eight bytes at a time from the end: the suffix
+/// walk looks for one per label, and a byte loop cost seven instructions a byte.
+pub(crate) fn last_dot(bytes: &[u8]) -> Option<usize> {
+    let mut end = bytes.len();
+    while let Some(chunk) = bytes[..end].last_chunk::<8>() {
+        // Big-endian, so the last byte is the lowest and the last dot the lowest bit set.
+        let dots = !ByteShape::differs(u64::from_be_bytes(*chunk), b'.') & ByteShape::HIGH;
+        if dots != 0 {
+            return Some(end - 1 - dots.trailing_zeros() as usize / 8);
+        }
+        end -= 8;
+    }
+    bytes[..end].iter().rposition(|&b| b == b'.')
+}
+
 impl Lanes {
     /// Fold in one word. Wrapping adds: on ASCII bytes nothing carries from one byte into the
     /// next; on other bytes the result is discarded.
@@ -302,6 +317,14 @@ mod tests {
             proptest::prop_assert_eq!(shape.upper, host.bytes().any(|b| b.is_ascii_uppercase()));
             proptest::prop_assert_eq!(shape.colon, host.contains(':'));
             proptest::prop_assert_eq!(shape.dots, host.matches('.').count());
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn last_dot_agrees_with_rposition(host in "[a-z.\u{80}-\u{10ffff}]{0,40}") {
+            let bytes = host.as_bytes();
+            proptest::prop_assert_eq!(last_dot(bytes), bytes.iter().rposition(|&b| b == b'.'));
         }
     }
 
