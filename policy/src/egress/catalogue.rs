@@ -408,6 +408,9 @@ impl Catalogue {
         best
     }
 
+    /// Inlined into the scan's loops: as a call (registers saved, `Best` through memory) it
+    /// cost twenty instructions a visit.
+    #[inline(always)]
     fn visit(&self, index: u32, port: u16, request: Option<(&str, &str)>, best: &mut Best) {
         let rule = &self.rules[index as usize];
         if rule.port.is_some_and(|own| own != port) {
