@@ -224,7 +224,12 @@ pub struct Catalogue {
     /// Bit `n` is set when some wildcard suffix has `n` labels (63 stands for 63 or more), so a
     /// host is looked up only under suffix lengths that exist.
     suffix_label_counts: u64,
-    /// `*` rules and middle-star patterns: checked against every host. Keep them few.
+    /// The best host-level `*` rule without a port: it matches every request alike, so a
+    /// decision starts from it instead of visiting it.
+    any_winner: Option<Candidate>,
+    /// The other `*` rules: visited for every host, names and addresses alike.
+    any: Vec<u32>,
+    /// Middle-star patterns: checked against every host name. Keep them few.
     scanned: Vec<u32>,
 }
 
@@ -273,6 +278,8 @@ impl Catalogue {
             ips: Index::default(),
             suffixes: Index::default(),
             suffix_label_counts: 0,
+            any_winner: None,
+            any: Vec::new(),
             scanned: Vec::new(),
         };
         for (index, rule) in catalogue.rules.iter().enumerate() {
@@ -290,7 +297,14 @@ impl Catalogue {
                         .or_default()
                         .push(index)
                 }
-                HostPattern::Any | HostPattern::Labels { .. } => catalogue.scanned.push(index),
+                HostPattern::Any if rule.port.is_none() && rule.is_host_level() => {
+                    let candidate = (rule.host_rank, index);
+                    if better(candidate, catalogue.any_winner) {
+                        catalogue.any_winner = Some(candidate);
+                    }
+                }
+                HostPattern::Any => catalogue.any.push(index),
+                HostPattern::Labels { .. } => catalogue.scanned.push(index),
             }
         }
         Ok(catalogue)
@@ -355,19 +369,22 @@ impl Catalogue {
     }
 
     /// One pass over every rule that can match `host`: exact names or addresses, each suffix
-    /// at a label boundary, then the scanned patterns.
+    /// at a label boundary, the `*` rules, then the scanned patterns.
     fn scan(&self, host: &CanonicalHost<'_>, port: u16, request: Option<(&str, &str)>) -> Best {
-        let mut best = Best::default();
+        let mut best = Best {
+            request: request.and(self.any_winner),
+            host: self.any_winner,
+            ..Best::default()
+        };
         let mut visit = |index: u32| self.visit(index, port, request, &mut best);
         let name = host.as_str();
         if let Some(ip) = host.maybe_ip.then(|| ip_literal(name)).flatten() {
+            // Middle-star patterns never match an address.
             for &index in self.ips.get(&ip).map_or(&[][..], Vec::as_slice) {
                 visit(index);
             }
-            for &index in &self.scanned {
-                if self.rules[index as usize].pattern.matches_ip(ip) {
-                    visit(index);
-                }
+            for &index in &self.any {
+                visit(index);
             }
             return best;
         }
@@ -399,6 +416,9 @@ impl Catalogue {
                 }
             }
             end_of_label = dot;
+        }
+        for &index in &self.any {
+            visit(index);
         }
         for &index in &self.scanned {
             if self.rules[index as usize].pattern.matches_name(name) {
@@ -655,5 +675,100 @@ fn compile_rule(index: usize, spec: &RuleSpec) -> Result<CompiledRule, Vec<RuleP
             })
         }
         _ => Err(problems),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rules the property test draws from: every kind of pattern, `*` with and without a
+    /// port, paths and methods, and ties.
+    const POOL: &[(&str, &[&str], &[&str])] = &[
+        ("*", &[], &[]),
+        ("*", &["/v1"], &[]),
+        ("*", &[], &["POST"]),
+        ("*:8443", &[], &[]),
+        ("api.example.com", &[], &[]),
+        ("api.example.com:443", &["/v1/users"], &[]),
+        ("*.example.com", &[], &[]),
+        ("*.a.example.com", &["/"], &["GET"]),
+        ("*.com", &[], &[]),
+        ("x.*.example.com", &[], &[]),
+        ("*.b.*.com", &[], &[]),
+        ("203.0.113.7", &[], &[]),
+        ("[::1]:8443", &[], &[]),
+    ];
+    const HOSTS: &[&str] = &[
+        "api.example.com",
+        "API.Example.COM.",
+        "a.example.com",
+        "x.a.example.com",
+        "deep.x.b.y.com",
+        "example.com",
+        "com",
+        "unknown.test",
+        "203.0.113.7",
+        "::1",
+        "[::1]",
+    ];
+
+    fn compile(picks: &[(usize, usize)]) -> Catalogue {
+        let rules = picks
+            .iter()
+            .map(|&(pick, mode)| {
+                let (host, paths, methods) = POOL[pick % POOL.len()];
+                RuleSpec {
+                    paths: paths.iter().map(|p| (*p).to_owned()).collect(),
+                    methods: methods.iter().map(|m| (*m).to_owned()).collect(),
+                    ..RuleSpec::new(host, Mode::ALL[mode % Mode::ALL.len()])
+                }
+            })
+            .collect();
+        Catalogue::compile(&EgressSpec {
+            default: Some(Mode::Block),
+            allow_ipv6: true,
+            upstream_roots: Vec::new(),
+            rules,
+        })
+        .unwrap()
+    }
+
+    /// The winner by brute force: every rule judged on its own, the most specific first,
+    /// ties to the rule written first.
+    fn winner_by_judging(
+        catalogue: &Catalogue,
+        host: &str,
+        port: u16,
+        request: Option<(&str, &str)>,
+    ) -> Option<RuleId> {
+        let mut buf = None;
+        let host = canonicalize(host, &mut buf).unwrap();
+        (0..catalogue.len())
+            .map(|i| RuleId(u32::try_from(i).unwrap()))
+            .filter_map(|id| match catalogue.judge(id, &host, port, request) {
+                Some(Ok(specificity)) => Some((specificity, id)),
+                _ => None,
+            })
+            .min_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)))
+            .map(|(_, id)| id)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_indexed_decision_agrees_with_judging_every_rule(
+            picks in proptest::collection::vec((0..POOL.len(), 0..Mode::ALL.len()), 0..8),
+            host in proptest::sample::select(HOSTS),
+            port in proptest::sample::select(&[443u16, 8443][..]),
+            method in proptest::sample::select(&["GET", "post"][..]),
+            path in proptest::sample::select(&["/", "/v1", "/v1/users/42", "/other"][..]),
+        ) {
+            let catalogue = compile(&picks);
+            let decision = catalogue.decide(&Target { method, host, port, path });
+            let expected = winner_by_judging(&catalogue, host, port, Some((method, path)));
+            proptest::prop_assert_eq!(decision.rule, expected);
+            let decision = catalogue.decide_host(host, port);
+            proptest::prop_assert_eq!(decision.rule, winner_by_judging(&catalogue, host, port, None));
+        }
     }
 }
