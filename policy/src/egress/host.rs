@@ -105,10 +105,10 @@ struct ByteShape {
 struct Lanes {
     /// Every word or-ed together: a high bit set means a non-ASCII byte.
     any: u64,
-    /// High bit of a byte set where some word had an upper-case letter in that byte.
-    upper: u64,
-    /// A byte's high bit clear where some word had a colon in that byte.
-    no_colon: u64,
+    /// High bit of a byte set where some word had a byte from `:` to `Z` there: upper case, a
+    /// colon, or punctuation no host name has. One range test instead of two; the rare host
+    /// with such a byte is read again byte by byte.
+    rare: u64,
     /// Per byte, how many words had a dot in that byte.
     dots: u64,
 }
@@ -123,15 +123,14 @@ impl ByteShape {
         let (chunks, tail) = bytes.as_chunks::<8>();
         let mut lanes = Lanes {
             any: 0,
-            upper: 0,
-            no_colon: u64::MAX,
+            rare: 0,
             dots: 0,
         };
         for chunk in chunks {
             lanes.add(u64::from_le_bytes(*chunk));
         }
         lanes.add(Self::tail_word(bytes, tail.len()));
-        lanes.shape()
+        lanes.shape(bytes)
     }
 
     /// The last `len` (< 8) bytes of `bytes` as a word, zero above them. Zero bytes change no
@@ -183,19 +182,20 @@ impl Lanes {
         self.any |= word;
         // For bytes below 0x80, adding (0x80 - c) sets a byte's high bit exactly when the
         // byte is at least c.
-        let at_least_a = word.wrapping_add(ONES * (0x80 - u64::from(b'A')));
+        let at_least_colon = word.wrapping_add(ONES * (0x80 - u64::from(b':')));
         let past_z = word.wrapping_add(ONES * (0x80 - u64::from(b'Z') - 1));
-        self.upper |= at_least_a & !past_z;
-        self.no_colon &= ByteShape::differs(word, b':');
+        self.rare |= at_least_colon & !past_z;
         self.dots += (!ByteShape::differs(word, b'.') & ByteShape::HIGH) >> 7;
     }
 
-    fn shape(&self) -> ByteShape {
+    /// The shape of `bytes`, the bytes folded in.
+    fn shape(&self, bytes: &[u8]) -> ByteShape {
         let high = ByteShape::HIGH;
+        let rare = self.rare & high != 0;
         ByteShape {
             ascii: self.any & high == 0,
-            upper: self.upper & high != 0,
-            colon: !self.no_colon & high != 0,
+            upper: rare && bytes.iter().any(u8::is_ascii_uppercase),
+            colon: rare && bytes.contains(&b':'),
             // The multiply sums the eight per-byte counts into the top byte. `count_ones`
             // compiles to a software population count on the baseline x86-64 target.
             dots: (self.dots.wrapping_mul(ByteShape::ONES) >> 56) as usize,
