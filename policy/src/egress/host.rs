@@ -118,6 +118,9 @@ impl ByteShape {
     const HIGH: u64 = 0x8080_8080_8080_8080;
 
     /// The shape of `bytes`, at most 255 of them (so the dot counts cannot overflow a byte).
+    /// Inlined into [`canonicalize`]: as a call it saved six registers and loaded its seven
+    /// constants anew, twelve instructions a decision.
+    #[inline(always)]
     fn of(bytes: &[u8]) -> ByteShape {
         debug_assert!(bytes.len() <= 255);
         let (chunks, tail) = bytes.as_chunks::<8>();
