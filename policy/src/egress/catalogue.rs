@@ -115,15 +115,16 @@ pub struct Specificity {
 }
 
 impl Specificity {
-    /// The same order as one integer: each field in bits of its own, the first field highest,
-    /// so a decision compares candidates with one instruction instead of six fields.
-    const fn rank(self) -> u64 {
-        (self.host_class as u64) << 48
-            | (self.literal_labels as u64) << 40
-            | (self.bounded as u64) << 33
-            | (self.port as u64) << 32
-            | (self.path_len as u64) << 1
-            | self.methods as u64
+    /// The same order as one integer: each field in bits of its own (29 in all), the first
+    /// field highest, so a decision compares candidates with one instruction instead of six
+    /// fields.
+    const fn rank(self) -> u32 {
+        (self.host_class as u32) << 27
+            | (self.literal_labels as u32) << 19
+            | (self.bounded as u32) << 18
+            | (self.port as u32) << 17
+            | (self.path_len as u32) << 1
+            | self.methods as u32
     }
 }
 
@@ -163,8 +164,8 @@ pub(crate) struct CompiledRule {
     /// The most specific this rule can be for any request.
     max_specificity: Specificity,
     /// `host_specificity` and `max_specificity` as [`Specificity::rank`]s.
-    host_rank: u64,
-    max_rank: u64,
+    host_rank: u32,
+    max_rank: u32,
 }
 
 impl CompiledRule {
@@ -174,7 +175,7 @@ impl CompiledRule {
 
     /// The rank of a match on `path` and `method` (as [`Specificity::rank`]), or `None` when
     /// they do not match.
-    fn request_rank(&self, method: &str, path: &str) -> Option<u64> {
+    fn request_rank(&self, method: &str, path: &str) -> Option<u32> {
         if self.is_host_level() {
             return Some(self.host_rank);
         }
@@ -226,34 +227,44 @@ pub struct Catalogue {
     suffix_label_counts: u64,
     /// The best host-level `*` rule without a port: it matches every request alike, so a
     /// decision starts from it instead of visiting it.
-    any_winner: Option<Candidate>,
+    any_winner: Candidate,
     /// The other `*` rules: visited for every host, names and addresses alike.
     any: Vec<u32>,
     /// Middle-star patterns: checked against every host name. Keep them few.
     scanned: Vec<u32>,
 }
 
-/// A candidate rule: its [`Specificity::rank`] for this request and its index.
-type Candidate = (u64, u32);
+/// A candidate rule as one integer: its [`Specificity::rank`] for this request in the high half
+/// and the complement of its index in the low half, so the larger candidate wins (on equal
+/// ranks the rule written first) and 0 is no candidate (rule indices stay below `u32::MAX`).
+/// One compare where an `Option<(rank, index)>` took a branch per field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+struct Candidate(u64);
+
+impl Candidate {
+    const NONE: Candidate = Candidate(0);
+
+    fn new(rank: u32, index: u32) -> Candidate {
+        Candidate(u64::from(rank) << 32 | u64::from(!index))
+    }
+
+    /// The rule's index, or `None` for [`Candidate::NONE`].
+    fn index(self) -> Option<u32> {
+        (self != Candidate::NONE).then_some(!(self.0 as u32))
+    }
+}
 
 /// The best match found so far in one pass over the candidates.
 #[derive(Default)]
 struct Best {
     /// The winner for the whole request.
-    request: Option<Candidate>,
+    request: Candidate,
     /// The winner among host-level rules (no paths, no methods).
-    host: Option<Candidate>,
+    host: Candidate,
     /// The most specific path or method rule that matched the host.
-    narrowing: Option<Candidate>,
+    narrowing: Candidate,
     /// Whether a path or method rule applies to this host at all.
     host_has_path_rules: bool,
-}
-
-fn better(candidate: Candidate, current: Option<Candidate>) -> bool {
-    match current {
-        None => true,
-        Some((spec, index)) => candidate.0 > spec || (candidate.0 == spec && candidate.1 < index),
-    }
 }
 
 impl Catalogue {
@@ -278,7 +289,7 @@ impl Catalogue {
             ips: Index::default(),
             suffixes: Index::default(),
             suffix_label_counts: 0,
-            any_winner: None,
+            any_winner: Candidate::NONE,
             any: Vec::new(),
             scanned: Vec::new(),
         };
@@ -298,10 +309,8 @@ impl Catalogue {
                         .push(index)
                 }
                 HostPattern::Any if rule.port.is_none() && rule.is_host_level() => {
-                    let candidate = (rule.host_rank, index);
-                    if better(candidate, catalogue.any_winner) {
-                        catalogue.any_winner = Some(candidate);
-                    }
+                    let candidate = Candidate::new(rule.host_rank, index);
+                    catalogue.any_winner = catalogue.any_winner.max(candidate);
                 }
                 HostPattern::Any => catalogue.any.push(index),
                 HostPattern::Labels { .. } => catalogue.scanned.push(index),
@@ -342,18 +351,17 @@ impl Catalogue {
         }
     }
 
-    fn conclude(&self, winner: Option<Candidate>, best: &Best) -> Decision {
+    fn conclude(&self, winner: Candidate, best: &Best) -> Decision {
         let host_mode = best
             .host
-            .map_or(self.default_mode, |(_, i)| self.rules[i as usize].spec.mode);
+            .index()
+            .map_or(self.default_mode, |i| self.rules[i as usize].spec.mode);
         // A path or method rule can overturn the host's verdict for some requests only when it
         // could outrank the host-level winner; then the host must be opened to decide.
-        let narrowed = best
-            .narrowing
-            .is_some_and(|candidate| better(candidate, best.host));
+        let narrowed = best.narrowing > best.host;
         let open_tls = host_mode.needs_interception() || narrowed;
-        match winner {
-            Some((_, index)) => Decision {
+        match winner.index() {
+            Some(index) => Decision {
                 mode: self.rules[index as usize].spec.mode,
                 rule: Some(RuleId(index)),
                 open_tls,
@@ -372,7 +380,10 @@ impl Catalogue {
     /// at a label boundary, the `*` rules, then the scanned patterns.
     fn scan(&self, host: &CanonicalHost<'_>, port: u16, request: Option<(&str, &str)>) -> Best {
         let mut best = Best {
-            request: request.and(self.any_winner),
+            request: match request {
+                Some(_) => self.any_winner,
+                None => Candidate::NONE,
+            },
             host: self.any_winner,
             ..Best::default()
         };
@@ -437,22 +448,15 @@ impl Catalogue {
             return;
         }
         if rule.is_host_level() {
-            let candidate = (rule.host_rank, index);
-            if better(candidate, best.host) {
-                best.host = Some(candidate);
-            }
+            best.host = best.host.max(Candidate::new(rule.host_rank, index));
         } else {
             best.host_has_path_rules = true;
-            let candidate = (rule.max_rank, index);
-            if better(candidate, best.narrowing) {
-                best.narrowing = Some(candidate);
-            }
+            best.narrowing = best.narrowing.max(Candidate::new(rule.max_rank, index));
         }
         if let Some((method, path)) = request
             && let Some(rank) = rule.request_rank(method, path)
-            && better((rank, index), best.request)
         {
-            best.request = Some((rank, index));
+            best.request = best.request.max(Candidate::new(rank, index));
         }
     }
 
