@@ -99,10 +99,7 @@ async fn a_service_that_starts_listening_a_moment_later_is_delivered_to() {
     let (_dns, service, sc) = inside_sidecar().await;
     // A port nothing listens on yet (as a service just started, or a cluster Service whose
     // data path does not know the pod yet): the delivery waits for it instead of failing.
-    let port = {
-        let probe = std::net::TcpListener::bind(SocketAddr::from((UPSTREAM_IP, 0))).unwrap();
-        probe.local_addr().unwrap().port()
-    };
+    let port = closed_upstream_port();
     let late = tokio::spawn(async move {
         tokio::time::sleep(std::time::Duration::from_millis(400)).await;
         Upstream::http(
@@ -130,10 +127,7 @@ async fn a_service_that_starts_listening_a_moment_later_is_delivered_to() {
 #[tokio::test]
 async fn a_port_that_keeps_refusing_is_a_coded_refusal() {
     let (_dns, service, sc) = inside_sidecar().await;
-    let port = {
-        let probe = std::net::TcpListener::bind(SocketAddr::from((UPSTREAM_IP, 0))).unwrap();
-        probe.local_addr().unwrap().port()
-    };
+    let port = closed_upstream_port();
     let got = sc
         .admin()
         .post_json(

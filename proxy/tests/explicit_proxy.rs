@@ -282,10 +282,7 @@ async fn a_request_that_already_passed_through_the_sidecar_is_refused_as_a_loop(
 #[tokio::test]
 async fn an_allowed_upstream_that_is_down_or_unknown_gets_502_net_013_and_is_journaled() {
     let (_dns, up, sc) = setup(Replies::new(Reply::ok("x"))).await;
-    // Nothing listens on this port of the upstream address.
-    let closed = std::net::TcpListener::bind((std::net::IpAddr::from(UPSTREAM_IP), 0)).unwrap();
-    let dead_port = closed.local_addr().unwrap().port();
-    drop(closed);
+    let dead_port = closed_upstream_port();
     let got = proxy_get(sc.proxy(), &format!("http://api.allowed.test:{dead_port}/")).await;
     assert_eq!(got.status, 502, "{}", got.body);
     assert_eq!(got.header("x-af-code"), Some("AF-NET-013"));

@@ -70,6 +70,12 @@ pub(crate) fn upstream_ip() -> IpAddr {
     IpAddr::from(UPSTREAM_IP)
 }
 
+/// A port of [`UPSTREAM_IP`] nothing listens on: the system picked it free, and it is let go.
+pub(crate) fn closed_upstream_port() -> u16 {
+    let probe = std::net::TcpListener::bind((upstream_ip(), 0)).expect("a free port");
+    probe.local_addr().expect("its address").port()
+}
+
 /// A plain-HTTP fake upstream on [`UPSTREAM_IP`].
 pub(crate) async fn http_upstream(replies: Replies) -> Upstream {
     Upstream::http(SocketAddr::from((UPSTREAM_IP, 0)), replies)
