@@ -1,5 +1,6 @@
 //! The catalogue and the three requests the decision benchmarks measure, shared by the
-//! criterion bench (`benches/decide.rs`) and the callgrind driver (`examples/decide_ir.rs`).
+//! criterion bench (`benches/decide.rs`) and the driver the harness and callgrind run
+//! (`examples/decide.rs`).
 
 use af_policy::egress::{Catalogue, EgressSpec, Mode, RuleSpec, Target};
 
