@@ -1,5 +1,6 @@
 //! The run: every scenario × every system × every round, interleaved.
 
+use crate::decision::Case;
 use crate::error::{BenchError, Result};
 use crate::report::{self, Row, Status};
 use crate::scenarios::{self, Ctx, Load, Measurement, Scenario};
@@ -7,12 +8,13 @@ use crate::stacks::{self, Stack};
 use crate::systems::{Env, Support, System};
 use crate::upstream::Upstream;
 
-/// What takes part in a scenario: a system started on loopback, or (in `af-up`) a stack of
-/// containers.
+/// What takes part in a scenario: a system started on loopback, (in `af-up`) a stack of
+/// containers, or (in `decision`) one case of the decision driver.
 #[derive(Clone, Copy)]
 enum Entrant<'a> {
     System(&'a dyn System),
     Stack(&'a Stack),
+    Decision(&'a Case),
 }
 
 impl Entrant<'_> {
@@ -20,13 +22,17 @@ impl Entrant<'_> {
         match self {
             Entrant::System(s) => s.name(),
             Entrant::Stack(s) => s.name(),
+            Entrant::Decision(c) => c.name(),
         }
     }
 
     fn support(&self, scenario: Scenario) -> Support {
         match (self, scenario) {
-            (Entrant::Stack(_), Scenario::AfUp) => Support::Yes,
-            (Entrant::Stack(_), _) | (Entrant::System(_), Scenario::AfUp) => Support::No,
+            (Entrant::Stack(_), Scenario::AfUp) | (Entrant::Decision(_), Scenario::Decision) => {
+                Support::Yes
+            }
+            (Entrant::Stack(_) | Entrant::Decision(_), _)
+            | (Entrant::System(_), Scenario::AfUp | Scenario::Decision) => Support::No,
             (Entrant::System(s), _) => s.support(scenario),
         }
     }
@@ -35,6 +41,7 @@ impl Entrant<'_> {
         match self {
             Entrant::System(s) => s.missing(),
             Entrant::Stack(s) => s.missing(),
+            Entrant::Decision(_) => None,
         }
     }
 
@@ -42,6 +49,7 @@ impl Entrant<'_> {
         match self {
             Entrant::System(s) => scenarios::measure(scenario, *s, round, ctx),
             Entrant::Stack(s) => stacks::measure(s, round, ctx.rt),
+            Entrant::Decision(c) => c.measure(round, ctx.load),
         }
     }
 }
@@ -62,11 +70,13 @@ pub(crate) fn run(
     plan: &Plan,
     systems: &[Box<dyn System>],
     stacks: &[Stack],
+    decisions: &[Case],
 ) -> Result<(Vec<Measurement>, Vec<Row>)> {
     let entrants: Vec<Entrant<'_>> = systems
         .iter()
         .map(|s| Entrant::System(s.as_ref()))
         .chain(stacks.iter().map(Entrant::Stack))
+        .chain(decisions.iter().map(Entrant::Decision))
         .collect();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

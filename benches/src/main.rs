@@ -4,6 +4,7 @@
 mod admin;
 mod bench;
 mod compare;
+mod decision;
 mod error;
 mod load;
 mod proc;
@@ -85,6 +86,10 @@ struct AllArgs {
     /// --bin af`).
     #[arg(long)]
     af: Option<PathBuf>,
+    /// The decision driver `decision` runs (default: build it, `cargo build --release -p
+    /// af-policy --example decide`, static as af-proxy is).
+    #[arg(long)]
+    decide: Option<PathBuf>,
     /// Where results are written.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -207,11 +212,22 @@ fn all(args: AllArgs) -> Result<()> {
     } else {
         Vec::new()
     };
+    let mut decisions = if plan.scenarios.contains(&Scenario::Decision) {
+        let driver = match args.decide {
+            Some(driver) => driver,
+            None => decision::build_driver(&cargo::workspace_root())?,
+        };
+        decision::cases(&driver)
+    } else {
+        Vec::new()
+    };
     if !args.systems.is_empty() {
-        systems.retain(|s| args.systems.iter().any(|n| n == s.name()));
-        stacks.retain(|s| args.systems.iter().any(|n| n == s.name()));
+        let chosen = |name: &str| args.systems.iter().any(|n| n == name);
+        systems.retain(|s| chosen(s.name()));
+        stacks.retain(|s| chosen(s.name()));
+        decisions.retain(|c| chosen(c.name()));
     }
-    let (runs, rows) = bench::run(&plan, &systems, &stacks)?;
+    let (runs, rows) = bench::run(&plan, &systems, &stacks, &decisions)?;
     let goals = report::goals::judge(&rows);
     let table = format!(
         "{}\n{}",

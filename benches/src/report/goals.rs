@@ -137,10 +137,7 @@ pub(crate) fn judge(rows: &[Row]) -> Vec<Judged> {
     );
     goal(
         "one decision: <= 30 ns and 0 allocations",
-        Verdict::Unmeasured(
-            "criterion and callgrind: cargo bench -p af-policy --bench decide (benches/README.md)"
-                .into(),
-        ),
+        run.decision(30.0),
     );
     goal(
         "a proxied request: allocations published, <= 4 beyond hyper's own",
@@ -280,6 +277,52 @@ impl Run<'_> {
                 }
             }
             None => Verdict::Unmeasured(format!("no {system} figure")),
+        }
+    }
+
+    /// Every measured `decision` row: the slowest at most `limit_ns`, none allocating; the
+    /// instruction counts' range beside them.
+    fn decision(&self, limit_ns: f64) -> Verdict {
+        let rows: Vec<(&Row, f64)> = self
+            .rows
+            .iter()
+            .filter(|r| r.scenario == Scenario::Decision && r.status == Status::Measured)
+            .filter_map(|r| Some((r, r.value?)))
+            .collect();
+        let Some((slowest, ns)) = rows.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1)) else {
+            return Verdict::Unmeasured("no decision row".into());
+        };
+        let allocating: Vec<&str> = rows
+            .iter()
+            .filter(|(r, _)| r.allocs_per_op.is_none_or(|a| a > 0.0))
+            .map(|(r, _)| r.system.as_str())
+            .collect();
+        let allocations = if allocating.is_empty() {
+            "0 allocations".to_owned()
+        } else {
+            format!("allocating or uncounted: {}", allocating.join(", "))
+        };
+        let counts: Vec<f64> = rows
+            .iter()
+            .filter_map(|(r, _)| r.instructions_per_op)
+            .collect();
+        let instructions = match (
+            counts.iter().copied().reduce(f64::min),
+            counts.iter().copied().reduce(f64::max),
+        ) {
+            (Some(low), Some(high)) if counts.len() == rows.len() => {
+                format!("{low:.0} to {high:.0} Ir")
+            }
+            _ => "instructions not counted for every case (valgrind)".to_owned(),
+        };
+        let text = format!(
+            "slowest {} {ns:.1} ns (limit {limit_ns:.0}); {allocations}; {instructions}",
+            slowest.system
+        );
+        if ns <= limit_ns && allocating.is_empty() {
+            Verdict::Met(text)
+        } else {
+            Verdict::NotMet(text)
         }
     }
 
@@ -426,6 +469,48 @@ mod tests {
         let text = render(&judged);
         assert!(text.lines().next().is_some_and(|l| l.starts_with("goal")));
         assert!(text.contains("idle client connection: <= 10 KiB") && text.contains("  met"));
+    }
+
+    #[test]
+    fn one_decision_is_judged_by_the_slowest_case_and_any_allocation() {
+        let goal = "one decision: <= 30 ns and 0 allocations";
+        let case = |name: &str, ns: f64, allocs: f64| Row {
+            unit: crate::scenarios::Unit::Nanoseconds,
+            allocs_per_op: Some(allocs),
+            instructions_per_op: Some(ns * 10.0),
+            ..row(name, Scenario::Decision, ns)
+        };
+        assert_eq!(
+            verdict(
+                &judge(&[case("exact 10", 20.0, 0.0), case("miss 10", 30.0, 0.0)]),
+                goal
+            ),
+            &Verdict::Met(
+                "slowest miss 10 30.0 ns (limit 30); 0 allocations; 200 to 300 Ir".into()
+            ),
+            "the limit is inclusive"
+        );
+        assert_eq!(
+            verdict(
+                &judge(&[case("exact 10", 20.0, 0.0), case("wildcard 10", 42.7, 0.0)]),
+                goal
+            ),
+            &Verdict::NotMet(
+                "slowest wildcard 10 42.7 ns (limit 30); 0 allocations; 200 to 427 Ir".into()
+            )
+        );
+        let mut uncounted = case("miss 10", 12.0, 0.0);
+        uncounted.instructions_per_op = None;
+        assert_eq!(
+            verdict(&judge(&[case("exact 10", 20.0, 0.5), uncounted]), goal),
+            &Verdict::NotMet(
+                "slowest exact 10 20.0 ns (limit 30); allocating or uncounted: exact 10; \
+                 instructions not counted for every case (valgrind)"
+                    .into()
+            ),
+            "fast but allocating is not met"
+        );
+        assert!(matches!(verdict(&judge(&[]), goal), Verdict::Unmeasured(_)));
     }
 
     #[test]

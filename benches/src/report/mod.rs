@@ -60,6 +60,8 @@ pub(crate) struct Row {
     pub allocs_per_op: Option<f64>,
     /// Median KiB of heap held per idle connection, for a system that counts it.
     pub heap_kib_per_op: Option<f64>,
+    /// Median instructions per operation (callgrind), where counted.
+    pub instructions_per_op: Option<f64>,
     /// `value` divided by af-proxy's in the same scenario.
     pub ratio: Option<f64>,
     /// Successful rounds.
@@ -84,6 +86,7 @@ impl Row {
             peak_rss_kib: None,
             allocs_per_op: None,
             heap_kib_per_op: None,
+            instructions_per_op: None,
             ratio: None,
             rounds: 0,
         }
@@ -106,6 +109,7 @@ impl Row {
             peak_rss_kib: runs.iter().filter_map(|m| m.peak_rss_kib).max(),
             allocs_per_op: med(&|m| m.allocs_per_op),
             heap_kib_per_op: med(&|m| m.heap_kib_per_op),
+            instructions_per_op: med(&|m| m.instructions_per_op),
             rounds: runs.len(),
             ..Self::empty(system, scenario, Status::Measured)
         }
@@ -184,6 +188,7 @@ mod tests {
             peak_rss_kib: Some(value as u64),
             allocs_per_op: Some(value / 10.0),
             heap_kib_per_op: None,
+            instructions_per_op: None,
         }
     }
 

@@ -4,7 +4,7 @@ use super::{Row, Status};
 use crate::scenarios::Scenario;
 
 /// Column headers.
-const HEADERS: [&str; 11] = [
+const HEADERS: [&str; 12] = [
     "scenario",
     "system",
     "rate",
@@ -15,6 +15,7 @@ const HEADERS: [&str; 11] = [
     "CPU",
     "peak RSS",
     "allocs/op",
+    "Ir/op",
     "vs af-proxy",
 ];
 
@@ -110,6 +111,11 @@ fn cells_of(row: &Row) -> Vec<String> {
     line.push(
         row.allocs_per_op
             .map(|a| format!("{a:.1}"))
+            .unwrap_or_else(|| "-".into()),
+    );
+    line.push(
+        row.instructions_per_op
+            .map(|i| format!("{i:.0}"))
             .unwrap_or_else(|| "-".into()),
     );
     line.push(

@@ -42,13 +42,15 @@ pub(crate) enum Scenario {
     IdleMemory,
     /// HTTPS through an intercepting proxy.
     InterceptedHttps,
+    /// One policy decision, in process (`crate::decision`).
+    Decision,
     /// `af up` of the demo against Docker Compose bringing up the same services.
     AfUp,
 }
 
 impl Scenario {
     /// Every scenario, in table order.
-    pub(crate) const ALL: [Scenario; 8] = [
+    pub(crate) const ALL: [Scenario; 9] = [
         Scenario::HttpKeepAlive,
         Scenario::HttpNewConn,
         Scenario::Http1m,
@@ -56,6 +58,7 @@ impl Scenario {
         Scenario::Dns,
         Scenario::IdleMemory,
         Scenario::InterceptedHttps,
+        Scenario::Decision,
         Scenario::AfUp,
     ];
 
@@ -69,6 +72,7 @@ impl Scenario {
             Scenario::Dns => "dns",
             Scenario::IdleMemory => "idle-memory",
             Scenario::InterceptedHttps => "intercepted-https",
+            Scenario::Decision => "decision",
             Scenario::AfUp => "af-up",
         }
     }
@@ -80,6 +84,7 @@ impl Scenario {
             Scenario::Dns => Unit::QueriesPerSec,
             Scenario::IdleMemory => Unit::KibPerConn,
             Scenario::AfUp => Unit::Seconds,
+            Scenario::Decision => Unit::Nanoseconds,
             _ => Unit::RequestsPerSec,
         }
     }
@@ -103,6 +108,9 @@ pub(crate) enum Unit {
     /// Seconds of wall time (lower is better).
     #[serde(rename = "s")]
     Seconds,
+    /// Nanoseconds per operation (lower is better).
+    #[serde(rename = "ns")]
+    Nanoseconds,
 }
 
 impl Unit {
@@ -114,12 +122,13 @@ impl Unit {
             Unit::QueriesPerSec => "qps",
             Unit::KibPerConn => "KiB/conn",
             Unit::Seconds => "s",
+            Unit::Nanoseconds => "ns",
         }
     }
 
     /// Whether a larger figure is better.
     pub(crate) fn higher_is_better(self) -> bool {
-        !matches!(self, Unit::KibPerConn | Unit::Seconds)
+        !matches!(self, Unit::KibPerConn | Unit::Seconds | Unit::Nanoseconds)
     }
 }
 
@@ -172,6 +181,8 @@ pub(crate) struct Measurement {
     /// KiB of heap held per open connection (idle-memory), for a system that counts it: what
     /// the program holds, apart from what its allocator keeps resident.
     pub heap_kib_per_op: Option<f64>,
+    /// Instructions per operation, counted by callgrind (`decision`).
+    pub instructions_per_op: Option<f64>,
 }
 
 /// The counter an af-proxy built with the `alloc-count` feature shows on `/metrics`.
@@ -226,10 +237,11 @@ pub(crate) fn measure(
             let v = r.ops as f64 / r.secs;
             (r, v)
         }
-        Scenario::AfUp => {
-            return Err(BenchError::Protocol(
-                "af-up brings up stacks of containers, not a system (crate::stacks)".into(),
-            ));
+        Scenario::AfUp | Scenario::Decision => {
+            return Err(BenchError::Protocol(format!(
+                "{} measures no system (crate::stacks, crate::decision)",
+                scenario.name()
+            )));
         }
     };
     let after = pid.map(proc::sample).transpose()?;
@@ -264,6 +276,7 @@ pub(crate) fn measure(
         peak_rss_kib: after.map(|a| a.hwm_kib),
         allocs_per_op,
         heap_kib_per_op,
+        instructions_per_op: None,
     })
 }
 

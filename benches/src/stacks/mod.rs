@@ -124,5 +124,6 @@ pub(crate) fn measure(
         peak_rss_kib: None,
         allocs_per_op: None,
         heap_kib_per_op: None,
+        instructions_per_op: None,
     })
 }

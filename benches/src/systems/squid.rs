@@ -69,6 +69,8 @@ pub(super) fn http_proxy_support(scenario: Scenario) -> Support {
         | Scenario::Http1m
         | Scenario::ConnectBulk
         | Scenario::IdleMemory => Support::Yes,
-        Scenario::Dns | Scenario::InterceptedHttps | Scenario::AfUp => Support::No,
+        Scenario::Dns | Scenario::InterceptedHttps | Scenario::Decision | Scenario::AfUp => {
+            Support::No
+        }
     }
 }
