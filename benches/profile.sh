@@ -104,8 +104,8 @@ EOF
 fi
 
 if printf '%s\n' "${scenarios[@]}" | grep -qx decide; then
-  cargo build -q --release -p af-policy --example decide_ir
-  driver=$target/release/examples/decide_ir
+  cargo build -q --release -p af-policy --example decide
+  driver=$target/release/examples/decide
   {
     echo "# one decision: instructions (callgrind Ir) per Catalogue::decide, the criterion bench's requests"
     echo "# made by benches/profile.sh at $(git rev-parse --short HEAD): (Ir of 200000 decisions - Ir of 0) / 200000"
@@ -113,7 +113,7 @@ if printf '%s\n' "${scenarios[@]}" | grep -qx decide; then
     printf '%-10s %8s %14s\n' kind rules "Ir/decision"
     for rules in 10 10000; do
       for kind in exact wildcard miss; do
-        ir() { valgrind --tool=callgrind --callgrind-out-file="$work/d.out" "$driver" "$kind" "$rules" "$1" 2>&1 \
+        ir() { valgrind --tool=callgrind --callgrind-out-file="$work/d.out" "$driver" count "$kind" "$rules" "$1" 2>&1 \
           | sed -n 's/.*Collected : *\([0-9]*\).*/\1/p'; }
         base=$(ir 0); many=$(ir 200000)
         printf '%-10s %8s %14s\n' "$kind" "$rules" "$(( (many - base) / 200000 ))"
@@ -121,6 +121,6 @@ if printf '%s\n' "${scenarios[@]}" | grep -qx decide; then
     done
   } > "$out/decide-ir.txt"
   echo "wrote $out/decide-ir.txt"
-  valgrind --tool=callgrind --callgrind-out-file="$work/decide.out" "$driver" exact 10000 200000 2>/dev/null
-  summarize "$work/decide.out" decide-exact-10000 "200 000 exact decisions against 10 000 rules (examples/decide_ir.rs)"
+  valgrind --tool=callgrind --callgrind-out-file="$work/decide.out" "$driver" count exact 10000 200000 2>/dev/null
+  summarize "$work/decide.out" decide-exact-10000 "200 000 exact decisions against 10 000 rules (policy/examples/decide.rs)"
 fi
