@@ -8,7 +8,7 @@ use af_policy::manifest::{Location, ManifestError, Problem};
 use af_policy::placement::ecs::EcsReport;
 use serde::Serialize;
 
-use crate::output::{Format, print_json};
+use crate::output::{Format, print_json, say};
 
 /// Why a command stopped: one or more coded reports, some at a place in a file, and for the
 /// ECS runtime the report its refusal carries.
@@ -54,7 +54,7 @@ impl Refusal {
         match format {
             Format::Text => {
                 if let Some(report) = &self.ecs {
-                    println!("{report}");
+                    say!("{report}");
                 }
                 for entry in &self.entries {
                     match &entry.at {

@@ -49,6 +49,11 @@ impl Repo {
     /// Run af in `cwd` with only `vars` of the variables that change placement: no
     /// organization policy but one the test writes, no AF_ECS_* network but the test's.
     fn af_with(&self, cwd: &Path, args: &[&str], vars: &[(&str, &str)]) -> Output {
+        self.command(cwd, args, vars).output().expect("af runs")
+    }
+
+    /// The command [`Repo::af_with`] runs.
+    fn command(&self, cwd: &Path, args: &[&str], vars: &[(&str, &str)]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_af"));
         command
             .args(args)
@@ -61,7 +66,7 @@ impl Repo {
             command.env_remove(name);
         }
         command.envs(vars.iter().copied());
-        command.output().expect("af runs")
+        command
     }
 
     /// Write `text` under the repository's directory and return its path.
@@ -573,6 +578,33 @@ fn up_refused_by_residency_creates_nothing_and_an_allowed_region_goes_on_to_the_
         &[("AF_ORG_POLICY", &eu), ("DOCKER_HOST", &docker)],
     );
     assert_eq!(codes(&out), ["AF-RUN-001"]);
+}
+
+#[test]
+fn a_reader_that_stops_early_ends_the_output_quietly() {
+    let repo = Repo::with_manifest("closed-stdout", MANIFEST);
+    for args in [
+        &["validate", "-o", "json"][..],
+        &["net", "policy"],
+        &["net", "explain", "GET", "https://api.stripe.com/v1/charges"],
+        &["man"],
+    ] {
+        // The control: read to the end, each command prints something.
+        let read = repo.af(&repo.dir, args);
+        assert!(read.status.success() && !read.stdout.is_empty(), "{args:?}");
+        // The reader gone before the first line (`af ... | head -0`): every write fails with
+        // EPIPE, which `println!` turns into a panic.
+        let (reader, writer) = std::io::pipe().expect("a pipe");
+        drop(reader);
+        let out = repo
+            .command(&repo.dir, args, &[])
+            .stdout(writer)
+            .output()
+            .expect("af runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert_eq!(stderr, "", "{args:?}");
+    }
 }
 
 /// `af` run with `args` anywhere: these commands read no manifest.

@@ -10,7 +10,7 @@ use af_policy::placement::ecs::rule_group::{self, RuleGroup};
 use serde::Serialize;
 
 use crate::cli::Global;
-use crate::output::{Format, print_json};
+use crate::output::{Format, print_json, say};
 use crate::refusal::Refusal;
 
 /// The largest rule group file read, in bytes (4 MiB): DNS Firewall caps a domain list at
@@ -70,7 +70,7 @@ pub(super) fn check_rule_group(global: &Global, file: &Path) -> Result<(), Refus
     };
     match global.output {
         Format::Json => print_json(&accepted),
-        Format::Text => println!(
+        Format::Text => say!(
             "✓ {} blocks every domain it does not name: {} rules, the last ({}) a BLOCK on every domain, fail-open disabled",
             accepted.file,
             accepted.rules,

@@ -5,7 +5,7 @@ use af_policy::egress::Explanation;
 use af_policy::error::{Report, codes};
 
 use crate::cli::Global;
-use crate::output::{Format, print_json};
+use crate::output::{Format, print_json, say};
 use crate::refusal::Refusal;
 
 /// `af net policy`: every rule, most specific first, then the default.
@@ -27,9 +27,12 @@ fn print_policy(policy: &Listing<'_>) {
         .max()
         .unwrap_or(4)
         .max(4);
-    println!(
+    say!(
         "{:>3}  {:<9} {:<width$}  {:<8} LIMITS",
-        "#", "RULE", "HOST", "MODE"
+        "#",
+        "RULE",
+        "HOST",
+        "MODE"
     );
     for row in &policy.rules {
         let mut limits = Vec::new();
@@ -42,7 +45,7 @@ fn print_policy(policy: &Listing<'_>) {
         if let Some(note) = row.note {
             limits.push(format!("# {note}"));
         }
-        println!(
+        say!(
             "{:>3}  {:<9} {:<width$}  {:<8} {}",
             row.order,
             row.rule,
@@ -51,12 +54,13 @@ fn print_policy(policy: &Listing<'_>) {
             limits.join("  ")
         );
     }
-    println!(
+    say!(
         "     default   {:<width$}  {}",
-        "(no rule matches)", policy.default
+        "(no rule matches)",
+        policy.default
     );
     if policy.allow_ipv6 {
-        println!("IPv6 destinations are allowed.");
+        say!("IPv6 destinations are allowed.");
     }
 }
 
@@ -75,15 +79,20 @@ pub(super) fn explain(global: &Global, method: &str, url: &str) -> Result<(), Re
 }
 
 fn print_explanation(e: &Explanation) {
-    println!(
+    say!(
         "{} {}:{}{}  →  {}  ({})",
-        e.method, e.host, e.port, e.path, e.mode, e.rule
+        e.method,
+        e.host,
+        e.port,
+        e.path,
+        e.mode,
+        e.rule
     );
     if e.matched.is_empty() {
-        println!("  no rule matches");
+        say!("  no rule matches");
     }
     for m in &e.missed {
-        println!(
+        say!(
             "  ✗ rules[{}] {:<30} {:<8} lost: {}",
             m.index,
             m.host,
@@ -93,7 +102,7 @@ fn print_explanation(e: &Explanation) {
     }
     for m in &e.matched {
         let mark = if m.winner { "✓" } else { " " };
-        println!(
+        say!(
             "  {mark} rules[{}] {:<30} {:<8} {}",
             m.index,
             m.host,
@@ -101,8 +110,8 @@ fn print_explanation(e: &Explanation) {
             m.specificity
         );
     }
-    println!("  {}", e.why);
+    say!("  {}", e.why);
     if e.open_tls {
-        println!("  The sidecar opens TLS to this host to decide or answer its requests.");
+        say!("  The sidecar opens TLS to this host to decide or answer its requests.");
     }
 }

@@ -8,6 +8,7 @@ use clap::CommandFactory;
 use clap_complete::Shell;
 
 use crate::cli::Cli;
+use crate::output;
 use crate::refusal::Refusal;
 
 /// Print the completion script for `shell` on stdout.
@@ -27,12 +28,13 @@ pub(super) fn man() -> Result<(), Refusal> {
     write_out(&out)
 }
 
+/// `bytes` on stdout; a reader that stopped early (`af man | head`) is not a failure.
 fn write_out(bytes: &[u8]) -> Result<(), Refusal> {
     let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(bytes)
-        .and_then(|()| stdout.flush())
-        .map_err(|e| unwritable(&e))
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Err(e) if !output::reader_gone(&e) => Err(unwritable(&e)),
+        _ => Ok(()),
+    }
 }
 
 fn unwritable(e: &dyn std::fmt::Display) -> Refusal {

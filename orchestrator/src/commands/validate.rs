@@ -8,7 +8,7 @@ use af_policy::placement::residency::Residency;
 use serde::Serialize;
 
 use crate::cli::Global;
-use crate::output::{Format, print_json};
+use crate::output::{Format, print_json, say};
 use crate::refusal::Refusal;
 
 #[derive(Serialize)]
@@ -32,25 +32,26 @@ pub(super) fn run(global: &Global) -> Result<(), Refusal> {
     match global.output {
         Format::Json => print_json(&summary),
         Format::Text => {
-            println!("✓ {} is valid: project {}", summary.file, summary.name);
-            println!("  services: {}", summary.services.join(", "));
-            println!(
+            say!("✓ {} is valid: project {}", summary.file, summary.name);
+            say!("  services: {}", summary.services.join(", "));
+            say!(
                 "  egress:   {} rules, default {}",
-                summary.egress_rules, summary.egress_default
+                summary.egress_rules,
+                summary.egress_default
             );
             match placement.target.as_deref() {
-                Some(target) => println!("  runtime:  {} (target {target})", placement.provider),
-                None => println!("  runtime:  {} (no targets declared)", placement.provider),
+                Some(target) => say!("  runtime:  {} (target {target})", placement.provider),
+                None => say!("  runtime:  {} (no targets declared)", placement.provider),
             }
             match &decision.residency {
                 Residency::None { looked_in } => {
-                    println!("  residency: no organization policy (looked in {looked_in})")
+                    say!("  residency: no organization policy (looked in {looked_in})")
                 }
                 Residency::Allowed {
                     file,
                     allowed_regions,
                     region,
-                } => println!(
+                } => say!(
                     "  residency: {file} allows region {region} (allowed: {})",
                     allowed_regions.join(", ")
                 ),
