@@ -4,6 +4,7 @@
 # counts, not time: a loaded machine gives the same figures.
 #
 #   benches/profile.sh [SCENARIO...]   # default: http-keepalive connect-bulk intercepted-https dns decide
+#                                      # (http-newconn too on request; http-1mib times out under callgrind)
 #
 # AF_PROFILE_KEEP=DIR keeps each scenario's callgrind file there (DIR/af-proxy-SCENARIO.callgrind),
 # for questions the summaries do not answer, e.g. who calls memcpy:

@@ -160,6 +160,32 @@ fn soak(args: soak::SoakArgs) -> Result<()> {
     soak::run(args, &cargo::workspace_root(), binary)
 }
 
+/// Every system, af-proxy and its twins built (or given) first.
+fn proxy_systems(args: &AllArgs, pinned: &Path) -> Result<Vec<Box<dyn systems::System>>> {
+    // The older revision and the counting build first, so the image build (the last one)
+    // is what the target directory holds afterwards.
+    let older = args
+        .compare
+        .as_deref()
+        .map(|rev| compare::build_older(&cargo::workspace_root(), rev, pinned))
+        .transpose()?;
+    let allocs = match (&args.af_proxy, &args.af_proxy_allocs) {
+        (_, Some(path)) => Some(path.clone()),
+        (Some(_), None) => None,
+        (None, None) => Some(pinned_build(
+            &["alloc-count"],
+            pinned,
+            "af-proxy-alloc-count",
+        )?),
+    };
+    let binary = af_proxy_binary(args.af_proxy.clone(), pinned)?;
+    let measured = AfProxy::new(binary, !args.no_af_dns);
+    let mut twins: Vec<AfProxy> = Vec::new();
+    twins.extend(allocs.map(|binary| measured.counting(binary)));
+    twins.extend(older.map(|o| measured.older(o.binary, &o.rev)));
+    Ok(systems::all(measured, twins))
+}
+
 fn all(args: AllArgs) -> Result<()> {
     // 10k idle client connections plus the proxy's own: children inherit this.
     let nofile = rlimit::increase_nofile_limit(200_000)
@@ -173,23 +199,6 @@ fn all(args: AllArgs) -> Result<()> {
         .prefix("af-bench-bin-")
         .tempdir()
         .map_err(|e| BenchError::io("create binary dir", e))?;
-    // The older revision and the counting build first, so the image build (the last one)
-    // is what the target directory holds afterwards.
-    let older = args
-        .compare
-        .as_deref()
-        .map(|rev| compare::build_older(&cargo::workspace_root(), rev, pinned.path()))
-        .transpose()?;
-    let allocs = match (&args.af_proxy, args.af_proxy_allocs) {
-        (_, Some(path)) => Some(path),
-        (Some(_), None) => None,
-        (None, None) => Some(pinned_build(
-            &["alloc-count"],
-            pinned.path(),
-            "af-proxy-alloc-count",
-        )?),
-    };
-    let binary = af_proxy_binary(args.af_proxy, pinned.path())?;
     let plan = bench::Plan {
         rounds: args.rounds.unwrap_or(if args.quick { 1 } else { 3 }).max(1),
         load: Load {
@@ -199,14 +208,14 @@ fn all(args: AllArgs) -> Result<()> {
         scenarios: if args.scenarios.is_empty() {
             Scenario::ALL.to_vec()
         } else {
-            args.scenarios
+            args.scenarios.clone()
         },
     };
-    let measured = AfProxy::new(binary, !args.no_af_dns);
-    let mut twins: Vec<AfProxy> = Vec::new();
-    twins.extend(allocs.map(|binary| measured.counting(binary)));
-    twins.extend(older.map(|o| measured.older(o.binary, &o.rev)));
-    let mut systems = systems::all(measured, twins);
+    let mut systems = if plan.scenarios.iter().any(|s| s.needs_af_proxy()) {
+        proxy_systems(&args, pinned.path())?
+    } else {
+        Vec::new()
+    };
     let mut stacks = if plan.scenarios.contains(&Scenario::AfUp) {
         stacks::both(demo_setup(args.af.clone())?)?
     } else {

@@ -77,6 +77,12 @@ impl Scenario {
         }
     }
 
+    /// Whether the scenario needs this tree's af-proxy built: every one but `decision`, whose
+    /// driver is a policy example (af-up's images hold af-proxy too).
+    pub(crate) fn needs_af_proxy(self) -> bool {
+        self != Scenario::Decision
+    }
+
     /// Unit of the scenario's headline figure.
     pub(crate) fn unit(self) -> Unit {
         match self {
