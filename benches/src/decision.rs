@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 use af_fixtures::cargo::{self, Linkage};
 
 use crate::error::{BenchError, Result};
-use crate::load::LoadResult;
+use crate::load::{self, LoadResult};
 use crate::scenarios::{Load, Measurement, Scenario};
 use crate::systems;
 
@@ -96,7 +96,7 @@ impl Case {
     /// Callgrind's instructions for [`COUNTED`] decisions less those for none, per decision.
     fn instructions(&self) -> Result<f64> {
         let collected = |count: u64| -> Result<u64> {
-            let out = self.output(
+            let out = Self::output(
                 Command::new("valgrind")
                     .args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
                     .arg(&self.driver)
@@ -128,7 +128,7 @@ impl Case {
 
     /// The driver's standard output for `mode` and `amount`.
     fn run(&self, mode: &str, amount: &str) -> Result<String> {
-        let out = self.output(
+        let out = Self::output(
             Command::new(&self.driver).args(self.args(mode, amount)),
             "the decision driver",
         )?;
@@ -136,7 +136,7 @@ impl Case {
     }
 
     /// `cmd`'s output, an error unless it exited successfully.
-    fn output(&self, cmd: &mut Command, what: &str) -> Result<Output> {
+    fn output(cmd: &mut Command, what: &'static str) -> Result<Output> {
         let out = cmd.output().map_err(|source| BenchError::Spawn {
             program: what.into(),
             source,
@@ -144,12 +144,11 @@ impl Case {
         if out.status.success() {
             Ok(out)
         } else {
-            Err(BenchError::Protocol(format!(
-                "{what} failed for {} ({}): {}",
-                self.name,
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            )))
+            Err(BenchError::Load {
+                tool: what,
+                status: out.status.to_string(),
+                stderr: load::tail(&out.stderr),
+            })
         }
     }
 }

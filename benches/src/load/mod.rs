@@ -33,7 +33,7 @@ pub(crate) struct LoadResult {
 }
 
 /// The last lines of a tool's stderr, for error messages.
-fn tail(text: &[u8]) -> String {
+pub(crate) fn tail(text: &[u8]) -> String {
     let text = String::from_utf8_lossy(text);
     let lines: Vec<&str> = text.lines().rev().take(4).collect();
     lines.into_iter().rev().collect::<Vec<_>>().join(" | ")

@@ -102,12 +102,10 @@ impl Compose {
         if out.status.success() {
             return Ok(());
         }
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let tail: Vec<&str> = stderr.lines().rev().take(4).collect();
         Err(BenchError::Load {
             tool: "docker-compose",
             status: out.status.to_string(),
-            stderr: tail.into_iter().rev().collect::<Vec<_>>().join(" | "),
+            stderr: crate::load::tail(&out.stderr),
         })
     }
 
