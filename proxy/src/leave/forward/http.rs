@@ -194,11 +194,19 @@ pub(crate) async fn forward(
 /// `scheme://host:port` with the path and query of `asked`, taken as they are (a shared
 /// buffer, not parsed again).
 fn upstream_uri(scheme: &str, host: &str, port: u16, asked: &Uri) -> Result<Uri, http::Error> {
-    let authority = if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    };
+    // Pushed, not `format!`ed: the formatting machinery was 2 % of a keep-alive request's
+    // instructions under callgrind.
+    let mut authority = String::with_capacity(host.len() + 8);
+    let ipv6 = host.contains(':');
+    if ipv6 {
+        authority.push('[');
+    }
+    authority.push_str(host);
+    if ipv6 {
+        authority.push(']');
+    }
+    authority.push(':');
+    authority.push_str(itoa::Buffer::new().format(port));
     let path = asked
         .path_and_query()
         .cloned()
