@@ -324,7 +324,7 @@ fn entry(record: &Record, d: &DecisionRecord, messages: &[(u64, &MessageRecord)]
             verdict: d.outcome().as_str(),
             mode: d.mode,
             rule: d.rule.clone().unwrap_or_else(|| "default".to_owned()),
-            reason: d.reason.clone(),
+            reason: d.reason.to_string(),
             via: d.via.to_string(),
             client: d.client,
             code: d.code.as_deref().map(str::to_owned),
@@ -434,13 +434,13 @@ mod tests {
         DecisionRecord {
             via: "intercept".into(),
             client: client(port),
-            method: "POST".to_owned(),
+            method: "POST".into(),
             host: "api.sendgrid.com".to_owned(),
             port: 443,
             path: "/v3/mail/send?x=1&y=a%20b".to_owned(),
             mode: Some(Mode::Capture),
             rule: Some("rules[0] api.sendgrid.com".to_owned()),
-            reason: "rule".to_owned(),
+            reason: "rule".into(),
             status: Some(202),
             bytes_up: 120,
             duration_ms: 1500,
@@ -512,7 +512,7 @@ mod tests {
     fn a_refused_tunnel_to_an_ipv6_literal_is_a_connect_entry_with_a_bracketed_url() {
         let refused = DecisionRecord {
             via: "proxy".into(),
-            method: "CONNECT".to_owned(),
+            method: "CONNECT".into(),
             host: "::1".to_owned(),
             port: 8443,
             mode: Some(Mode::Block),

@@ -248,12 +248,12 @@ mod tests {
                     "transparent"
                 }
                 .into(),
-                method: method.to_owned(),
+                method: method.to_owned().into(),
                 host: host.to_owned(),
                 port,
                 path: path.to_owned(),
                 mode: Some(Mode::Block),
-                reason: "default".to_owned(),
+                reason: "default".into(),
                 status: Some(403),
                 code: Some("AF-NET-010".into()),
                 ..DecisionRecord::default()

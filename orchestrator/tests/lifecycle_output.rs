@@ -451,7 +451,7 @@ async fn net_log_limit_shows_the_newest_records_oldest_first_like_tail() {
         for seq in 1..=5u64 {
             let decision = DecisionRecord {
                 via: "proxy".into(),
-                method: "GET".to_owned(),
+                method: "GET".into(),
                 host: "api.x.test".to_owned(),
                 port: 80,
                 path: format!("/{seq}"),
@@ -920,13 +920,13 @@ async fn net_log_har_is_har_1_2_with_one_entry_per_decision_in_journal_order() {
             DecisionRecord {
                 via: "proxy".into(),
                 client,
-                method: "GET".to_owned(),
+                method: "GET".into(),
                 host: "api.x.test".to_owned(),
                 port: 80,
                 path: "/v1/items?page=2".to_owned(),
                 mode: Some(Mode::Allow),
                 rule: Some("rules[1] api.x.test".to_owned()),
-                reason: "rule".to_owned(),
+                reason: "rule".into(),
                 allowed: true,
                 status: Some(200),
                 bytes_down: 512,
@@ -939,11 +939,11 @@ async fn net_log_har_is_har_1_2_with_one_entry_per_decision_in_journal_order() {
             DecisionRecord {
                 via: "proxy".into(),
                 client,
-                method: "CONNECT".to_owned(),
+                method: "CONNECT".into(),
                 host: "tracker.test".to_owned(),
                 port: 443,
                 mode: Some(Mode::Block),
-                reason: "default".to_owned(),
+                reason: "default".into(),
                 status: Some(403),
                 code: Some("AF-NET-010".into()),
                 ..DecisionRecord::default()
@@ -974,13 +974,13 @@ async fn net_log_har_is_har_1_2_with_one_entry_per_decision_in_journal_order() {
             DecisionRecord {
                 via: "intercept".into(),
                 client,
-                method: "POST".to_owned(),
+                method: "POST".into(),
                 host: "api.sendgrid.com".to_owned(),
                 port: 443,
                 path: "/v3/mail/send".to_owned(),
                 mode: Some(Mode::Capture),
                 rule: Some("rules[0] api.sendgrid.com".to_owned()),
-                reason: "rule".to_owned(),
+                reason: "rule".into(),
                 status: Some(202),
                 bytes_up: 300,
                 duration_ms: 3,
@@ -1023,7 +1023,7 @@ async fn net_log_har_is_har_1_2_with_one_entry_per_decision_in_journal_order() {
     assert_eq!(entries.len(), decisions.len());
     for (e, (seq, d)) in entries.iter().zip(&decisions) {
         assert_eq!(e["_af"]["seq"], *seq);
-        assert_eq!(e["request"]["method"], d.method);
+        assert_eq!(e["request"]["method"], &*d.method);
         let url = e["request"]["url"].as_str().expect("url");
         assert!(url.contains(&d.host), "{url} names {}", d.host);
         assert_eq!(e["response"]["status"], d.status.unwrap_or(0));
@@ -1056,11 +1056,11 @@ async fn net_suggest_prints_rules_that_compile_with_the_manifest_and_cover_what_
             seq,
             Entry::Decision(DecisionRecord {
                 via: "proxy".into(),
-                method: "CONNECT".to_owned(),
+                method: "CONNECT".into(),
                 host: host.to_owned(),
                 port: 443,
                 mode: Some(Mode::Block),
-                reason: "default".to_owned(),
+                reason: "default".into(),
                 status: Some(403),
                 code: Some("AF-NET-010".into()),
                 ..DecisionRecord::default()

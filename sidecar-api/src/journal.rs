@@ -93,8 +93,9 @@ pub struct DecisionRecord {
     pub intercepted: bool,
     /// The client's address.
     pub client: SocketAddr,
-    /// Request method; `CONNECT` for tunnels, empty for a TLS connection.
-    pub method: String,
+    /// Request method; `CONNECT` for tunnels, empty for a TLS connection. Borrowed when the
+    /// sidecar writes a standard method, owned when read back.
+    pub method: Cow<'static, str>,
     /// The host decided on (lower-case, no trailing dot), empty if none was learned.
     pub host: String,
     /// The destination port (from the listener or the CONNECT authority).
@@ -113,8 +114,9 @@ pub struct DecisionRecord {
     /// `not_proxy_request`, `bad_request`, `bad_port`, `bad_body`, `head_too_large`,
     /// `header_timeout`, `connection_limit`, `client_rejected_certificate` and `intercept` (the
     /// opened TLS failed); `synth_model` for the call synth made to its model
-    /// on a request's behalf.
-    pub reason: String,
+    /// on a request's behalf. Borrowed when the sidecar writes one of these, owned when read
+    /// back.
+    pub reason: Cow<'static, str>,
     /// Whether the request left the environment (or may have, for one cut short). Kept for
     /// journals and readers that predate `outcome`; `outcome` says how it ended.
     pub allowed: bool,
@@ -146,14 +148,14 @@ impl Default for DecisionRecord {
             arrived: None,
             intercepted: false,
             client: SocketAddr::from(([0, 0, 0, 0], 0)),
-            method: String::new(),
+            method: Cow::Borrowed(""),
             host: String::new(),
             port: 0,
             path: String::new(),
             tls: false,
             mode: None,
             rule: None,
-            reason: String::new(),
+            reason: Cow::Borrowed(""),
             allowed: false,
             outcome: None,
             status: None,

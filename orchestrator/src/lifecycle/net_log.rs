@@ -173,12 +173,12 @@ pub fn line(r: &Record) -> String {
         h => h.to_owned(),
     };
     // A TLS connection names no method: the target stands alone rather than after a gap.
-    let target = match d.method.as_str() {
+    let target = match &*d.method {
         "" => format!("{host}:{}{}", d.port, d.path),
         method => format!("{method} {host}:{}{}", d.port, d.path),
     };
     // The reason only when it says more than the rule does.
-    let why = match d.reason.as_str() {
+    let why = match &*d.reason {
         "" | "rule" | "default" => rule.to_owned(),
         reason => format!("{rule}: {reason}"),
     };
@@ -207,7 +207,7 @@ mod tests {
     fn decision(via: &str, method: &str, host: &str, port: u16, path: &str) -> DecisionRecord {
         DecisionRecord {
             via: via.to_owned().into(),
-            method: method.to_owned(),
+            method: method.to_owned().into(),
             host: host.to_owned(),
             port,
             path: path.to_owned(),
@@ -284,7 +284,7 @@ mod tests {
             Entry::Decision(DecisionRecord {
                 mode: Some(Mode::Block),
                 rule: Some("default".to_owned()),
-                reason: "default".to_owned(),
+                reason: "default".into(),
                 status: Some(403),
                 code: Some("AF-NET-010".into()),
                 ..decision("proxy", "GET", "api.x.test", 443, "/")
@@ -300,7 +300,7 @@ mod tests {
             Entry::Decision(DecisionRecord {
                 mode: Some(Mode::Allow),
                 rule: Some("rules[0] api.x.test".to_owned()),
-                reason: "rule".to_owned(),
+                reason: "rule".into(),
                 allowed: true,
                 ..decision("tls", "", "api.x.test", 443, "")
             }),
@@ -315,7 +315,7 @@ mod tests {
             Entry::Decision(DecisionRecord {
                 mode: Some(Mode::Allow),
                 rule: Some("rules[0] api.x.test".to_owned()),
-                reason: "guard:private".to_owned(),
+                reason: "guard:private".into(),
                 status: Some(403),
                 code: Some("AF-NET-011".into()),
                 ..decision("proxy", "CONNECT", "api.x.test", 443, "")
@@ -333,7 +333,7 @@ mod tests {
         let mock = |outcome, status, code: Option<&'static str>, reason: &str| DecisionRecord {
             mode: Some(Mode::Mock),
             rule: Some("rules[0] api.github.com".to_owned()),
-            reason: reason.to_owned(),
+            reason: reason.to_owned().into(),
             outcome: Some(outcome),
             status,
             code: code.map(Into::into),
@@ -369,7 +369,7 @@ mod tests {
             16,
             at,
             Entry::Decision(DecisionRecord {
-                method: "GET".to_owned(),
+                method: "GET".into(),
                 path: "/user".to_owned(),
                 via: "intercept".into(),
                 ..mock(Outcome::Answered, Some(200), None, "rule")
@@ -386,7 +386,7 @@ mod tests {
                 mode: Some(Mode::Allow),
                 allowed: true,
                 outcome: Some(Outcome::Closed),
-                reason: "client_gone".to_owned(),
+                reason: "client_gone".into(),
                 ..decision("proxy", "GET", "api.x.test", 80, "/slow")
             }),
         );

@@ -55,7 +55,7 @@ mod tests {
 
     fn decision(method: &str, host: &str, port: u16, path: &str) -> DecisionRecord {
         DecisionRecord {
-            method: method.to_owned(),
+            method: method.to_owned().into(),
             host: host.to_owned(),
             port,
             path: path.to_owned(),

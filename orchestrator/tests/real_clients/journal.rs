@@ -79,7 +79,7 @@ impl Expected {
             d.intercepted.to_string(),
             self.intercepted.to_string(),
         );
-        check("method", d.method.clone(), self.method.to_owned());
+        check("method", d.method.to_string(), self.method.to_owned());
         check("host", d.host.clone(), self.host.to_owned());
         check("port", d.port.to_string(), self.port.to_string());
         check("path", d.path.clone(), self.path.clone());
@@ -93,7 +93,7 @@ impl Expected {
             format!("{:?}", d.rule),
             format!("{:?}", Some(self.rule)),
         );
-        check("reason", d.reason.clone(), self.reason.to_owned());
+        check("reason", d.reason.to_string(), self.reason.to_owned());
         check("outcome", d.outcome().to_string(), self.outcome.to_string());
         check(
             "status",

@@ -1,5 +1,6 @@
 //! Answers the sidecar makes itself: refusals with a coded text body and `X-Af-*` headers.
 
+use std::borrow::Cow;
 use std::error::Error;
 
 use af_policy::error::{ErrorCode, codes};
@@ -28,7 +29,7 @@ pub(crate) struct Refusal {
     /// The deciding rule's label, when the catalogue was asked.
     pub rule: Option<String>,
     /// Journal reason.
-    pub reason: String,
+    pub reason: Cow<'static, str>,
     /// One sentence.
     pub statement: String,
     /// What to do next.
@@ -42,7 +43,7 @@ impl Refusal {
     pub(crate) fn new(
         status: StatusCode,
         code: &'static ErrorCode,
-        reason: impl Into<String>,
+        reason: impl Into<Cow<'static, str>>,
         statement: impl Into<String>,
     ) -> Self {
         Self {

@@ -54,7 +54,7 @@ impl Ticket {
         host: String,
         mode: Option<Mode>,
         rule: Option<String>,
-        reason: &str,
+        reason: &'static str,
     ) -> Self {
         // Every record's path is redacted: no secret a URL carries reaches disk.
         let path = tripwire::redact_path(&host, ask.path).into_owned();
@@ -69,14 +69,14 @@ impl Ticket {
                 via: Cow::Borrowed(ask.via.as_str()),
                 arrived: ask.arrived.map(|v| Cow::Borrowed(v.as_str())),
                 client: ask.client,
-                method: ask.method.to_owned(),
+                method: method_name(ask.method),
                 host,
                 port: ask.port,
                 path,
                 tls: matches!(ask.via, Via::Tls | Via::Intercept),
                 mode,
                 rule,
-                reason: reason.to_owned(),
+                reason: Cow::Borrowed(reason),
                 ..DecisionRecord::default()
             },
         }
@@ -167,7 +167,7 @@ impl Ticket {
     }
 
     fn refused_with(mut self, ended: Ended, status: Option<u16>, refusal: &Refusal) {
-        self.record.reason.clone_from(&refusal.reason);
+        self.record.reason = refusal.reason.clone();
         self.record.code = Some(Cow::Borrowed(refusal.code.code));
         self.record.error = Some(tripwire::redact(&refusal.statement).into_owned());
         self.finish(false, ended, status, 0, 0, Outcome::Refused);
@@ -176,7 +176,7 @@ impl Ticket {
     /// The request had begun to leave when the client broke it (a malformed body): the
     /// client's error, coded as `refusal`; `up` is what was sent.
     pub(crate) fn client_failed(mut self, refusal: &Refusal, up: u64) {
-        self.record.reason.clone_from(&refusal.reason);
+        self.record.reason = refusal.reason.clone();
         self.record.code = Some(Cow::Borrowed(refusal.code.code));
         self.record.error = Some(tripwire::redact(&refusal.statement).into_owned());
         self.finish(
@@ -202,7 +202,7 @@ impl Ticket {
     }
 
     fn close_cut(&mut self, status: Option<u16>, up: u64, down: u64) {
-        "shutdown".clone_into(&mut self.record.reason);
+        self.record.reason = Cow::Borrowed("shutdown");
         self.record.error =
             Some("the sidecar stopped and its drain deadline passed before this ended".to_owned());
         let allowed = self.may_have_left();
@@ -235,12 +235,12 @@ impl Ticket {
         mut self,
         status: Option<u16>,
         code: &'static ErrorCode,
-        reason: &str,
+        reason: impl Into<Cow<'static, str>>,
         error: String,
         up: u64,
         down: u64,
     ) {
-        reason.clone_into(&mut self.record.reason);
+        self.record.reason = reason.into();
         self.record.code = Some(Cow::Borrowed(code.code));
         self.record.error = Some(error);
         self.finish(
@@ -299,9 +299,21 @@ impl Drop for Ticket {
         if self.is_cut() {
             return self.close_cut(None, 0, 0);
         }
-        self.record.reason = "client_gone".to_owned();
+        self.record.reason = Cow::Borrowed("client_gone");
         self.record.error = Some("the client went away before the request was answered".to_owned());
         let allowed = self.may_have_left();
         self.finish(allowed, Ended::Closed, None, 0, 0, Outcome::ClientGone);
+    }
+}
+
+/// The method as a record keeps it: borrowed for the standard methods, so nearly every request
+/// allocates nothing for it; owned for any other.
+fn method_name(method: &str) -> Cow<'static, str> {
+    const STANDARD: [&str; 10] = [
+        "GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH", "CONNECT", "TRACE", "",
+    ];
+    match STANDARD.iter().find(|standard| **standard == method) {
+        Some(standard) => Cow::Borrowed(standard),
+        None => Cow::Owned(method.to_owned()),
     }
 }

@@ -4,6 +4,7 @@
 //! the same answer. The key is sent only in `Authorization` (marked sensitive) and never logged.
 //! Every call leaves the environment, so every call is journaled ([`CallJournal`]).
 
+use std::borrow::Cow;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -80,7 +81,7 @@ impl Drop for ModelCall {
         };
         let error = error.map(|e| tripwire::redact(&e).chars().take(ERROR_CHARS).collect());
         let record = DecisionRecord {
-            method: Method::POST.to_string(),
+            method: Cow::Borrowed("POST"),
             host: self.endpoint.host().unwrap_or_default().to_owned(),
             port: self
                 .endpoint
@@ -88,7 +89,7 @@ impl Drop for ModelCall {
                 .unwrap_or(if https { 443 } else { 80 }),
             path: self.endpoint.path().to_owned(),
             tls: https,
-            reason: "synth_model".to_owned(),
+            reason: Cow::Borrowed("synth_model"),
             allowed: self.reached,
             outcome: Some(if error.is_some() {
                 Outcome::Failed

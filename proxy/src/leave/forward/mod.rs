@@ -52,7 +52,14 @@ pub(crate) fn dial_failed(e: &DialError, ticket: Ticket, answered: bool) -> Refu
         ticket.refused(&refusal);
     } else {
         let status = answered.then_some(refusal.status.as_u16());
-        ticket.upstream_failed(status, refusal.code, &refusal.reason, e.to_string(), 0, 0);
+        ticket.upstream_failed(
+            status,
+            refusal.code,
+            refusal.reason.clone(),
+            e.to_string(),
+            0,
+            0,
+        );
     }
     refusal
 }
