@@ -4,7 +4,8 @@
 
 use std::time::SystemTime;
 
-use serde::{Deserialize, Serialize};
+use humantime::Rfc3339Timestamp;
+use serde::{Deserialize, Serialize, Serializer};
 
 pub(crate) use af_sidecar_api::journal::{
     DecisionRecord, DnsSighting, Entry, MessageRecord, Outcome, refused,
@@ -16,8 +17,10 @@ pub(crate) use af_sidecar_api::journal::{
 pub(crate) struct Line<'a> {
     /// Position in the journal, from 1, never reused.
     pub seq: u64,
-    /// When the event happened, RFC 3339 UTC with milliseconds.
-    pub at: String,
+    /// When the event happened, RFC 3339 UTC with milliseconds: formatted straight into the
+    /// line, not into a `String` first.
+    #[serde(serialize_with = "as_text")]
+    pub at: Rfc3339Timestamp,
     /// The environment id.
     pub env: &'a str,
     /// The kind-specific fields, tagged by `kind`.
@@ -44,9 +47,14 @@ pub(crate) struct StoredView {
     pub kind: Option<String>,
 }
 
-/// Format a time as RFC 3339 UTC with milliseconds (`2026-11-29T14:51:33.123Z`).
-pub(crate) fn rfc3339(t: SystemTime) -> String {
-    humantime::format_rfc3339_millis(t).to_string()
+/// A time as RFC 3339 UTC with milliseconds (`2026-11-29T14:51:33.123Z`).
+pub(crate) fn rfc3339(t: SystemTime) -> Rfc3339Timestamp {
+    humantime::format_rfc3339_millis(t)
+}
+
+/// Serialize `value` as the string its `Display` writes.
+fn as_text<S: Serializer>(value: &Rfc3339Timestamp, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(value)
 }
 
 #[cfg(test)]
@@ -57,11 +65,11 @@ mod tests {
 
     #[test]
     fn rfc3339_formats_known_instants() {
-        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(UNIX_EPOCH).to_string(), "1970-01-01T00:00:00.000Z");
         let t = UNIX_EPOCH + Duration::from_millis(1_795_963_893_123);
-        assert_eq!(rfc3339(t), "2026-11-29T14:51:33.123Z");
+        assert_eq!(rfc3339(t).to_string(), "2026-11-29T14:51:33.123Z");
         let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
-        assert_eq!(rfc3339(leap), "2000-02-29T00:00:00.000Z");
+        assert_eq!(rfc3339(leap).to_string(), "2000-02-29T00:00:00.000Z");
     }
 
     #[test]

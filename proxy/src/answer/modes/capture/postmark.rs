@@ -67,7 +67,7 @@ fn send(body: &[u8], kind: Kind, batch: bool, now: SystemTime) -> Result<Sent, C
     if emails.is_empty() {
         return Err(PROVIDER.missing("Messages"));
     }
-    let submitted_at = rfc3339(now);
+    let submitted_at = rfc3339(now).to_string();
     let mut replies = Vec::with_capacity(emails.len());
     let mut messages = Vec::with_capacity(emails.len());
     for (i, email) in emails.into_iter().enumerate() {
