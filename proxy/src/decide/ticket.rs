@@ -317,3 +317,19 @@ fn method_name(method: &str) -> Cow<'static, str> {
         None => Cow::Owned(method.to_owned()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn standard_methods_are_borrowed_and_any_other_is_kept_as_written() {
+        for method in ["GET", "CONNECT", ""] {
+            assert!(matches!(method_name(method), Cow::Borrowed(m) if m == method));
+        }
+        // Methods are case-sensitive (RFC 9110 section 9.1): `get` is not `GET`.
+        for method in ["PROPFIND", "get"] {
+            assert!(matches!(method_name(method), Cow::Owned(m) if m == method));
+        }
+    }
+}
