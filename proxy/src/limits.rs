@@ -295,6 +295,11 @@ impl<T> IdleIo<T> {
         self.inner
     }
 
+    /// The wrapped IO, in place.
+    pub(crate) fn get_mut(&mut self) -> &mut T {
+        &mut self.inner
+    }
+
     /// Bytes read through this wrapper.
     pub(crate) fn read(&self) -> u64 {
         self.read

@@ -150,6 +150,7 @@ pub struct Metrics {
     bytes_down: AtomicU64,
     tunnels: [AtomicU64; TunnelCopy::ALL.len()],
     active_connections: AtomicU64,
+    parked: AtomicU64,
     connection_limit_refusals: AtomicU64,
     open_files_limit: AtomicU64,
     /// The DNS server's counters, once it listens.
@@ -202,6 +203,11 @@ impl Metrics {
     pub fn tunnel(&self, copy: TunnelCopy) {
         let i = TunnelCopy::ALL.iter().position(|c| *c == copy).unwrap_or(0);
         self.tunnels[i].fetch_add(1, Relaxed);
+    }
+
+    /// A kept-alive HTTP/1.1 connection let go of hyper's buffers to wait for its next request.
+    pub fn parked(&self) {
+        self.parked.fetch_add(1, Relaxed);
     }
 
     /// A client connection opened.
@@ -364,7 +370,7 @@ impl Metrics {
             .get()
             .map(af_dns::Metrics::snapshot)
             .unwrap_or_default();
-        let simple: [(&str, &str, &str, u64); 24] = [
+        let simple: [(&str, &str, &str, u64); 25] = [
             (
                 "af_proxy_refused_undecided_total",
                 "counter",
@@ -394,6 +400,12 @@ impl Metrics {
                 "gauge",
                 "Client connections open now.",
                 self.active_connections.load(Relaxed),
+            ),
+            (
+                "af_proxy_connections_parked_total",
+                "counter",
+                "Times a kept-alive HTTP/1.1 client connection, quiet between requests, let go of its buffers to wait for the next request on the bare socket.",
+                self.parked.load(Relaxed),
             ),
             (
                 "af_proxy_dns_sightings_over_budget_total",

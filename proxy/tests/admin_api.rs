@@ -258,6 +258,7 @@ async fn metrics_count_requests_by_mode_and_outcome() {
     let body = admin.get_with("/metrics", Some(TOKEN)).await.body;
     for name in [
         "af_proxy_active_connections",
+        "af_proxy_connections_parked_total",
         "af_proxy_connection_limit_refusals_total",
         "af_proxy_bytes_up_total",
     ] {

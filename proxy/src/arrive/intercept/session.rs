@@ -171,7 +171,7 @@ async fn serve_opened<IO, F, Fut>(
     handler: F,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    F: Fn(Request<Incoming>) -> Fut + Send + 'static,
+    F: Fn(Request<Incoming>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Response<ProxyBody>> + Send + 'static,
 {
     if tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice()) {

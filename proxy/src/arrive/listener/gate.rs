@@ -10,13 +10,14 @@
 //!
 //! The service tells the gate where a request stands through [`Phase`]: serving from the call
 //! until the response body is dropped (hyper drops it once the last byte is encoded), then
-//! ending until the next flush has written it all, then between requests again. A CONNECT
+//! ending until the next flush has written it all, then between requests again (with part of
+//! the next head read, or not: only then can the connection park, `park.rs`). A CONNECT
 //! answered 2xx turns the gate off: the connection becomes a tunnel.
 
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering::Relaxed};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -27,35 +28,61 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 /// is not that, and is let through.
 const MAX_HELD: usize = 1024;
 
+/// Between requests, nothing of the next one read yet.
 const BETWEEN: u8 = 0;
 const SERVING: u8 = 1;
 const ENDING: u8 = 2;
 const OFF: u8 = 3;
+/// Between requests, part of the next one read.
+const HEAD: u8 = 4;
 
 /// Where the connection's current request stands, shared by the gate and the service.
 #[derive(Debug, Default)]
-pub(crate) struct Phase(AtomicU8);
+pub(crate) struct Phase {
+    now: AtomicU8,
+    /// The request being answered, or last answered, came with a body: hyper may still be
+    /// reading it after the answer.
+    body: AtomicBool,
+}
 
 impl Phase {
-    /// A request was handed to the service: let its answer through.
-    pub(crate) fn serving(&self) {
+    /// A request was handed to the service: let its answer through. `body` when the request
+    /// has a body to read.
+    pub(crate) fn serving(&self, body: bool) {
+        self.body.store(body, Relaxed);
         let _ = self
-            .0
+            .now
             .fetch_update(Relaxed, Relaxed, |p| (p != OFF).then_some(SERVING));
+    }
+
+    /// Whether hyper's connection is between requests with nothing of the next one read and
+    /// no body of the last one left to read: it can be dropped and the socket kept (`park.rs`).
+    pub(crate) fn parkable(&self) -> bool {
+        self.get() == BETWEEN && !self.body.load(Relaxed)
     }
 
     /// The response's body was dropped: once flushed, the connection is between requests.
     fn ending(&self) {
-        let _ = self.0.compare_exchange(SERVING, ENDING, Relaxed, Relaxed);
+        let _ = self.now.compare_exchange(SERVING, ENDING, Relaxed, Relaxed);
+    }
+
+    /// The response was flushed whole: between requests again.
+    fn flushed(&self) {
+        let _ = self.now.compare_exchange(ENDING, BETWEEN, Relaxed, Relaxed);
+    }
+
+    /// Bytes of the next request arrived.
+    fn head_begun(&self) {
+        let _ = self.now.compare_exchange(BETWEEN, HEAD, Relaxed, Relaxed);
     }
 
     /// The connection became a tunnel: never hold anything back again.
     fn off(&self) {
-        self.0.store(OFF, Relaxed);
+        self.now.store(OFF, Relaxed);
     }
 
     fn get(&self) -> u8 {
-        self.0.load(Relaxed)
+        self.now.load(Relaxed)
     }
 }
 
@@ -125,7 +152,12 @@ impl<T> Gate<T> {
 
     /// Whether no request is being answered: a whole answer may be written now.
     pub(crate) fn between_requests(&self) -> bool {
-        self.phase.get() == BETWEEN
+        matches!(self.phase.get(), BETWEEN | HEAD)
+    }
+
+    /// The IO under the gate, in place.
+    pub(crate) fn io_mut(&mut self) -> &mut T {
+        &mut self.inner
     }
 
     /// Whether the client had sent part of a request since the last answer.
@@ -190,8 +222,10 @@ impl<T: AsyncRead + Unpin> AsyncRead for Gate<T> {
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let res = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if self.between_requests() {
-            self.read_between += (buf.filled().len() - before) as u64;
+        let read = buf.filled().len() - before;
+        if read > 0 && self.between_requests() {
+            self.read_between += read as u64;
+            self.phase.head_begun();
         }
         res
     }
@@ -239,10 +273,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Gate<T> {
         ready!(Pin::new(&mut self.inner).poll_flush(cx))?;
         // hyper flushes only once everything it buffered is written: the response is out.
         if ending {
-            let _ = self
-                .phase
-                .0
-                .compare_exchange(ENDING, BETWEEN, Relaxed, Relaxed);
+            self.phase.flushed();
             self.read_between = 0;
         }
         Poll::Ready(Ok(()))
@@ -290,7 +321,7 @@ mod tests {
         assert!(!gate.held.is_empty() && gate.between_requests());
         // A request: its response goes out as written, after nothing held.
         gate.held.clear();
-        phase.serving();
+        phase.serving(false);
         gate.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
             .await
             .expect("passes");
@@ -325,7 +356,7 @@ mod tests {
         let phase = Arc::new(Phase::default());
         let (mut client, server) = tokio::io::duplex(8192);
         let mut gate = Gate::new(server, phase.clone());
-        phase.serving();
+        phase.serving(false);
         drop(Tracked::new(
             http_body_util::Empty::<bytes::Bytes>::new(),
             phase.clone(),
@@ -345,5 +376,45 @@ mod tests {
         assert!(gate.held.is_empty());
         let mut buf = vec![0u8; MAX_HELD + 1];
         client.read_exact(&mut buf).await.expect("read");
+    }
+
+    #[tokio::test]
+    async fn a_connection_is_parkable_only_between_requests_with_nothing_left_to_read() {
+        let phase = Arc::new(Phase::default());
+        let (mut client, server) = tokio::io::duplex(4096);
+        let mut gate = Gate::new(server, phase.clone());
+        assert!(phase.parkable(), "a new connection with nothing read");
+        // Part of a head arrives: hyper holds it.
+        client.write_all(b"GET / HT").await.expect("write");
+        let mut buf = [0u8; 8];
+        gate.read_exact(&mut buf).await.expect("read");
+        assert!(!phase.parkable() && gate.between_requests());
+        let answer = |body| {
+            phase.serving(body);
+            assert!(!phase.parkable(), "serving");
+            drop(Tracked::new(
+                http_body_util::Empty::<bytes::Bytes>::new(),
+                phase.clone(),
+                false,
+            ));
+            assert!(!phase.parkable(), "answered, not yet flushed");
+        };
+        answer(false);
+        gate.flush().await.expect("flushed");
+        assert!(
+            phase.parkable(),
+            "flushed, nothing of the next request read"
+        );
+        // A request with a body: hyper may still be reading it after the answer.
+        answer(true);
+        gate.flush().await.expect("flushed");
+        assert!(!phase.parkable());
+        phase.serving(false);
+        drop(Tracked::new(
+            http_body_util::Empty::<bytes::Bytes>::new(),
+            phase.clone(),
+            true,
+        ));
+        assert!(!phase.parkable(), "a tunnel never parks");
     }
 }

@@ -4,6 +4,7 @@
 pub(crate) mod authority;
 pub(crate) mod gate;
 mod h2;
+mod park;
 mod preface;
 pub(crate) mod proxy;
 pub(crate) mod transparent_http;
@@ -22,12 +23,11 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use futures_util::FutureExt;
 use http::{Method, Request, Response};
-use hyper::body::Incoming;
+use hyper::body::{Body, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use crate::answer::body::ProxyBody;
@@ -37,6 +37,7 @@ use crate::limits::{Activity, Admitted, IdleIo};
 use crate::metrics::Unanswered;
 use crate::state::State;
 use gate::{Gate, Phase, Tracked};
+pub(crate) use park::Serve;
 use preface::{Replay, Speaks};
 use unread::Ended;
 
@@ -62,7 +63,7 @@ pub(crate) async fn serve_cleartext<F, Fut>(
     origin: Origin,
     handler: F,
 ) where
-    F: Fn(Request<Incoming>) -> Fut + Send + 'static,
+    F: Fn(Request<Incoming>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Response<ProxyBody>> + Send + 'static,
 {
     let sniffing = tokio::time::timeout(state.tuning.header_read_timeout, preface::sniff(stream));
@@ -113,7 +114,8 @@ pub(crate) async fn tunnel_client(upgraded: Upgraded) -> io::Result<(tunnel::Cli
 }
 
 /// Serve HTTP/1.1 on an admitted connection with the configured limits; `origin` and `host`
-/// (empty when not known) are what a record of a request that could not be read says.
+/// (empty when not known) are what a record of a request that could not be read says. A
+/// connection whose IO can wait alone parks between requests (`park.rs`).
 pub(crate) async fn serve_http<IO, F, Fut>(
     state: &Arc<State>,
     io: IO,
@@ -122,17 +124,19 @@ pub(crate) async fn serve_http<IO, F, Fut>(
     host: &str,
     handler: F,
 ) where
-    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    F: Fn(Request<Incoming>) -> Fut + Send + 'static,
+    IO: Serve,
+    F: Fn(Request<Incoming>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Response<ProxyBody>> + Send + 'static,
 {
     let t = state.tuning;
     let phase = Arc::new(Phase::default());
-    let gate = Gate::new(IdleIo::new(io, conn.activity.clone()), phase.clone());
+    let mut gate = Gate::new(IdleIo::new(io, conn.activity.clone()), phase.clone());
+    let handler = Arc::new(handler);
+    let parked = phase.clone();
     // The answer is mapped rather than awaited in an `async` block, which would hold the
     // handler's future twice over in the one allocation hyper keeps per connection for it.
     let svc = service_fn(move |req: Request<Incoming>| {
-        phase.serving();
+        phase.serving(!req.body().is_end_stream());
         let connect = req.method() == Method::CONNECT;
         let phase = phase.clone();
         handler(req).map(move |resp| {
@@ -148,32 +152,63 @@ pub(crate) async fn serve_http<IO, F, Fut>(
         .max_header_size(t.max_header_bytes)
         .max_headers(t.max_headers)
         .keep_alive(true);
-    let mut served = builder
-        .serve_connection(TokioIo::new(gate), svc)
-        .with_upgrades();
+    let idle = conn.activity.idle_for(t.idle_timeout);
+    tokio::pin!(idle);
     // Once the sidecar is stopping, the request being answered finishes and the connection
     // closes instead of waiting for another.
     let stopping = state.drain.stopping();
     tokio::pin!(stopping);
     let mut closing = false;
     let ended = loop {
-        tokio::select! {
-            r = &mut served => break Ended::Served(r),
-            () = conn.activity.idle_for(t.idle_timeout) => break Ended::Idle,
-            () = &mut stopping, if !closing => {
-                closing = true;
-                std::pin::Pin::new(&mut served).graceful_shutdown();
+        let parks = gate.io_mut().get_mut().parking().is_some();
+        let mut served = builder
+            .serve_connection(TokioIo::new(gate), svc.clone())
+            .with_upgrades();
+        let look = tokio::time::sleep(park::LOOK);
+        tokio::pin!(look);
+        let mut parking = false;
+        let ended = loop {
+            tokio::select! {
+                r = &mut served => break Ended::Served(r),
+                () = &mut idle => break Ended::Idle,
+                () = &mut stopping, if !closing => {
+                    closing = true;
+                    std::pin::Pin::new(&mut served).graceful_shutdown();
+                }
+                () = &mut look, if parks && !parking && !closing => {
+                    if parked.parkable() {
+                        parking = true;
+                        std::pin::Pin::new(&mut served).graceful_shutdown();
+                    } else {
+                        look.as_mut().reset(tokio::time::Instant::now() + park::LOOK);
+                    }
+                }
             }
+        };
+        if let Ended::Served(Err(e)) = &ended {
+            tracing::debug!(error = %e, peer = %conn.peer, "client connection ended with an error");
+        }
+        // None: the connection became a tunnel, which owns it now.
+        let Some(parts) = served.into_parts() else {
+            return;
+        };
+        gate = parts.io.into_inner();
+        if closing || !parking || !matches!(ended, Ended::Served(Ok(()))) {
+            break ended;
+        }
+        let Some(park) = gate.io_mut().get_mut().parking() else {
+            break ended;
+        };
+        park.unread(parts.read_buf);
+        state.metrics.parked();
+        // Parked: the socket alone waits, as hyper would have, for the next head to begin.
+        tokio::select! {
+            _ = std::future::poll_fn(|cx| park.poll_readable(cx)) => {}
+            () = tokio::time::sleep(t.header_read_timeout) => break Ended::Idle,
+            () = &mut idle => break Ended::Idle,
+            () = &mut stopping => break Ended::Served(Ok(())),
         }
     };
-    if let Ended::Served(Err(e)) = &ended {
-        tracing::debug!(error = %e, peer = %conn.peer, "client connection ended with an error");
-    }
-    // None: the connection became a tunnel, which owns it now.
-    let Some(parts) = served.into_parts() else {
-        return;
-    };
-    let gate = parts.io.into_inner();
     let answer = unread::answer(state, origin, host, &ended, &gate);
     gate.finish(answer).await;
 }

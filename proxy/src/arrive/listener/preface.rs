@@ -5,12 +5,17 @@
 //! hyper-util's `auto` server makes the same comparison, but its connection cannot be taken
 //! apart afterwards, and the HTTP/1.1 path needs that to answer a head hyper could not read
 //! with the sidecar's coded refusal (`gate.rs`). So the bytes are read here and replayed.
+//! A connection that parks between requests (`park.rs`) puts back hyper's unused bytes here.
 
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+use super::park::{Park, Serve};
 
 /// The client connection preface of HTTP/2 (RFC 9113 §3.4).
 const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -43,9 +48,7 @@ pub(crate) async fn sniff<IO: AsyncRead + Unpin>(mut io: IO) -> io::Result<(Spea
     Ok((
         speaks,
         Replay {
-            head,
-            len: filled,
-            pos: 0,
+            unread: Bytes::copy_from_slice(&head[..filled]),
             inner: io,
         },
     ))
@@ -54,16 +57,47 @@ pub(crate) async fn sniff<IO: AsyncRead + Unpin>(mut io: IO) -> io::Result<(Spea
 /// A stream whose first bytes, already read, are read again before the rest.
 #[derive(Debug)]
 pub(crate) struct Replay<IO> {
-    head: [u8; PREFACE.len()],
-    len: usize,
-    pos: usize,
+    /// Read from `inner` and not yet read again: the sniffed bytes, or what hyper put back.
+    unread: Bytes,
     inner: IO,
 }
 
 impl<IO> Replay<IO> {
-    /// The stream, and the sniffed bytes not yet read again (they come before its own).
-    pub(crate) fn into_parts(self) -> (IO, Vec<u8>) {
-        (self.inner, self.head[self.pos..self.len].to_vec())
+    /// The stream, and the bytes not yet read again (they come before its own).
+    pub(crate) fn into_parts(self) -> (IO, Bytes) {
+        (self.inner, self.unread)
+    }
+
+    /// Put back `bytes`, read from here before anything still unread, to be read again first.
+    fn put_back(&mut self, bytes: Bytes) {
+        if self.unread.is_empty() {
+            self.unread = bytes;
+        } else if !bytes.is_empty() {
+            let mut both = BytesMut::with_capacity(bytes.len() + self.unread.len());
+            both.extend_from_slice(&bytes);
+            both.extend_from_slice(&self.unread);
+            self.unread = both.freeze();
+        }
+    }
+}
+
+impl Serve for Replay<TcpStream> {
+    fn parking(&mut self) -> Option<&mut dyn Park> {
+        Some(self)
+    }
+}
+
+impl Park for Replay<TcpStream> {
+    fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.unread.is_empty() {
+            self.inner.poll_read_ready(cx)
+        } else {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    fn unread(&mut self, bytes: Bytes) {
+        self.put_back(bytes);
     }
 }
 
@@ -73,11 +107,10 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Replay<IO> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        if self.pos < self.len {
-            let rest = &self.head[self.pos..self.len];
-            let n = rest.len().min(buf.remaining());
-            buf.put_slice(&rest[..n]);
-            self.pos += n;
+        if !self.unread.is_empty() {
+            let n = self.unread.len().min(buf.remaining());
+            buf.put_slice(&self.unread[..n]);
+            self.unread.advance(n);
             return Poll::Ready(Ok(()));
         }
         Pin::new(&mut self.inner).poll_read(cx, buf)
@@ -149,5 +182,32 @@ mod tests {
         assert_eq!((speaks, back.as_slice()), (Speaks::Http1, &b"PRI * HT"[..]));
         let (speaks, back) = sniffed(&[]).await;
         assert_eq!((speaks, back.len()), (Speaks::Http1, 0));
+    }
+
+    #[tokio::test]
+    async fn bytes_put_back_are_read_before_what_is_still_unread_then_the_stream() {
+        let (mut client, server) = tokio::io::duplex(1024);
+        client
+            .write_all(b"GET / HTTP/1.1\r\n")
+            .await
+            .expect("write");
+        let (_, mut replay) = sniff(server).await.expect("sniffed");
+        let mut first = [0u8; 4];
+        replay.read_exact(&mut first).await.expect("read");
+        assert_eq!(&first, b"GET ");
+        // What hyper read and did not use goes back ahead of the unread rest of the sniff.
+        replay.put_back(Bytes::from_static(b"GET "));
+        client
+            .write_all(b"Host: a.test\r\n\r\n")
+            .await
+            .expect("write");
+        drop(client);
+        let mut back = Vec::new();
+        replay.read_to_end(&mut back).await.expect("replayed");
+        assert_eq!(back, b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n");
+        replay.put_back(Bytes::from_static(b"GET /next"));
+        let mut again = Vec::new();
+        replay.read_to_end(&mut again).await.expect("replayed");
+        assert_eq!(again, b"GET /next");
     }
 }
