@@ -69,15 +69,16 @@ impl<IO> Replay<IO> {
     }
 
     /// Put back `bytes`, read from here before anything still unread, to be read again first.
+    /// They are copied: `bytes` is a view of hyper's whole read buffer, empty or not, and
+    /// keeping it would keep the buffer that parking lets go of.
     fn put_back(&mut self, bytes: Bytes) {
-        if self.unread.is_empty() {
-            self.unread = bytes;
-        } else if !bytes.is_empty() {
-            let mut both = BytesMut::with_capacity(bytes.len() + self.unread.len());
-            both.extend_from_slice(&bytes);
-            both.extend_from_slice(&self.unread);
-            self.unread = both.freeze();
+        if bytes.is_empty() {
+            return;
         }
+        let mut both = BytesMut::with_capacity(bytes.len() + self.unread.len());
+        both.extend_from_slice(&bytes);
+        both.extend_from_slice(&self.unread);
+        self.unread = both.freeze();
     }
 }
 
@@ -209,5 +210,17 @@ mod tests {
         let mut again = Vec::new();
         replay.read_to_end(&mut again).await.expect("replayed");
         assert_eq!(again, b"GET /next");
+    }
+
+    #[tokio::test]
+    async fn what_is_put_back_keeps_nothing_of_the_buffer_it_came_from() {
+        let (_, mut replay) = sniff(tokio::io::empty()).await.expect("sniffed");
+        let hyper_buffer = Bytes::from(vec![b'x'; 16 * 1024]);
+        replay.put_back(hyper_buffer.slice(0..0));
+        replay.put_back(hyper_buffer.slice(..3));
+        assert!(hyper_buffer.is_unique(), "the read buffer is still held");
+        let mut back = Vec::new();
+        replay.read_to_end(&mut back).await.expect("replayed");
+        assert_eq!(back, b"xxx");
     }
 }
