@@ -5,6 +5,8 @@ use std::collections::HashSet;
 
 use hickory_proto::rr::{LowerName, Name};
 
+use crate::FastHash;
+
 /// The three places a queried name can belong to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum NameClass {
@@ -19,7 +21,7 @@ pub(crate) enum NameClass {
 /// Decides [`NameClass`] from the configured inside names and zones.
 #[derive(Debug, Clone)]
 pub(crate) struct Classifier {
-    names: HashSet<LowerName>,
+    names: HashSet<LowerName, FastHash>,
     zones: Vec<LowerName>,
     /// Every single-label name is inside, listed or not.
     any_single_label: bool,

@@ -20,6 +20,7 @@ use hickory_server::{
 };
 
 use crate::{
+    FastHash,
     classify::{Classifier, NameClass, fqdn},
     config::{Checked, DnsConfig},
     error::DnsError,
@@ -34,7 +35,7 @@ const EDNS_PAYLOAD: u16 = 1232;
 /// Answers every query the server receives.
 pub(crate) struct Handler {
     /// Inside names answered here, never forwarded.
-    hosts: HashMap<LowerName, Vec<IpAddr>>,
+    hosts: HashMap<LowerName, Vec<IpAddr>, FastHash>,
     classifier: Classifier,
     forwarder: Forwarder,
     sidecar_v4: Ipv4Addr,

@@ -21,6 +21,7 @@ use std::{
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use hickory_proto::rr::{LowerName, RecordType};
 
+use crate::FastHash;
 use crate::metrics::Metrics;
 
 /// How a query was answered.
@@ -90,7 +91,7 @@ pub(crate) struct Sightings {
 
 #[derive(Default)]
 struct Shard {
-    keys: HashSet<u64>,
+    keys: HashSet<u64, FastHash>,
     order: VecDeque<u64>,
     capacity: usize,
 }
