@@ -2,8 +2,6 @@
 //! closes its ticket (writes the record) when it ends.
 
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::task::{Context, Poll};
 
 use af_policy::error::codes;
@@ -12,6 +10,7 @@ use http_body_util::{Either, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 
 use crate::decide::Ticket;
+use crate::leave::forward::client::SentBytes;
 
 /// The body of every answer the data listeners give.
 pub(crate) type ProxyBody = Either<Full<Bytes>, JournaledBody>;
@@ -21,14 +20,14 @@ pub(crate) struct JournaledBody {
     inner: Incoming,
     ticket: Option<Ticket>,
     status: u16,
-    up: Arc<AtomicU64>,
+    up: SentBytes,
     down: u64,
 }
 
 impl JournaledBody {
     /// The upstream's `inner` body for the request `ticket` forwarded, answered with `status`
     /// after `up` bytes went up.
-    pub(crate) fn new(inner: Incoming, ticket: Ticket, status: u16, up: Arc<AtomicU64>) -> Self {
+    pub(crate) fn new(inner: Incoming, ticket: Ticket, status: u16, up: SentBytes) -> Self {
         Self {
             inner,
             ticket: Some(ticket),
@@ -40,7 +39,7 @@ impl JournaledBody {
 
     fn close(&mut self, error: Option<(&'static str, String)>) {
         if let Some(ticket) = self.ticket.take() {
-            let up = self.up.load(Relaxed);
+            let up = self.up.get();
             match error {
                 None => ticket.forwarded(Some(self.status), up, self.down),
                 Some((reason, error)) => ticket.upstream_failed(
@@ -99,7 +98,7 @@ impl Drop for JournaledBody {
             return self.close(None);
         }
         if let Some(ticket) = self.ticket.take_if(|t| t.is_cut()) {
-            return ticket.cut(Some(self.status), self.up.load(Relaxed), self.down);
+            return ticket.cut(Some(self.status), self.up.get(), self.down);
         }
         self.close(Some((
             "client_gone",

@@ -33,9 +33,10 @@ pub(crate) fn loop_refusal(host: &str, port: u16) -> Refusal {
 
 /// Refuse a request that carries this sidecar's own `Via`, remembering the connection it came
 /// on so that the hop of this sidecar that sent it records it as refused too.
-pub(crate) fn refuse_loop(ticket: Ticket, host: &str, port: u16) -> Response<ProxyBody> {
+pub(crate) fn refuse_loop(ticket: Ticket, port: u16) -> Response<ProxyBody> {
     ticket.loops().remember(ticket.client());
-    refuse(ticket, &loop_refusal(host, port))
+    let refusal = loop_refusal(ticket.host(), port);
+    refuse(ticket, &refusal)
 }
 
 /// Whether `resp`, the upstream's answer to the request `ticket` forwarded, is this sidecar

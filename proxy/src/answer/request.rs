@@ -70,7 +70,6 @@ pub(crate) async fn respond(
     if let Some(hit) = tripwire::scan_head(full_path, req.headers()) {
         return refuse(ticket, &live_credential(&hit));
     }
-    let host = ticket.host().to_owned();
     let upstream = match origin.via {
         Via::Intercept => Upstream::Https(&state.https_client),
         _ => Upstream::Http(&state.client),
@@ -86,7 +85,7 @@ pub(crate) async fn respond(
             if let Err(refusal) = within_rate_limit(state, &ticket) {
                 return refuse(ticket, &refusal);
             }
-            forward(upstream, req, &host, origin.port, authority, ticket).await
+            forward(upstream, req, origin.port, authority, ticket).await
         }
         // Boxed: answering locally is the larger state machine by far, and a connection keeps
         // room for its request future while it idles (hyper allocates it once).

@@ -29,15 +29,39 @@ pub(crate) fn client(guard: Arc<Guard>, max_idle_per_host: usize) -> HttpClient 
         .build(GuardedConnector::new(guard))
 }
 
+/// The bytes of a request's body sent upstream so far, shared by the body going up and the
+/// answer's body, which journals them. A request without a body has nothing to count and
+/// allocates nothing.
+#[derive(Clone, Default)]
+pub(crate) struct SentBytes(Option<Arc<AtomicU64>>);
+
+impl SentBytes {
+    /// A count for `body`'s bytes.
+    pub(crate) fn for_body(body: &Incoming) -> Self {
+        Self((!body.is_end_stream()).then(Arc::default))
+    }
+
+    /// Bytes sent so far.
+    pub(crate) fn get(&self) -> u64 {
+        self.0.as_ref().map_or(0, |n| n.load(Relaxed))
+    }
+
+    fn add(&self, n: usize) {
+        if let Some(sent) = &self.0 {
+            sent.fetch_add(n as u64, Relaxed);
+        }
+    }
+}
+
 /// The client's request body, counted as it goes upstream.
 pub(crate) struct CountingBody {
     inner: Incoming,
-    count: Arc<AtomicU64>,
+    count: SentBytes,
 }
 
 impl CountingBody {
     /// Count `inner`'s bytes into `count`.
-    pub(crate) fn new(inner: Incoming, count: Arc<AtomicU64>) -> Self {
+    pub(crate) fn new(inner: Incoming, count: SentBytes) -> Self {
         Self { inner, count }
     }
 }
@@ -54,7 +78,7 @@ impl Body for CountingBody {
         if let Poll::Ready(Some(Ok(frame))) = &res
             && let Some(data) = frame.data_ref()
         {
-            self.count.fetch_add(data.len() as u64, Relaxed);
+            self.count.add(data.len());
         }
         res
     }

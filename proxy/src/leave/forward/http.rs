@@ -4,9 +4,6 @@
 //! passed back (the client never follows them). The record is written when the response body
 //! ends, so it carries the bytes that really moved.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-
 use af_policy::error::codes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::PathAndQuery;
@@ -19,7 +16,7 @@ use crate::answer::body::{JournaledBody, ProxyBody};
 use crate::answer::refusal::client_body_refusal;
 use crate::answer::refuse::{came_back, loop_refusal, refuse, refuse_loop};
 use crate::decide::Ticket;
-use crate::leave::forward::client::{CountingBody, HttpClient};
+use crate::leave::forward::client::{CountingBody, HttpClient, SentBytes};
 use crate::leave::guard::DialError;
 use crate::leave::upstream::HttpsClient;
 
@@ -108,12 +105,12 @@ impl Upstream<'_> {
     }
 }
 
-/// Forward `req` to `scheme://host:port` + its path with `authority` as its only `Host` header:
-/// the upstream is always asked for the host that was decided.
+/// Forward `req` to `scheme://host:port` + its path, `host` the one `ticket` decided, with
+/// `authority` as its only `Host` header: the upstream is always asked for the host that was
+/// decided.
 pub(crate) async fn forward(
     upstream: Upstream<'_>,
     req: Request<Incoming>,
-    host: &str,
     port: u16,
     authority: &str,
     ticket: Ticket,
@@ -127,9 +124,9 @@ pub(crate) async fn forward(
         .iter()
         .any(|v| v.to_str().is_ok_and(|v| v.contains(VIA_TOKEN)));
     if looped {
-        return refuse_loop(ticket, host, port);
+        return refuse_loop(ticket, port);
     }
-    let uri = match upstream_uri(upstream.scheme(), host, port, &parts.uri) {
+    let uri = match upstream_uri(upstream.scheme(), ticket.host(), port, &parts.uri) {
         Ok(uri) => uri,
         Err(e) => {
             let refusal = upstream_refusal(
@@ -159,10 +156,13 @@ pub(crate) async fn forward(
     parts
         .headers
         .append(header::VIA, HeaderValue::from_static(VIA));
-    let up = Arc::new(AtomicU64::new(0));
+    let up = SentBytes::for_body(&body);
     let req = Request::from_parts(parts, CountingBody::new(body, up.clone()));
     match upstream.request(req).await {
-        Ok(resp) if came_back(&ticket, &resp) => refuse(ticket, &loop_refusal(host, port)),
+        Ok(resp) if came_back(&ticket, &resp) => {
+            let refusal = loop_refusal(ticket.host(), port);
+            refuse(ticket, &refusal)
+        }
         Ok(resp) => {
             let (mut parts, body) = resp.into_parts();
             strip_hop_by_hop(&mut parts.headers);
@@ -178,13 +178,14 @@ pub(crate) async fn forward(
             }
             if let Some(refusal) = client_body_refusal(&e) {
                 let resp = refusal.response().map(Either::Left);
-                ticket.client_failed(&refusal, up.load(Relaxed));
+                ticket.client_failed(&refusal, up.get());
                 return resp;
             }
+            let host = ticket.host();
             let error = format!("the upstream {host}:{port} failed: {}", error_chain(&e));
             let refusal = upstream_refusal("upstream", &error);
             let resp = refusal.response().map(Either::Left);
-            let sent = up.load(Relaxed);
+            let sent = up.get();
             ticket.upstream_failed(Some(502), &codes::NET_UPSTREAM, "upstream", error, sent, 0);
             resp
         }
