@@ -61,6 +61,16 @@ impl Entry {
         }
     }
 
+    /// The host the record is about, taken out of it (left empty): for a writer done with
+    /// the record that keeps the host beside its encoded line.
+    pub fn take_host(&mut self) -> String {
+        std::mem::take(match self {
+            Entry::Decision(d) => &mut d.host,
+            Entry::DnsSighting(s) => &mut s.host,
+            Entry::Message(m) => &mut m.host,
+        })
+    }
+
     /// Whether the record counts as refused for `blocked=true`: a decision that did not leave
     /// and carries a refusal code (an answer made by mock, capture or synth is not refused).
     /// `None` for the kinds that are not decisions.

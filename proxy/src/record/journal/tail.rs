@@ -12,7 +12,7 @@ pub struct Cached {
     /// Sequence number.
     pub seq: u64,
     /// Host, for the `host=` filter.
-    pub host: Option<Box<str>>,
+    pub host: Option<String>,
     /// Refused decision (`Some(true)`), allowed decision, or not a decision.
     pub blocked: Option<bool>,
     /// Whether the record is a captured message (for the inbox).

@@ -60,7 +60,7 @@ impl Writer {
     fn commit(&mut self, batch: &mut Vec<Pending>, buf: &mut BytesMut, staged: &mut Vec<Staged>) {
         buf.clear();
         staged.clear();
-        for pending in batch.drain(..) {
+        for mut pending in batch.drain(..) {
             let seq = self.next_seq;
             let record = Line {
                 seq,
@@ -95,7 +95,7 @@ impl Writer {
             self.next_seq += 1;
             staged.push(Staged {
                 seq,
-                host: Box::from(pending.entry.host()),
+                host: pending.entry.take_host(),
                 blocked: pending.entry.blocked(),
                 message: matches!(pending.entry, Entry::Message(_)),
                 line: at..buf.len() - 1,
@@ -136,7 +136,7 @@ impl Writer {
 /// A record encoded into the batch buffer, not yet written.
 struct Staged {
     seq: u64,
-    host: Box<str>,
+    host: String,
     blocked: Option<bool>,
     message: bool,
     /// Where its line (without the newline) lies in the batch buffer.
