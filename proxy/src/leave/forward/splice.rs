@@ -3,10 +3,9 @@
 //! pages along and no byte is copied through the sidecar's memory. A bulk tunnel then costs a
 //! few system calls per pipe's worth of bytes (issue 14).
 //!
-//! Readiness comes from tokio: a splice is tried while tokio counts the socket ready, and one
-//! that would block clears that readiness and waits for the next. Each direction empties its
-//! pipe before it reads again, so a pipe is never full when a socket is read: `EAGAIN` there
-//! always means the socket has nothing.
+//! Readiness comes from tokio: a splice that would block clears the socket's readiness and
+//! waits for the next. Each direction empties its pipe before it reads again, so a pipe is
+//! never full when a socket is read: `EAGAIN` there always means the socket has nothing.
 
 use std::io;
 use std::net::Shutdown;
@@ -134,22 +133,20 @@ fn end_writes(socket: &TcpStream) -> io::Result<()> {
     }
 }
 
-/// Run `splice` on `socket` until it does not block: straight away while tokio still counts
-/// the socket ready for `interest` (a bulk tunnel's usual case, which then skips the readiness
-/// future and its lock), else once it is ready again. Each call takes a unit of the task's
-/// budget, so a tunnel that never blocks still lets its worker run other tasks.
+/// Run `splice` once `socket` is ready for `interest`, again after each time it would block.
 async fn when_ready(
     socket: &TcpStream,
     interest: Interest,
     mut splice: impl FnMut() -> rustix::io::Result<usize>,
 ) -> io::Result<usize> {
     loop {
-        tokio::task::coop::consume_budget().await;
+        socket.ready(interest).await?;
         match socket.try_io(interest, || splice().map_err(io::Error::from)) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                socket.ready(interest).await?;
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) => {}
             done => return done,
         }
     }
