@@ -5,6 +5,7 @@
 #
 #   benches/profile.sh [SCENARIO...]   # default: http-keepalive connect-bulk intercepted-https dns decide
 #                                      # (http-newconn too on request; http-1mib times out under callgrind)
+#   benches/profile.sh allocations     # who allocates per keep-alive request (benches/alloc-sites.awk)
 #
 # AF_PROFILE_KEEP=DIR keeps each scenario's callgrind file there (DIR/af-proxy-SCENARIO.callgrind),
 # for questions the summaries do not answer, e.g. who calls memcpy:
@@ -64,15 +65,22 @@ if [ ${#proxy_scenarios[@]} -gt 0 ]; then
   # The harness starts this wrapper as af-proxy: callgrind around the real binary. On the
   # harness's SIGTERM the sidecar drains and callgrind writes its file; the harness may kill
   # the wrapper first, so the script waits for valgrind itself (its pid in valgrind.pid).
-  cat > "$work/af-proxy" <<EOF
+  for profile in "${proxy_scenarios[@]}"; do
+    # `allocations` is the keep-alive run with jemalloc's entry points told apart by their
+    # callers, 24 frames up, so each allocation can be charged to the code that asked for it.
+    s=$profile options=
+    if [ "$profile" = allocations ]; then
+      s=http-keepalive
+      for f in malloc mallocx calloc realloc rallocx; do options+=" --separate-callers24=_rjem_$f"; done
+    fi
+    cat > "$work/af-proxy" <<EOF
 #!/bin/sh
-valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" "$work/af-proxy.real" "\$@" 2>>"$work/valgrind.log" &
+valgrind --tool=callgrind$options --callgrind-out-file="$work/callgrind.out" "$work/af-proxy.real" "\$@" 2>>"$work/valgrind.log" &
 echo \$! > "$work/valgrind.pid"
 trap 'kill -TERM \$(cat "$work/valgrind.pid")' TERM INT
 wait
 EOF
-  chmod +x "$work/af-proxy"
-  for s in "${proxy_scenarios[@]}"; do
+    chmod +x "$work/af-proxy"
     rm -f "$work/callgrind.out" "$work/valgrind.pid"
     AF_BENCH_READY_SECS=120 "$target/debug/af-benches" all --af-proxy "$work/af-proxy" \
       --systems af-proxy --scenarios "$s" --rounds 1 --duration 5 --idle 100 --out "$work/results" \
@@ -94,12 +102,22 @@ EOF
       req/s | qps) count=$(awk '{ printf "%d", $3 * 5 }' <<<"$row") ;;
       *) count= ;;
     esac
-    summarize "$work/callgrind.out" "af-proxy-$s" \
-      "af-proxy under callgrind, one 5 s run of the harness's $s scenario ($(cut -d' ' -f3-4 <<<"$row") under callgrind)" \
-      "$count"
+    if [ "$profile" = allocations ]; then
+      {
+        echo "# af-proxy-allocations: who allocates in one 5 s run of the harness's $s scenario under callgrind ($(cut -d' ' -f3-4 <<<"$row"))"
+        echo "# made by benches/profile.sh at $(git rev-parse --short HEAD) on $(date -u +%FT%TZ); read by benches/alloc-sites.awk"
+        echo
+        awk -v requests="$count" -f benches/alloc-sites.awk "$work/callgrind.out"
+      } > "$out/af-proxy-allocations.txt"
+      echo "wrote $out/af-proxy-allocations.txt"
+    else
+      summarize "$work/callgrind.out" "af-proxy-$s" \
+        "af-proxy under callgrind, one 5 s run of the harness's $s scenario ($(cut -d' ' -f3-4 <<<"$row") under callgrind)" \
+        "$count"
+    fi
     if [ -n "${AF_PROFILE_KEEP:-}" ]; then
       mkdir -p "$AF_PROFILE_KEEP"
-      cp "$work/callgrind.out" "$AF_PROFILE_KEEP/af-proxy-$s.callgrind"
+      cp "$work/callgrind.out" "$AF_PROFILE_KEEP/af-proxy-$profile.callgrind"
     fi
   done
 fi
