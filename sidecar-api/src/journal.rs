@@ -4,6 +4,7 @@
 
 use std::borrow::Cow;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use af_policy::egress::Mode;
 use schemars::JsonSchema;
@@ -116,8 +117,9 @@ pub struct DecisionRecord {
     pub tls: bool,
     /// The catalogue's verdict, absent when the request was refused before deciding.
     pub mode: Option<Mode>,
-    /// The rule that decided (`rules[N] host`) or `default`; absent before deciding.
-    pub rule: Option<String>,
+    /// The rule that decided (`rules[N] host`) or `default`; absent before deciding. Shared
+    /// with the sidecar's catalogue when it writes the record (no copy per request).
+    pub rule: Option<Arc<str>>,
     /// Why. From the catalogue: `rule`, `default`, `invalid-host`, `non-canonical-path`.
     /// From the sidecar: `guard:<class>`, `mode_unserved`, `resolve`, `connect`, `upstream`,
     /// `tunnel`, `client_gone`, `shutdown`, `loop`, `no_sni`, `not_tls`, `client_hello_timeout`,

@@ -283,7 +283,7 @@ mod tests {
             "2026-11-29T14:03:05.000Z",
             Entry::Decision(DecisionRecord {
                 mode: Some(Mode::Block),
-                rule: Some("default".to_owned()),
+                rule: Some("default".into()),
                 reason: "default".into(),
                 status: Some(403),
                 code: Some("AF-NET-010".into()),
@@ -299,7 +299,7 @@ mod tests {
             "2026-11-29T14:03:06.000Z",
             Entry::Decision(DecisionRecord {
                 mode: Some(Mode::Allow),
-                rule: Some("rules[0] api.x.test".to_owned()),
+                rule: Some("rules[0] api.x.test".into()),
                 reason: "rule".into(),
                 allowed: true,
                 ..decision("tls", "", "api.x.test", 443, "")
@@ -314,7 +314,7 @@ mod tests {
             "2026-11-29T14:03:07.000Z",
             Entry::Decision(DecisionRecord {
                 mode: Some(Mode::Allow),
-                rule: Some("rules[0] api.x.test".to_owned()),
+                rule: Some("rules[0] api.x.test".into()),
                 reason: "guard:private".into(),
                 status: Some(403),
                 code: Some("AF-NET-011".into()),
@@ -332,7 +332,7 @@ mod tests {
         let at = "2026-11-29T14:03:08.000Z";
         let mock = |outcome, status, code: Option<&'static str>, reason: &str| DecisionRecord {
             mode: Some(Mode::Mock),
-            rule: Some("rules[0] api.github.com".to_owned()),
+            rule: Some("rules[0] api.github.com".into()),
             reason: reason.to_owned().into(),
             outcome: Some(outcome),
             status,

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use foldhash::fast::RandomState;
 use serde::Serialize;
@@ -153,7 +154,8 @@ impl fmt::Display for Specificity {
 #[derive(Debug)]
 pub(crate) struct CompiledRule {
     pub(crate) spec: RuleSpec,
-    pub(crate) label: Box<str>,
+    /// Shared, so a record of the decision holds it without a copy.
+    pub(crate) label: Arc<str>,
     pub(crate) pattern: HostPattern,
     pub(crate) port: Option<u16>,
     pub(crate) paths: Box<[Box<str>]>,
@@ -232,6 +234,8 @@ pub struct Catalogue {
     any: Vec<u32>,
     /// Middle-star patterns: checked against every host name. Keep them few.
     scanned: Vec<u32>,
+    /// `default`, the label of a decision no rule made, shared as the rules' labels are.
+    default_label: Arc<str>,
 }
 
 /// A candidate rule as one integer: its [`Specificity::rank`] for this request in the high half
@@ -292,6 +296,7 @@ impl Catalogue {
             any_winner: Candidate::NONE,
             any: Vec::new(),
             scanned: Vec::new(),
+            default_label: Arc::from("default"),
         };
         for (index, rule) in catalogue.rules.iter().enumerate() {
             let index = u32::try_from(index).unwrap_or(u32::MAX);
@@ -492,7 +497,16 @@ impl Catalogue {
 
     /// A short label for journals and headers: `rules[2] api.example.com`, or `default`.
     pub fn rule_label(&self, id: Option<RuleId>) -> &str {
-        id.map_or("default", |id| &self.rules[id.index()].label)
+        id.map_or(&self.default_label, |id| &self.rules[id.index()].label)
+    }
+
+    /// [`Catalogue::rule_label`], shared: what a journal record keeps, without a copy per
+    /// request.
+    pub fn shared_rule_label(&self, id: Option<RuleId>) -> Arc<str> {
+        id.map_or_else(
+            || self.default_label.clone(),
+            |id| self.rules[id.index()].label.clone(),
+        )
     }
 
     /// Number of rules.
@@ -736,6 +750,25 @@ mod tests {
             rules,
         })
         .unwrap()
+    }
+
+    #[test]
+    fn a_shared_label_is_the_catalogues_own_not_a_copy() {
+        let catalogue = compile(&[(4, 0), (6, 1)]);
+        let decided = catalogue.decide_host("a.example.com", 443);
+        let label = catalogue.shared_rule_label(decided.rule);
+        assert_eq!(&*label, "rules[1] *.example.com");
+        assert_eq!(&*label, catalogue.rule_label(decided.rule));
+        assert!(Arc::ptr_eq(
+            &label,
+            &catalogue.shared_rule_label(decided.rule)
+        ));
+        let default = catalogue.shared_rule_label(None);
+        assert_eq!(
+            (&*default, catalogue.rule_label(None)),
+            ("default", "default")
+        );
+        assert!(Arc::ptr_eq(&default, &catalogue.shared_rule_label(None)));
     }
 
     /// The winner by brute force: every rule judged on its own, the most specific first,

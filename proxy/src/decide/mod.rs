@@ -51,7 +51,7 @@ pub(crate) enum Serve {
 pub(crate) fn decide_tunnel(state: &Arc<State>, ask: &Ask<'_>) -> (Ticket, TunnelVerdict) {
     let host = normalize_host(ask.host);
     let decision = state.catalogue.decide_host(&host, ask.port);
-    let label = state.catalogue.rule_label(decision.rule).to_owned();
+    let label = state.catalogue.shared_rule_label(decision.rule);
     // A tunnel whose host needs TLS opened is intercepted even when the host's own verdict is
     // block: a path or method rule may allow some requests inside it.
     let verdict = if decision.open_tls {
@@ -89,7 +89,7 @@ pub(crate) fn decide_request(
         port: ask.port,
         path: ask.path,
     });
-    let label = state.catalogue.rule_label(decision.rule).to_owned();
+    let label = state.catalogue.shared_rule_label(decision.rule);
     let verdict = match decision.mode {
         Mode::Block => Err(blocked(ask, &host, &label, decision.reason)),
         Mode::Allow => Ok(Serve::Forward),

@@ -34,7 +34,7 @@ impl Ticket {
         ask: &Ask<'_>,
         host: String,
         decision: &Decision,
-        label: String,
+        label: Arc<str>,
     ) -> Self {
         let mut ticket = Self::new(
             state,
@@ -53,7 +53,7 @@ impl Ticket {
         ask: &Ask<'_>,
         host: String,
         mode: Option<Mode>,
-        rule: Option<String>,
+        rule: Option<Arc<str>>,
         reason: &'static str,
     ) -> Self {
         // Every record's path is redacted: no secret a URL carries reaches disk.
