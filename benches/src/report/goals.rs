@@ -146,7 +146,7 @@ pub(crate) fn judge(rows: &[Row]) -> Vec<Judged> {
             .and_then(|r| r.allocs_per_op)
         {
             Some(a) => Verdict::Shown(format!(
-                "{a:.1} allocations per request (hyper's own is not measured apart)"
+                "{a:.1} allocations per request (hyper's own apart: benches/profile.sh allocations)"
             )),
             None => Verdict::Unmeasured(format!("no {COUNTING} row")),
         },
