@@ -50,14 +50,14 @@ END {
   if (requests <= 0) { print "requests=N is needed" > "/dev/stderr"; exit 1 }
   for (chain in calls) {
     n = split(chain, frames, "'")
-    who = "other"; site = ""; tool = bare(frames[2])
-    for (i = 2; i <= n; i++) {
+    who = ""; tool = bare(frames[2])
+    for (i = 2; i <= n && who == ""; i++) {
       frame = bare(frames[i])
       who = owner(frame)
-      if (who != "") { site = frame; break }
-      tool = frame
+      if (who == "") tool = frame
     }
-    if (who == "") { who = "other"; site = bare(frames[2]) }
+    site = frame
+    if (who == "") { who = "other"; site = tool = bare(frames[2]) }
     by_owner[who] += calls[chain]
     by_site[who "\t" site "\t" tool] += calls[chain]
     total += calls[chain]

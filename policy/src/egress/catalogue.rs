@@ -497,16 +497,17 @@ impl Catalogue {
 
     /// A short label for journals and headers: `rules[2] api.example.com`, or `default`.
     pub fn rule_label(&self, id: Option<RuleId>) -> &str {
-        id.map_or(&self.default_label, |id| &self.rules[id.index()].label)
+        self.label(id)
     }
 
     /// [`Catalogue::rule_label`], shared: what a journal record keeps, without a copy per
     /// request.
     pub fn shared_rule_label(&self, id: Option<RuleId>) -> Arc<str> {
-        id.map_or_else(
-            || self.default_label.clone(),
-            |id| self.rules[id.index()].label.clone(),
-        )
+        self.label(id).clone()
+    }
+
+    fn label(&self, id: Option<RuleId>) -> &Arc<str> {
+        id.map_or(&self.default_label, |id| &self.rules[id.index()].label)
     }
 
     /// Number of rules.

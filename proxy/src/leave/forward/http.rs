@@ -222,11 +222,14 @@ fn upstream_uri(scheme: &str, host: &str, port: u16, asked: &Uri) -> Result<Uri,
         .build()
 }
 
-/// Whether `text` is exactly `host:port` as [`host_port_authority`] writes it.
+/// Whether `text` is exactly `host:port` as [`host_port_authority`] writes it. An IPv6 host,
+/// which it writes in brackets, is always written anew.
 fn spells_host_port(text: &str, host: &str, port: u16) -> bool {
-    text.strip_prefix(host)
-        .and_then(|rest| rest.strip_prefix(':'))
-        .is_some_and(|digits| digits == itoa::Buffer::new().format(port))
+    !host.contains(':')
+        && text
+            .strip_prefix(host)
+            .and_then(|rest| rest.strip_prefix(':'))
+            .is_some_and(|digits| digits == itoa::Buffer::new().format(port))
 }
 
 /// `host:port`, an IPv6 host in brackets.
