@@ -1,11 +1,11 @@
 //! `af ui` in real browsers: headless Chromium (Debian's `chromium` and `chromium-driver`) and
-//! Firefox (Debian's `firefox-esr` and Mozilla's geckodriver from crates.io), which `.ci/run`
-//! installs, on the page served for a real af-proxy on loopback. In each browser the list
-//! shows the sidecar's decisions and takes new ones without a reload, names the service each
-//! came from and filters by it, a refusal's detail names its code and rule, a message shows
-//! its code and first link and its HTML runs no script, and the overview lists the counters
-//! and the catalogue. Each view's screenshot is written to `target/ui-screenshots/`. The
-//! server refuses a request for another `Host` or without the run's secret.
+//! Firefox (Debian's `firefox-esr` and Mozilla's geckodriver from crates.io), which
+//! `fixtures/test/run` installs, on the page served for a real af-proxy on loopback. In each
+//! browser the list shows the sidecar's decisions and takes new ones without a reload, names the
+//! service each came from and filters by it, a refusal's detail names its code and rule, a message
+//! shows its code and first link and its HTML runs no script, and the overview lists the counters
+//! and the catalogue. Each view's screenshot is written to `target/ui-screenshots/`. The server
+//! refuses a request for another `Host` or without the run's secret.
 
 #![allow(
     clippy::expect_used,

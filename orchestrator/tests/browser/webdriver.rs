@@ -159,7 +159,7 @@ impl Driver {
         for program in [browser.driver(), browser.binary()] {
             assert!(
                 program.exists(),
-                "{} is missing: the browser tests need it ({}; .ci/run does this)",
+                "{} is missing: the browser tests need it ({}; fixtures/test/run does this)",
                 program.display(),
                 browser.install()
             );

@@ -75,7 +75,7 @@ fn start_local_cluster() -> Cluster {
         status.success(),
         "AF_KUBE_CONTEXT is not set and the project's own cluster did not start ({} exited {status}; \
          its output is above). Name a cluster with AF_KUBE_CONTEXT (and KUBECONFIG), or leave these \
-         tests out explicitly: `cargo nextest run --workspace -E 'not binary(/kubernetes/) and not binary(live_cluster)'`.",
+         tests out explicitly: `fixtures/test/run -E 'not binary(/kubernetes/) and not binary(live_cluster)'`.",
         script.display()
     );
     Cluster {

@@ -254,7 +254,7 @@ fn debian_clients_image() -> String {
         .unwrap_or_else(|e| panic!("{}: {e}", script.display()));
     assert!(
         out.status.success(),
-        "{} failed (.ci/run installs debootstrap, which it needs): {}",
+        "{} failed (fixtures/test/run installs debootstrap, which it needs): {}",
         script.display(),
         String::from_utf8_lossy(&out.stderr)
     );
