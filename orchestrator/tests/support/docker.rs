@@ -3,7 +3,7 @@
 //! that removes, by label, everything a test made even when it fails.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -25,6 +25,7 @@ use bollard::query_parameters::{
 };
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
+use ipnet::{IpNet, Ipv4Net};
 use serde_json::Value;
 
 use super::{Harness, HostAddr, HostEscapes, Internet, Island, Unconfined};
@@ -69,22 +70,30 @@ impl DockerHarness {
         let sim_image = build_sim_image(&docker, &bins).await;
         let probe_dir = probe_context(&bins, &run);
 
-        // The simulated internet on a /27 of 203.0.113.0/24 that no other run is using.
+        // The simulated internet on a /27 of 203.0.113.128/25 that no other run is using.
         let labels = HashMap::from([(TEST_LABEL.to_owned(), run.clone())]);
         let mut base = None;
-        for slot in 0..8u8 {
-            let subnet = format!("203.0.113.{}/27", slot * 32);
-            if create_network(&docker, &format!("aft-{run}-inet"), &subnet, &labels)
-                .await
-                .is_ok()
+        for slot in SIM_SLOTS {
+            if create_network(
+                &docker,
+                &format!("aft-{run}-inet"),
+                &slot.to_string(),
+                &labels,
+            )
+            .await
+            .is_ok()
             {
-                base = Some(slot * 32);
+                base = Some(slot.network());
                 break;
             }
         }
-        let base = base
-            .unwrap_or_else(|| panic!("no free /27 in 203.0.113.0/24 for the simulated internet"));
-        let ip = |n: u8| -> IpAddr { IpAddr::from([203, 0, 113, base + n]) };
+        let base = base.unwrap_or_else(|| {
+            panic!("no free /27 in 203.0.113.128/25 for the simulated internet")
+        });
+        let ip = |n: u8| -> IpAddr {
+            let [a, b, c, d] = base.octets();
+            IpAddr::from([a, b, c, d + n])
+        };
         let internet = Internet {
             allowed: ("api.allowed.test".to_owned(), ip(10)),
             unlisted: ("other.test".to_owned(), ip(20)),
@@ -453,12 +462,46 @@ impl HostEscapes for DockerHarness {
     }
 }
 
+/// The simulated internet's slots: the /27s of 203.0.113.128/25, a documentation range this
+/// machine does not use.
+const SIM_SLOTS: [Ipv4Net; 4] = [
+    Ipv4Net::new_assert(Ipv4Addr::new(203, 0, 113, 128), 27),
+    Ipv4Net::new_assert(Ipv4Addr::new(203, 0, 113, 160), 27),
+    Ipv4Net::new_assert(Ipv4Addr::new(203, 0, 113, 192), 27),
+    Ipv4Net::new_assert(Ipv4Addr::new(203, 0, 113, 224), 27),
+];
+
+/// The machine's own networks, which no test network may cover: its own 192.0.2.0/24 and the
+/// 203.0.113.64/27 its route to the package registries (203.0.113.80) sits in. A bridge on
+/// either would take the machine's own traffic while the test runs.
+const MACHINE_NETWORKS: [Ipv4Net; 2] = [
+    Ipv4Net::new_assert(Ipv4Addr::new(192, 0, 2, 0), 24),
+    Ipv4Net::new_assert(Ipv4Addr::new(203, 0, 113, 64), 27),
+];
+
+/// Refuse a test network that overlaps one of the machine's own.
+fn refuse_machine_networks(subnet: &str) -> Result<(), String> {
+    let Ok(IpNet::V4(net)) = subnet.parse::<IpNet>() else {
+        return Ok(());
+    };
+    match MACHINE_NETWORKS
+        .iter()
+        .find(|own| own.contains(&net) || net.contains(*own))
+    {
+        Some(own) => Err(format!(
+            "the test network {net} would cover this machine's own {own}: choose another range"
+        )),
+        None => Ok(()),
+    }
+}
+
 async fn create_network(
     docker: &Docker,
     name: &str,
     subnet: &str,
     labels: &HashMap<String, String>,
 ) -> Result<(), String> {
+    refuse_machine_networks(subnet)?;
     let request = NetworkCreateRequest {
         name: name.to_owned(),
         driver: Some("bridge".to_owned()),
@@ -811,5 +854,22 @@ impl DockerHarness {
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
             .filter_map(|v| v["text"].as_str().map(str::to_owned))
             .collect()
+    }
+}
+
+#[test]
+fn the_simulated_internet_never_covers_the_machines_own_networks() {
+    for slot in SIM_SLOTS {
+        refuse_machine_networks(&slot.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    }
+    // The positive control: the check refuses what the old slots included.
+    for bad in [
+        "203.0.113.64/27",
+        "203.0.113.0/24",
+        "192.0.2.0/25",
+        "0.0.0.0/0",
+    ] {
+        let refusal = refuse_machine_networks(bad).expect_err(bad);
+        assert!(refusal.contains("this machine's own"), "{refusal}");
     }
 }

@@ -5,12 +5,12 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
-use k8s_openapi::api::core::v1::{Endpoints, Namespace, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Service};
 use kube::Client;
 use kube::api::Api;
 
 use super::cluster::{is_status, refused};
-use super::policies::ClusterResolver;
+use super::policies::{ClusterResolver, Families};
 use crate::runtime::RuntimeError;
 
 /// The label every namespace carries from Kubernetes 1.21 on: its own name.
@@ -121,6 +121,57 @@ pub async fn api_server(client: &Client) -> Result<Vec<SocketAddr>, RuntimeError
         .filter_map(|ip| ip.parse::<IpAddr>().ok())
         .map(|ip| SocketAddr::new(ip, port))
         .collect())
+}
+
+/// The address families the cluster serves: those of the `default/kubernetes` Service
+/// (`ipFamilies`, else its cluster addresses) and of the nodes' pod ranges where this user may
+/// read nodes. IPv4 alone when none of these can be read.
+pub async fn address_families(client: &Client) -> Result<Families, RuntimeError> {
+    let (namespace, name) = API_SERVER;
+    let services: Api<Service> = Api::namespaced(client.clone(), namespace);
+    let mut found = Families {
+        v4: false,
+        v6: false,
+    };
+    let mut note = |family: Option<bool>| match family {
+        Some(true) => found.v6 = true,
+        Some(false) => found.v4 = true,
+        None => {}
+    };
+    if let Some(spec) =
+        readable(services.get_opt(name).await, "read default/kubernetes")?.and_then(|s| s.spec)
+    {
+        for family in spec.ip_families.iter().flatten() {
+            note(match family.as_str() {
+                "IPv4" => Some(false),
+                "IPv6" => Some(true),
+                _ => None,
+            });
+        }
+        for ip in spec.cluster_ips.iter().flatten().chain(&spec.cluster_ip) {
+            note(ip.parse::<IpAddr>().ok().map(|ip| ip.is_ipv6()));
+        }
+    }
+    let nodes: Api<Node> = Api::all(client.clone());
+    match nodes.list(&Default::default()).await {
+        Ok(list) => {
+            for spec in list.items.into_iter().filter_map(|n| n.spec) {
+                for cidr in spec.pod_cidrs.iter().flatten().chain(&spec.pod_cidr) {
+                    note(
+                        cidr.parse::<ipnet::IpNet>()
+                            .ok()
+                            .map(|n| matches!(n, ipnet::IpNet::V6(_))),
+                    );
+                }
+            }
+        }
+        Err(e) if is_status(&e, 403) => {}
+        Err(e) => return Err(refused("list the cluster's nodes")(e)),
+    }
+    if !found.v4 && !found.v6 {
+        found.v4 = true;
+    }
+    Ok(found)
 }
 
 /// A read that may be forbidden to a namespace-scoped user: forbidden reads as not there.

@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::deploy;
 use super::names::{DEFAULT_PREFIX, Names};
 use super::namespace;
-use super::policies::{self, ClusterResolver};
+use super::policies::{self, ClusterResolver, Families};
 use super::probe::pod::{self, ProbePod};
 use super::probe::targets::ProbeTargets;
 use crate::env_id::EnvId;
@@ -37,6 +37,13 @@ fn check(file: &str, object: &impl Serialize) {
     );
 }
 
+/// An IPv4 cluster, and a dual-stack one whose catalogue allows IPv6.
+const IPV4: Families = Families {
+    v4: true,
+    v6: false,
+};
+const DUAL_STACK: Families = Families { v4: true, v6: true };
+
 #[test]
 fn the_namespace_carries_our_labels_from_its_creation() {
     check("namespace.json", &namespace::render(&names()));
@@ -53,7 +60,7 @@ fn the_policies_deny_by_default_and_open_only_the_sidecar_routes() {
     };
     check(
         "network-policies.json",
-        &policies::render(&names(), &kube_dns),
+        &policies::render(&names(), &kube_dns, IPV4),
     );
 }
 
@@ -63,9 +70,9 @@ fn the_sidecar_reaches_a_resolver_known_by_address_at_exactly_that_address() {
         "10.244.0.5".parse().expect("ip"),
         "fd00:10:244::5".parse().expect("ip"),
     ]);
-    let rendered = policies::render(&names(), &by_address);
+    let rendered = policies::render(&names(), &by_address, DUAL_STACK);
     check("sidecar-egress-by-address.json", &rendered[4]);
-    let unknown = policies::render(&names(), &ClusterResolver::Unknown);
+    let unknown = policies::render(&names(), &ClusterResolver::Unknown, DUAL_STACK);
     let rules = |p: &k8s_openapi::api::networking::v1::NetworkPolicy| {
         p.spec
             .as_ref()

@@ -129,8 +129,9 @@ impl Fake {
 }
 
 /// Resource names that end a collection's path.
-const COLLECTIONS: [&str; 14] = [
+const COLLECTIONS: [&str; 15] = [
     "namespaces",
+    "nodes",
     "pods",
     "networkpolicies",
     "services",

@@ -396,7 +396,15 @@ impl KubernetesRuntime {
         if resolver == policies::ClusterResolver::Unknown {
             progress.step("no cluster resolver found (kube-system/kube-dns, AF_KUBE_RESOLVER): the sidecar's policy reaches none");
         }
-        let wanted = policies::render(names, &resolver);
+        let served = discovery::address_families(client).await?;
+        let families = policies::Families {
+            v4: served.v4,
+            v6: served.v6 && plan.egress.allow_ipv6,
+        };
+        if served.v6 && !families.v6 {
+            progress.step("the cluster serves IPv6; the sidecar's policy reaches none (egress.allow_ipv6 is off)");
+        }
+        let wanted = policies::render(names, &resolver, families);
         let done = policies::apply(client, names, &wanted, progress).await?;
         progress.step(&format!("network policies: {}", summary(&done)));
 

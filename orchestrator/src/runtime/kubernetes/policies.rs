@@ -12,9 +12,10 @@
 //! the containment probe, which runs after these exist, is what finds out.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use af_sidecar_api::config::{ProxyListener, SmtpListener};
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use k8s_openapi::api::networking::v1::{
     IPBlock, NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyIngressRule, NetworkPolicyPeer,
     NetworkPolicyPort, NetworkPolicySpec,
@@ -34,17 +35,37 @@ use crate::runtime::{Action, Progress, RuntimeError};
 const TRANSPARENT_PORTS: [u16; 2] = [80, 443];
 /// DNS, served by the sidecar to the services and asked of the cluster resolver by the sidecar.
 const DNS_PORT: u16 = 53;
-/// What the sidecar may not reach over IPv4: RFC 1918, CGNAT, link-local (the metadata
-/// endpoint and with it the node's cloud credentials).
-const EXCEPT_V4: [&str; 5] = [
-    "10.0.0.0/8",
-    "172.16.0.0/12",
-    "192.168.0.0/16",
-    "100.64.0.0/10",
-    "169.254.0.0/16",
+/// What the sidecar may not reach over IPv4: "this network", RFC 1918, CGNAT, loopback,
+/// link-local (the metadata endpoint and with it the node's cloud credentials), multicast and
+/// the reserved block.
+const NOT_PUBLIC_V4: [Ipv4Net; 8] = [
+    Ipv4Net::new_assert(Ipv4Addr::new(0, 0, 0, 0), 8),
+    Ipv4Net::new_assert(Ipv4Addr::new(10, 0, 0, 0), 8),
+    Ipv4Net::new_assert(Ipv4Addr::new(100, 64, 0, 0), 10),
+    Ipv4Net::new_assert(Ipv4Addr::new(127, 0, 0, 0), 8),
+    Ipv4Net::new_assert(Ipv4Addr::new(169, 254, 0, 0), 16),
+    Ipv4Net::new_assert(Ipv4Addr::new(172, 16, 0, 0), 12),
+    Ipv4Net::new_assert(Ipv4Addr::new(192, 168, 0, 0), 16),
+    Ipv4Net::new_assert(Ipv4Addr::new(224, 0, 0, 0), 3),
 ];
-/// What the sidecar may not reach over IPv6: unique local and link-local.
-const EXCEPT_V6: [&str; 2] = ["fc00::/7", "fe80::/10"];
+/// The IPv6 the sidecar may reach: global unicast, which leaves out unique local, link-local,
+/// loopback and multicast ...
+const GLOBAL_V6: Ipv6Net = Ipv6Net::new_assert(Ipv6Addr::new(0x2000, 0, 0, 0, 0, 0, 0, 0), 3);
+/// ... but for the blocks that carry IPv4 inside (Teredo, 6to4), as the sidecar's guard refuses.
+const NOT_PUBLIC_V6: [Ipv6Net; 2] = [
+    Ipv6Net::new_assert(Ipv6Addr::new(0x2001, 0, 0, 0, 0, 0, 0, 0), 32),
+    Ipv6Net::new_assert(Ipv6Addr::new(0x2002, 0, 0, 0, 0, 0, 0, 0), 16),
+];
+
+/// The address families the environment's policies write: those the cluster serves (IPv6
+/// only when the catalogue allows it too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Families {
+    /// IPv4 blocks are written.
+    pub v4: bool,
+    /// IPv6 blocks are written.
+    pub v6: bool,
+}
 
 /// Where the sidecar asks the cluster's own names (the services' names on a cluster).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,23 +84,22 @@ pub enum ClusterResolver {
 }
 
 /// The environment's five policies, in the order they are applied.
-pub fn render(names: &Names, resolver: &ClusterResolver) -> Vec<NetworkPolicy> {
+pub fn render(names: &Names, resolver: &ClusterResolver, families: Families) -> Vec<NetworkPolicy> {
     let services = pods(network::SERVICE);
     let sidecar = pods(network::SIDECAR);
     let sidecar_ports = sidecar_ports();
-    let mut sidecar_egress = vec![
-        NetworkPolicyEgressRule {
-            to: Some(vec![
-                outside("0.0.0.0/0", &EXCEPT_V4),
-                outside("::/0", &EXCEPT_V6),
-            ]),
+    let outside = public_blocks(families);
+    let mut sidecar_egress = Vec::with_capacity(3);
+    if !outside.is_empty() {
+        sidecar_egress.push(NetworkPolicyEgressRule {
+            to: Some(outside.iter().map(|net| block(*net)).collect()),
             ports: None,
-        },
-        NetworkPolicyEgressRule {
-            to: Some(vec![services.clone()]),
-            ports: None,
-        },
-    ];
+        });
+    }
+    sidecar_egress.push(NetworkPolicyEgressRule {
+        to: Some(vec![services.clone()]),
+        ports: None,
+    });
     if let Some(peers) = resolver_peers(resolver) {
         sidecar_egress.push(NetworkPolicyEgressRule {
             to: Some(peers),
@@ -247,11 +267,43 @@ fn pods(network: &str) -> NetworkPolicyPeer {
     }
 }
 
-fn outside(cidr: &str, except: &[&str]) -> NetworkPolicyPeer {
+/// The public addresses of `families`, as disjoint blocks in address order: none is a `/0`.
+pub fn public_blocks(families: Families) -> Vec<IpNet> {
+    let mut blocks = Vec::new();
+    if families.v4 {
+        let all = Ipv4Net::new_assert(Ipv4Addr::UNSPECIFIED, 0);
+        let not_public = NOT_PUBLIC_V4.map(IpNet::V4);
+        blocks.extend(subtract(IpNet::V4(all), &not_public));
+    }
+    if families.v6 {
+        let not_public = NOT_PUBLIC_V6.map(IpNet::V6);
+        blocks.extend(subtract(IpNet::V6(GLOBAL_V6), &not_public));
+    }
+    blocks
+}
+
+/// `net` minus every block of `except`, as disjoint blocks covering exactly the rest.
+fn subtract(net: IpNet, except: &[IpNet]) -> Vec<IpNet> {
+    // Two CIDR blocks overlap only when one contains the other.
+    if except.iter().any(|e| e.contains(&net)) {
+        return Vec::new();
+    }
+    if !except.iter().any(|e| net.contains(e)) {
+        return vec![net];
+    }
+    // An exception lies strictly inside `net`, so `net` is wider than one address and splits.
+    net.subnets(net.prefix_len() + 1)
+        .into_iter()
+        .flatten()
+        .flat_map(|half| subtract(half, except))
+        .collect()
+}
+
+fn block(net: IpNet) -> NetworkPolicyPeer {
     NetworkPolicyPeer {
         ip_block: Some(IPBlock {
-            cidr: cidr.to_owned(),
-            except: Some(except.iter().map(|c| (*c).to_owned()).collect()),
+            cidr: net.to_string(),
+            except: None,
         }),
         ..NetworkPolicyPeer::default()
     }
@@ -270,36 +322,44 @@ fn resolver_peers(resolver: &ClusterResolver) -> Option<Vec<NetworkPolicyPeer>> 
             }),
             ..NetworkPolicyPeer::default()
         }]),
-        ClusterResolver::Addresses(addrs) if !addrs.is_empty() => Some(
-            addrs
-                .iter()
-                .map(|ip| NetworkPolicyPeer {
-                    ip_block: Some(IPBlock {
-                        cidr: match ip {
-                            IpAddr::V4(v4) => format!("{v4}/32"),
-                            IpAddr::V6(v6) => format!("{v6}/128"),
-                        },
-                        except: None,
-                    }),
-                    ..NetworkPolicyPeer::default()
-                })
-                .collect(),
-        ),
+        ClusterResolver::Addresses(addrs) if !addrs.is_empty() => {
+            Some(addrs.iter().map(|ip| block(IpNet::from(*ip))).collect())
+        }
         ClusterResolver::Addresses(_) | ClusterResolver::Unknown => None,
     }
 }
 
+/// A transport protocol of a listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// TCP.
+    Tcp,
+    /// UDP.
+    Udp,
+}
+
 /// The sidecar's listeners a service may reach: explicit proxy, transparent HTTP and TLS,
-/// SMTP, and DNS over UDP and TCP.
-fn sidecar_ports() -> Vec<NetworkPolicyPort> {
-    let mut ports: Vec<NetworkPolicyPort> = [ProxyListener::DEFAULT_PORT]
+/// SMTP, and DNS over UDP and TCP. The one list both layers allow: these policies and each
+/// pod's own fence.
+pub fn sidecar_listeners() -> Vec<(Transport, u16)> {
+    let mut listeners: Vec<(Transport, u16)> = [ProxyListener::DEFAULT_PORT]
         .into_iter()
         .chain(TRANSPARENT_PORTS)
         .chain(SmtpListener::DEFAULT_PORTS)
-        .map(|port| tcp_or_udp("TCP", port))
+        .map(|port| (Transport::Tcp, port))
         .collect();
-    ports.extend(dns_ports());
-    ports
+    listeners.extend([(Transport::Udp, DNS_PORT), (Transport::Tcp, DNS_PORT)]);
+    listeners
+}
+
+fn sidecar_ports() -> Vec<NetworkPolicyPort> {
+    sidecar_listeners()
+        .into_iter()
+        .map(|(transport, port)| match transport {
+            Transport::Tcp => tcp_or_udp("TCP", port),
+            Transport::Udp => tcp_or_udp("UDP", port),
+        })
+        .collect()
 }
 
 fn dns_ports() -> Vec<NetworkPolicyPort> {
@@ -311,5 +371,161 @@ fn tcp_or_udp(protocol: &str, port: u16) -> NetworkPolicyPort {
         port: Some(IntOrString::Int(i32::from(port))),
         protocol: Some(protocol.to_owned()),
         end_port: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env_id::EnvId;
+    use crate::runtime::kubernetes::names::DEFAULT_PREFIX;
+
+    const IPV4: Families = Families {
+        v4: true,
+        v6: false,
+    };
+    const IPV6: Families = Families {
+        v4: false,
+        v6: true,
+    };
+    const DUAL: Families = Families { v4: true, v6: true };
+
+    fn rendered(families: Families) -> Vec<NetworkPolicy> {
+        let names = Names::new(DEFAULT_PREFIX, &EnvId::parse("pr-42").expect("id"));
+        let resolver = ClusterResolver::Addresses(vec!["10.96.0.10".parse().expect("ip")]);
+        render(&names, &resolver, families)
+    }
+
+    /// Every ipBlock, endPort and port of `policies`.
+    fn blocks(policies: &[NetworkPolicy]) -> Vec<IPBlock> {
+        let specs = policies.iter().filter_map(|p| p.spec.as_ref());
+        let egress = specs.clone().flat_map(|s| s.egress.iter().flatten());
+        let ingress = specs.flat_map(|s| s.ingress.iter().flatten());
+        egress
+            .flat_map(|r| r.to.iter().flatten())
+            .chain(ingress.flat_map(|r| r.from.iter().flatten()))
+            .filter_map(|peer| peer.ip_block.clone())
+            .collect()
+    }
+
+    fn ports(policies: &[NetworkPolicy]) -> Vec<NetworkPolicyPort> {
+        let specs = policies.iter().filter_map(|p| p.spec.as_ref());
+        let egress = specs.clone().flat_map(|s| s.egress.iter().flatten());
+        let ingress = specs.flat_map(|s| s.ingress.iter().flatten());
+        egress
+            .flat_map(|r| r.ports.iter().flatten())
+            .chain(ingress.flat_map(|r| r.ports.iter().flatten()))
+            .cloned()
+            .collect()
+    }
+
+    // The guide's list of constructs some enforcer reads other than written
+    // (docs/kubernetes-runtime.md, "Enforcers"), one test each.
+
+    #[test]
+    fn no_block_is_a_slash_zero() {
+        for families in [IPV4, IPV6, DUAL] {
+            let all = blocks(&rendered(families));
+            assert!(!all.is_empty(), "the sidecar reaches the outside");
+            for block in all {
+                let net: IpNet = block.cidr.parse().expect("a CIDR");
+                assert_ne!(net.prefix_len(), 0, "{}", block.cidr);
+            }
+        }
+    }
+
+    #[test]
+    fn no_block_has_an_except() {
+        for families in [IPV4, IPV6, DUAL] {
+            for block in blocks(&rendered(families)) {
+                assert_eq!(block.except, None, "{}", block.cidr);
+            }
+        }
+    }
+
+    #[test]
+    fn an_ipv4_cluster_gets_no_ipv6_block_and_an_ipv6_one_no_ipv4_block() {
+        let v6 = |b: &IPBlock| b.cidr.contains(':');
+        assert!(!blocks(&rendered(IPV4)).iter().any(v6));
+        let only_v6 = blocks(&rendered(IPV6));
+        // The resolver's own address is the one IPv4 block, written as found.
+        assert_eq!(only_v6.iter().filter(|b| !v6(b)).count(), 1);
+        assert!(blocks(&rendered(DUAL)).iter().any(v6));
+    }
+
+    #[test]
+    fn no_port_is_named_or_a_range() {
+        for port in ports(&rendered(DUAL)) {
+            assert_eq!(port.end_port, None);
+            assert!(matches!(port.port, Some(IntOrString::Int(_))), "{port:?}");
+        }
+    }
+
+    #[test]
+    fn no_peer_mixes_a_block_with_a_selector() {
+        for policy in rendered(DUAL) {
+            let spec = policy.spec.expect("spec");
+            let peers = spec
+                .egress
+                .iter()
+                .flatten()
+                .flat_map(|r| r.to.iter().flatten())
+                .chain(
+                    spec.ingress
+                        .iter()
+                        .flatten()
+                        .flat_map(|r| r.from.iter().flatten()),
+                );
+            for peer in peers {
+                let selects = peer.pod_selector.is_some() || peer.namespace_selector.is_some();
+                assert!(!(selects && peer.ip_block.is_some()), "{peer:?}");
+            }
+        }
+    }
+
+    fn reaches(nets: &[IpNet], ip: &str) -> bool {
+        let ip: IpAddr = ip.parse().expect("ip");
+        nets.iter().any(|n| n.contains(&ip))
+    }
+
+    #[test]
+    fn the_public_blocks_cover_the_public_addresses_and_nothing_else() {
+        let nets = public_blocks(DUAL);
+        for public in [
+            "1.1.1.1",
+            "8.8.8.8",
+            "198.51.100.7",
+            "203.0.113.200",
+            "2606:4700::1111",
+        ] {
+            assert!(reaches(&nets, public), "{public}");
+        }
+        for private in [
+            "0.1.2.3",
+            "10.0.0.1",
+            "100.64.0.1",
+            "127.0.0.1",
+            "169.254.169.254",
+            "172.16.5.4",
+            "192.168.1.1",
+            "224.0.0.251",
+            "255.255.255.255",
+            "::1",
+            "::ffff:10.0.0.1",
+            "fe80::1",
+            "fd00::1",
+            "ff02::1",
+            "2001::1",
+            "2002:a00:1::1",
+        ] {
+            assert!(!reaches(&nets, private), "{private}");
+        }
+        // Disjoint, and few enough to read.
+        for (i, a) in nets.iter().enumerate() {
+            for b in &nets[i + 1..] {
+                assert!(!a.contains(b) && !b.contains(a), "{a} and {b}");
+            }
+        }
+        assert!(nets.len() < 100, "{}", nets.len());
     }
 }
