@@ -64,6 +64,9 @@ pub(crate) enum Command {
         env: EnvArg,
         /// The service to restart; `sidecar` when absent.
         service: Option<String>,
+        /// Print only the result or the refusal (not where the runtime works).
+        #[arg(short = 'q', long)]
+        quiet: bool,
     },
     /// The messages the services sent that the sidecar captured (capture mode and SMTP).
     #[command(subcommand)]

@@ -51,7 +51,7 @@ async fn restart_names_what_it_restarted_and_refuses_a_service_that_does_not_run
         down: Mutex::new(None),
     };
     let mut out = Vec::new();
-    lifecycle::restart::run(&runtime, &env(), None, Format::Human, &mut out)
+    lifecycle::restart::run(&runtime, &env(), None, false, Format::Human, &mut out)
         .await
         .expect("the sidecar restarted");
     assert_eq!(
@@ -59,15 +59,16 @@ async fn restart_names_what_it_restarted_and_refuses_a_service_that_does_not_run
         "restarted sidecar\nenv demo-main-abc123\n"
     );
     let mut out = Vec::new();
-    lifecycle::restart::run(&runtime, &env(), Some("web"), Format::Json, &mut out)
+    lifecycle::restart::run(&runtime, &env(), Some("web"), true, Format::Json, &mut out)
         .await
         .expect("web restarted");
     let doc: Value = serde_json::from_slice(&out).expect("json");
     assert_eq!(doc, json!({"env": "demo-main-abc123", "restarted": "web"}));
     let mut out = Vec::new();
-    let refused = lifecycle::restart::run(&runtime, &env(), Some("db"), Format::Human, &mut out)
-        .await
-        .expect_err("db does not run");
+    let refused =
+        lifecycle::restart::run(&runtime, &env(), Some("db"), false, Format::Human, &mut out)
+            .await
+            .expect_err("db does not run");
     assert_eq!(refused.code.code, "AF-RUN-031", "{refused}");
     assert!(refused.statement.contains("db"), "{refused}");
     assert!(out.is_empty(), "nothing printed but the refusal");

@@ -126,8 +126,8 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
         } => {
             lifecycle::logs::run(runtime, &env, service.as_deref(), *follow, *tail, stdout).await?
         }
-        Command::Restart { service, .. } => {
-            lifecycle::restart::run(runtime, &env, service.as_deref(), out, stdout).await?
+        Command::Restart { service, quiet, .. } => {
+            lifecycle::restart::run(runtime, &env, service.as_deref(), *quiet, out, stdout).await?
         }
         Command::Net(NetCommand::Log {
             blocked,

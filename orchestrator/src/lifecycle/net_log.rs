@@ -53,6 +53,9 @@ pub async fn run(
             out,
             &serde_json::json!({ "env": env.as_str(), "records": records }),
         ),
+        Format::Human if records.is_empty() => {
+            let _ = writeln!(out, "{}", nothing_to_show(&query));
+        }
         Format::Human => {
             for r in &records {
                 let _ = writeln!(out, "{}", line(r));
@@ -60,6 +63,25 @@ pub async fn run(
         }
     }
     Ok(())
+}
+
+/// What an empty answer means, so it never reads as a command that did nothing.
+fn nothing_to_show(query: &DecisionsQuery) -> String {
+    let mut filters = Vec::new();
+    if query.blocked == Some(true) {
+        filters.push("--blocked".to_owned());
+    }
+    if let Some(host) = &query.host {
+        filters.push(format!("--host {host}"));
+    }
+    if filters.is_empty() {
+        "No decisions yet: the services have sent nothing out of the environment.".to_owned()
+    } else {
+        format!(
+            "No decisions match {}; `af net log` alone shows every one.",
+            filters.join(" ")
+        )
+    }
 }
 
 /// Run `af net log --har FILE`: the records `query` selects written to `path` as HAR 1.2 (the
@@ -213,6 +235,21 @@ mod tests {
             path: path.to_owned(),
             ..DecisionRecord::default()
         }
+    }
+
+    #[test]
+    fn an_empty_journal_says_so_and_names_the_filters_that_found_nothing() {
+        let all = DecisionsQuery::default();
+        assert!(nothing_to_show(&all).starts_with("No decisions yet"));
+        let filtered = DecisionsQuery {
+            blocked: Some(true),
+            host: Some("api.example.test".to_owned()),
+            ..DecisionsQuery::default()
+        };
+        assert_eq!(
+            nothing_to_show(&filtered),
+            "No decisions match --blocked --host api.example.test; `af net log` alone shows every one."
+        );
     }
 
     #[test]

@@ -20,15 +20,18 @@ struct Doc<'a> {
     restarted: &'a str,
 }
 
-/// Run `af restart`.
+/// Run `af restart`; `quiet` leaves out where the runtime works.
 pub async fn run(
     runtime: &dyn Runtime,
     env: &EnvId,
     service: Option<&str>,
+    quiet: bool,
     format: Format,
     out: &mut dyn Write,
 ) -> Result<(), Report> {
-    announce(runtime);
+    if !quiet {
+        announce(runtime);
+    }
     let target = service.unwrap_or(SIDECAR);
     let done = if target == SIDECAR {
         runtime.restart_sidecar(env).await
