@@ -70,6 +70,16 @@ impl KubeHarness {
 
     /// The same, in namespaces under `prefix`.
     async fn start_under(test: &str, slot: u8, prefix: &'static str) -> KubeHarness {
+        KubeHarness::start_with(test, slot, prefix, &[]).await
+    }
+
+    /// The same, with the runtime's variables `extra` set too.
+    async fn start_with(
+        test: &str,
+        slot: u8,
+        prefix: &'static str,
+        extra: &[(&'static str, &str)],
+    ) -> KubeHarness {
         enforcer::ensure();
         let bins = tokio::task::spawn_blocking(af_fixtures::cargo::static_binaries)
             .await
@@ -139,6 +149,9 @@ impl KubeHarness {
             "AF_UPSTREAM_RESOLVER",
             SocketAddr::new(internet.resolver, 53).to_string(),
         );
+        for (name, value) in extra {
+            vars.insert(name, (*value).to_owned());
+        }
         let section = Section {
             provider: Some("kubernetes".to_owned()),
             kubeconfig_context: Some(context.clone()),
@@ -582,6 +595,111 @@ async fn the_node_is_unreachable_from_a_service() {
         .await
         .unwrap_or_else(|e| panic!("control: the node's listener accepts on its own address: {e}"));
     conformance::host_is_unreachable_through_the_gateway(&h, port).await;
+}
+
+/// A host process on one of the node's own ports of the NodePort range. The enforcer fixture
+/// lets every pod reach those before any policy, as kube-router's INPUT rule does, so no
+/// NetworkPolicy closes the route: the control is a plain pod under exactly the services'
+/// policies, without the pod layer, reaching the test's own listener there. Each service's own
+/// fence closes it, on both of the node's addresses.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_process_on_a_node_port_is_closed_by_the_pod_layer_where_networkpolicy_cannot() {
+    let h = KubeHarness::start("nodeport", 27).await;
+    let mut listener = None;
+    for port in 31_000..31_100u16 {
+        if let Ok(l) = TcpListener::bind(("0.0.0.0", port)).await {
+            listener = Some((l, port));
+            break;
+        }
+    }
+    let (listener, port) =
+        listener.unwrap_or_else(|| panic!("no free port of 31000-31099 on the node"));
+    tokio::spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            drop(s);
+        }
+    });
+    let env = h.env("nodeport");
+    conformance::up(&h, &env, &["probe"]).await;
+    conformance::allowed_is_reached(&h, &env, "probe").await;
+    let labels = BTreeMap::from([("dev.antifailure.network".to_owned(), "service".to_owned())]);
+    for addr in node_addrs() {
+        let target = SocketAddr::new(addr, port).to_string();
+        let plain = h.plain_pod(&env, labels.clone(), &["tcp", &target]).await;
+        assert_eq!(
+            support::field(&plain, "connected"),
+            "true",
+            "control: without the pod layer the node port {target} is open past NetworkPolicy: {plain}"
+        );
+        let v = support::probe(&h, &env, "probe", &["tcp", &target]).await;
+        assert_eq!(
+            support::field(&v, "connected"),
+            "false",
+            "a service reached the node's port {target}: {v}"
+        );
+    }
+}
+
+/// Each layer alone, the other taken away. With the pod layer off (the enforcer on), the
+/// services' policy still refuses every route and `af up` refuses naming the pod layer; with
+/// the enforcer off (a namespace it does not govern; the pod layer on), each pod's own fence
+/// refuses every route and `af up` refuses naming the NetworkPolicy layer. A proof needs both.
+/// Either way the test's own hosts hear nothing (the positive control that they listen is the
+/// decorative cluster's own test, `kubernetes_runtime`, and the gate's).
+#[tokio::test(flavor = "multi_thread")]
+async fn each_layer_alone_refuses_every_route_and_up_names_the_one_missing() {
+    for (test, slot, prefix, pod_layer, missing, present) in [
+        (
+            "nofence",
+            28,
+            enforcer::PREFIX,
+            "off",
+            "the pod layer",
+            "the NetworkPolicy layer",
+        ),
+        (
+            "nopolicy",
+            30,
+            enforcer::DECORATIVE_PREFIX,
+            "on",
+            "the NetworkPolicy layer",
+            "the pod layer",
+        ),
+    ] {
+        let h =
+            KubeHarness::start_with(test, slot, prefix, &[("AF_KUBE_POD_LAYER", pod_layer)]).await;
+        let env = h.env(test);
+        let plan = support::probe_plan(&h, &env, &["probe"]);
+        let refused = h
+            .runtime()
+            .up(&plan, &af_orchestrator::runtime::Quiet)
+            .await
+            .expect_err("a proof needs both layers");
+        let report = refused.report();
+        assert_eq!(report.code.code, "AF-RUN-043", "{}", report.statement);
+        assert!(
+            report
+                .statement
+                .contains(&format!("{missing} is not in force")),
+            "{test}: {}",
+            report.statement
+        );
+        assert!(
+            !report.statement.contains(present),
+            "{test}: the layer in place is not named: {}",
+            report.statement
+        );
+        assert!(
+            !report.statement.contains("got out: "),
+            "{test}: the other layer alone let a route out: {}",
+            report.statement
+        );
+        let arrivals = h._probe_hosts.arrivals();
+        assert!(
+            arrivals.iter().all(|(_, arrived)| !*arrived),
+            "{test}: {arrivals:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -36,6 +36,9 @@ pub enum RuntimeError {
         got_out: Vec<String>,
         /// Each route the probe could not answer for, with why.
         unanswered: Vec<String>,
+        /// Each layer of containment not shown in force, and how (nothing was aimed outside
+        /// from a pod that layer should have governed).
+        layers: Vec<String>,
     },
     /// A pod's gate gave up: its own pod was not governed (a route got out, or the sidecar
     /// did not answer) in every round until its deadline; the service's process never ran.
@@ -47,6 +50,17 @@ pub enum RuntimeError {
         namespace: String,
         /// What the gate's last failed round found.
         route: String,
+    },
+    /// A pod's fence (the pod layer) could not be written: the kernel or the cluster's
+    /// admission refused it; the service's process never ran.
+    #[error("the pod of {service} could not write its fence: {why}")]
+    Unfenced {
+        /// The service whose pod it was.
+        service: String,
+        /// The namespace.
+        namespace: String,
+        /// What the fence or the cluster said.
+        why: String,
     },
     /// An image did not build.
     #[error("image for {service} did not build: {message}")]
@@ -248,8 +262,8 @@ impl RuntimeError {
                 &codes::RUN_CLUSTER_UNREACHABLE,
                 format!("The API server refused to {context}: {message}."),
             ),
-            RuntimeError::NotContained { namespace, got_out, unanswered } => {
-                let mut found = Vec::new();
+            RuntimeError::NotContained { namespace, got_out, unanswered, layers } => {
+                let mut found = layers.clone();
                 if !got_out.is_empty() {
                     found.push(format!("got out: {}", got_out.join("; ")));
                 }
@@ -263,7 +277,7 @@ impl RuntimeError {
                         found.join("; and ")
                     ),
                 )
-                .with_next("Use a cluster whose CNI enforces NetworkPolicy (the probe is the judge), then run `af up` again.")
+                .with_next("Containment needs both layers: a CNI that enforces NetworkPolicy, and admission that lets each pod's `af-fence` init container (NET_ADMIN alone) write its own rules. Fix what is named, then run `af up` again.")
             }
             RuntimeError::Ungoverned { service, namespace, route } => Report::new(
                 &codes::RUN_NOT_CONTAINING,
@@ -272,6 +286,13 @@ impl RuntimeError {
                 ),
             )
             .with_next("The cluster's policies reach new pods late or not at all: use a CNI that enforces NetworkPolicy (raise AF_KUBE_GATE_TIMEOUT if it is only slow), then `af up` again."),
+            RuntimeError::Unfenced { service, namespace, why } => Report::new(
+                &codes::RUN_NOT_CONTAINING,
+                format!(
+                    "The pod of {service} in {namespace} could not write its own fence, the pod layer of containment: {why}; {service}'s own process never started."
+                ),
+            )
+            .with_next("Let af's init container `af-fence` (root with NET_ADMIN alone) write nftables rules in the pod's network namespace: allow it in the cluster's admission for af's namespaces, on nodes whose kernel has nf_tables, then `af up` again."),
             RuntimeError::ImageBuild { service, message, tail } => Report::new(
                 &codes::RUN_IMAGE_BUILD,
                 format!("The image of {service} did not build: {message}.{}", lines(tail)),

@@ -18,9 +18,16 @@ pub(crate) const PREFIX: &str = "afe-";
 pub(crate) const SLOW_PREFIX: &str = "afs-";
 /// That delay, in milliseconds.
 pub(crate) const SLOW_DELAY_MS: u64 = 5000;
+/// A prefix the enforcer does not govern: the cluster is decorative for these namespaces, as
+/// one with its enforcer stopped.
+pub(crate) const DECORATIVE_PREFIX: &str = "afn-";
 /// The prefix of environments where what no policy allows is dropped, not refused (a client
 /// waits for its timeout): the probe and the gate must judge both.
 pub(crate) const DROP_PREFIX: &str = "afd-";
+
+/// The node's ports every pod reaches whatever the policies say, as kube-router's built-in
+/// INPUT rule lets them: its NodePort range. The suite must hold with it.
+pub(crate) const NODE_PORTS: &str = "30000-32767";
 
 /// Make sure the enforcer governs [`PREFIX`] (once per test process; its script serialises
 /// the processes nextest runs side by side).
@@ -42,7 +49,7 @@ pub(crate) fn ensure() {
             .env(
                 "AF_ENFORCER_ARGS",
                 format!(
-                    "--namespace-prefix {PREFIX} --namespace-prefix {SLOW_PREFIX}={SLOW_DELAY_MS} --namespace-prefix {DROP_PREFIX}@drop --action reject"
+                    "--namespace-prefix {PREFIX} --namespace-prefix {SLOW_PREFIX}={SLOW_DELAY_MS} --namespace-prefix {DROP_PREFIX}@drop --action reject --node-ports-open {NODE_PORTS}"
                 ),
             )
             .status()

@@ -55,6 +55,7 @@ async fn start(
         sidecar_source: &SidecarSource::Lookup,
         upstream_resolver: "10.96.0.10:53".parse().expect("addr"),
         trusted_networks: &[],
+        pod_layer: true,
         gate: fixture.gate.clone(),
         timeouts: &timeouts,
         cron,

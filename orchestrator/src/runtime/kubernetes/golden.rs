@@ -84,7 +84,7 @@ fn the_sidecar_reaches_a_resolver_known_by_address_at_exactly_that_address() {
 }
 
 #[test]
-fn the_probe_pod_runs_each_route_under_the_services_rules() {
+fn the_probe_pod_runs_each_route_under_the_services_rules_once_its_witness_says_it_is_governed() {
     let vars = BTreeMap::from([
         ("AF_PROBE_TCP", "198.51.100.10:8443"),
         ("AF_PROBE_DNS", "198.51.100.10:5353"),
@@ -104,10 +104,34 @@ fn the_probe_pod_runs_each_route_under_the_services_rules() {
             image: "af-probe:0123456789ab",
             pull_policy: "Never",
             routes: &routes,
+            witness: "10.244.0.9".parse().expect("ip"),
+            fence: None,
             deadline: Duration::from_secs(120),
         },
     );
     check("probe-pod.json", &rendered);
+    let fence = pod::probe_fence("10.244.0.9".parse().expect("ip"));
+    let fenced = pod::render(
+        &names(),
+        &ProbePod {
+            name: "af-probe-fenced-0123456789ab",
+            image: "af-probe:0123456789ab",
+            pull_policy: "Never",
+            routes: &routes,
+            witness: "10.244.0.9".parse().expect("ip"),
+            fence: Some(&fence),
+            deadline: Duration::from_secs(120),
+        },
+    );
+    check("probe-pod-fenced.json", &fenced);
+    let witness = pod::witness(
+        &names(),
+        "af-probe-witness-0123456789ab",
+        "af-probe:0123456789ab",
+        "Never",
+        Duration::from_secs(120),
+    );
+    check("probe-witness.json", &witness);
 }
 
 #[test]
@@ -141,6 +165,7 @@ pub(super) struct Fixture {
     trust: crate::trust::TrustFiles,
     webhooks: crate::webhook::WebhookSecrets,
     pub(super) gate: deploy::services::Gate,
+    pub(super) fence: Vec<String>,
 }
 
 impl Fixture {
@@ -170,6 +195,7 @@ impl Fixture {
                 rounds: 3,
                 deadline_secs: 60,
             },
+            fence: fence(),
         }
     }
 
@@ -185,8 +211,15 @@ impl Fixture {
                 webhooks: &self.webhooks,
             },
             gate: &self.gate,
+            fence: &self.fence,
         }
     }
+}
+
+/// The fence of a pod whose environment has the sidecar's Service and one other.
+fn fence() -> Vec<String> {
+    let services = ["10.96.7.7", "10.96.7.20"].map(|ip| ip.parse().expect("ip"));
+    deploy::services::fence_allowances("10.96.7.7".parse().expect("ip"), &services)
 }
 
 /// The CA is made afresh each run: the digests that follow from it are checked here and
@@ -207,19 +240,28 @@ fn steady(
     labels.insert(CONFIG.to_owned(), "rendering".to_owned());
 }
 
-/// Every container of `pod` confined, the gate first.
+/// Every container of `pod` confined, its own fence first and the gate next; the fence the
+/// only container with a capability (`NET_ADMIN`, to write the pod's rules).
 fn confined_behind_the_gate(pod: &k8s_openapi::api::core::v1::PodSpec) {
     assert_eq!(pod.automount_service_account_token, Some(false));
     assert_eq!(pod.dns_policy.as_deref(), Some("None"));
-    let init = pod.init_containers.as_ref().expect("the gate");
-    assert_eq!(init[0].name, deploy::services::GATE);
+    let init = pod
+        .init_containers
+        .as_ref()
+        .expect("the fence and the gate");
+    assert_eq!(init[0].name, deploy::services::FENCE);
+    assert_eq!(init[1].name, deploy::services::GATE);
     for c in init.iter().chain(&pod.containers) {
         let sc = c.security_context.as_ref().expect("confined");
         assert_eq!(sc.allow_privilege_escalation, Some(false), "{}", c.name);
-        assert_eq!(
-            sc.capabilities.as_ref().and_then(|c| c.drop.clone()),
-            Some(vec!["ALL".to_owned()])
-        );
+        let caps = sc.capabilities.as_ref().expect("capabilities");
+        assert_eq!(caps.drop, Some(vec!["ALL".to_owned()]));
+        let added = caps.add.clone().unwrap_or_default();
+        if c.name == deploy::services::FENCE {
+            assert_eq!(added, ["NET_ADMIN"]);
+        } else {
+            assert!(!added.iter().any(|a| a == "NET_ADMIN"), "{}", c.name);
+        }
     }
 }
 
@@ -429,6 +471,7 @@ fn a_service_pod_resolves_through_the_sidecar_only_and_starts_after_its_gate() {
             webhooks: &webhooks,
         },
         gate: &gate,
+        fence: &fence(),
     };
     check(
         "service-service.json",

@@ -423,7 +423,7 @@ impl State {
                            "restartCount": 0, "state": state})
             })
             .collect();
-        json!({"phase": phase, "containerStatuses": statuses})
+        json!({"phase": phase, "podIP": "10.244.0.99", "containerStatuses": statuses})
     }
 
     fn delete(&mut self, path: &str) -> (u16, Vec<u8>) {

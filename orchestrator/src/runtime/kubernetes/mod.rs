@@ -153,6 +153,10 @@ pub struct KubeOptions {
     pub ingress: deploy::ingress::IngressOptions,
     /// Keep the namespace a failed `af up` made, for inspection (`AF_PRESERVE=1`).
     pub preserve: bool,
+    /// Whether each pod gets its own fence (`AF_KUBE_POD_LAYER`, `on`). `off` exists for the
+    /// tests that prove the other layer alone: the probe then refuses every environment,
+    /// naming the pod layer.
+    pub pod_layer: bool,
 }
 
 impl KubeOptions {
@@ -237,8 +241,18 @@ impl KubeOptions {
                 )));
             }
         };
+        let pod_layer = match var("AF_KUBE_POD_LAYER").as_deref().map(str::trim) {
+            None | Some("on") => true,
+            Some("off") => false,
+            Some(other) => {
+                return Err(RuntimeError::Unsupported(format!(
+                    "AF_KUBE_POD_LAYER {other:?} is neither on (each pod writes its own fence) nor off (tests only: af up then refuses)."
+                )));
+            }
+        };
         Ok(Self {
             preserve,
+            pod_layer,
             sidecar_source,
             upstream_resolver,
             trusted_networks,
@@ -413,6 +427,7 @@ impl KubernetesRuntime {
             names,
             &self.options.probe,
             image,
+            self.options.pod_layer,
             &self.options.timeouts,
             progress,
         )
@@ -441,6 +456,7 @@ impl KubernetesRuntime {
             upstream_resolver,
             trusted_networks: &self.options.trusted_networks,
             gate,
+            pod_layer: self.options.pod_layer,
             timeouts: &self.options.timeouts,
             cron,
             ingress: &self.options.ingress,

@@ -101,6 +101,11 @@ pub(super) fn probe_says(fake: &Fake, open: &[&str]) {
                 format!("{{\"answered\":\"{answered}\",\"error\":\"no answer\"}}"),
             );
         }
+        // The policy lets a service reach the witness's fenced port, as a policy must.
+        s.logs.insert(
+            super::probe::pod::FENCED_CONTROL.to_owned(),
+            "{\"connected\":\"true\"}".to_owned(),
+        );
     });
 }
 
@@ -138,8 +143,13 @@ async fn the_namespace_and_policies_come_before_the_probe_and_nothing_after_it()
     );
     let mut expected = vec!["POST /api/v1/namespaces".to_owned()];
     expected.extend(policy_posts(5));
-    expected.push("POST /api/v1/namespaces/af-pr-42/pods".to_owned());
-    expected.push("DELETE /api/v1/namespaces/af-pr-42/pods/af-probe-*".to_owned());
+    // The witness, then the probe of the policy and the fenced one; all three go.
+    expected.extend(vec!["POST /api/v1/namespaces/af-pr-42/pods".to_owned(); 3]);
+    expected.extend(vec![
+        "DELETE /api/v1/namespaces/af-pr-42/pods/af-probe-*"
+            .to_owned();
+        3
+    ]);
     expected.push("DELETE /api/v1/namespaces/af-pr-42".to_owned());
     assert_eq!(
         changes(&calls),
@@ -200,10 +210,14 @@ async fn routes_that_got_out_refuse_with_043_naming_each_and_nothing_follows() {
     assert_eq!(
         after_probe,
         [
+            "POST /api/v1/namespaces/af-pr-42/pods",
+            "POST /api/v1/namespaces/af-pr-42/pods",
+            "DELETE /api/v1/namespaces/af-pr-42/pods/af-probe-*",
+            "DELETE /api/v1/namespaces/af-pr-42/pods/af-probe-*",
             "DELETE /api/v1/namespaces/af-pr-42/pods/af-probe-*",
             "DELETE /api/v1/namespaces/af-pr-42"
         ],
-        "only the probe's own pod is removed after it, then the namespace this up made"
+        "after the witness only the two probes, then the removal of the three pods and of the namespace this up made"
     );
     assert!(
         report.statement.ends_with(
@@ -269,6 +283,45 @@ async fn a_foreign_namespace_is_refused_by_up_and_down_and_nothing_is_touched() 
 }
 
 #[tokio::test]
+async fn a_probe_never_governed_names_the_missing_policy_layer_and_aims_nothing_outside() {
+    let fake = Fake::new();
+    fake.with(|s| {
+        for id in [
+            "tcp",
+            "dns",
+            "metadata",
+            "tcp6",
+            "dns6",
+            "metadata6",
+            "api-server",
+        ] {
+            s.logs.insert(
+                id.to_owned(),
+                r#"{"governed":"false","route":"TCP to 10.244.0.99:9901 got out"}"#.to_owned(),
+            );
+        }
+    });
+    let refused = runtime(&fake)
+        .up(&plan(), &Quiet)
+        .await
+        .expect_err("refused");
+    let report = refused.report();
+    assert_eq!(report.code.code, "AF-RUN-043");
+    assert!(
+        report.statement.contains(
+            "the NetworkPolicy layer is not in force: the pod was never governed (TCP to 10.244.0.99:9901 got out), so nothing was aimed outside"
+        ),
+        "{}",
+        report.statement
+    );
+    assert!(
+        !report.statement.contains("got out: direct TCP"),
+        "{}",
+        report.statement
+    );
+}
+
+#[tokio::test]
 async fn up_again_reuses_the_namespace_and_policies_and_replaces_what_changed() {
     let fake = Fake::new();
     probe_says(&fake, &[]);
@@ -296,6 +349,10 @@ async fn up_again_reuses_the_namespace_and_policies_and_replaces_what_changed() 
             format!("PUT {POLICIES}/af-sidecar-egress"),
             format!("DELETE {POLICIES}/af-old"),
             "POST /api/v1/namespaces/af-pr-42/pods".to_owned(),
+            "POST /api/v1/namespaces/af-pr-42/pods".to_owned(),
+            "POST /api/v1/namespaces/af-pr-42/pods".to_owned(),
+            "DELETE /api/v1/namespaces/af-pr-42/pods/af-probe-*".to_owned(),
+            "DELETE /api/v1/namespaces/af-pr-42/pods/af-probe-*".to_owned(),
             "DELETE /api/v1/namespaces/af-pr-42/pods/af-probe-*".to_owned(),
         ]
     );

@@ -71,6 +71,8 @@ pub struct Deployer<'a> {
     pub trusted_networks: &'a [IpNet],
     /// The gate every service pod runs first.
     pub gate: Gate,
+    /// Whether every service pod writes its own fence first (`AF_KUBE_POD_LAYER`).
+    pub pod_layer: bool,
     /// The stages' timeouts.
     pub timeouts: &'a Timeouts,
     /// The CronJob API the cluster serves, when the plan has cron services ([`cron::preflight`]).
@@ -136,6 +138,12 @@ impl Deployer<'_> {
             }
         }
 
+        let service_ips: Vec<IpAddr> = hosts.values().flatten().copied().collect();
+        let fence = if self.pod_layer {
+            services::fence_allowances(sidecar_v4, &service_ips)
+        } else {
+            Vec::new()
+        };
         let secrets = self
             .ensure_sidecar(plan, &image, sidecar_v4, hosts, progress)
             .await?;
@@ -179,6 +187,7 @@ impl Deployer<'_> {
                 sidecar: sidecar_v4,
                 provisions,
                 gate: &self.gate,
+                fence: &fence,
             };
             let up = self.start(&spec, progress).await?;
             progress.service(&up);

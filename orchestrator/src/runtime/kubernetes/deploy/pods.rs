@@ -1,6 +1,6 @@
-//! What the pods of a Deployment or a Job say about themselves while af waits on them: a gate
-//! that gave up (the pod was never governed), a container stuck where it will not leave by
-//! itself, and a short state for progress lines.
+//! What the pods of a Deployment or a Job say about themselves while af waits on them: a fence
+//! that could not be written or a gate that gave up (the pod was never governed), a container
+//! stuck where it will not leave by itself, and a short state for progress lines.
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
@@ -21,9 +21,10 @@ const STUCK: [&str; 6] = [
     "CrashLoopBackOff",
 ];
 
-/// Refuse on what `pods` (of `service`, read through `api`) say: a gate that gave up means the
-/// pod was never governed (AF-RUN-043, with the route its log names); a container stuck where
-/// it will not leave by itself means it will never be ready.
+/// Refuse on what `pods` (of `service`, read through `api`) say: a fence that could not be
+/// written or a gate that gave up means the pod was never governed (AF-RUN-043, with what its
+/// log names); a container stuck where it will not leave by itself means it will never be
+/// ready.
 pub async fn refuse_stuck(
     api: &Api<Pod>,
     pods: &[Pod],
@@ -31,8 +32,16 @@ pub async fn refuse_stuck(
     namespace: &str,
 ) -> Result<(), RuntimeError> {
     for pod in pods {
-        if let Some(route) = gate_failed(pod) {
-            let log = gate_log(api, &pod.name_any()).await;
+        if let Some(why) = init_failed(pod, services::FENCE) {
+            let log = last_said(api, &pod.name_any(), services::FENCE, "error").await;
+            return Err(RuntimeError::Unfenced {
+                service: service.to_owned(),
+                namespace: namespace.to_owned(),
+                why: log.unwrap_or(why),
+            });
+        }
+        if let Some(route) = init_failed(pod, services::GATE) {
+            let log = last_said(api, &pod.name_any(), services::GATE, "route").await;
             return Err(RuntimeError::Ungoverned {
                 service: service.to_owned(),
                 namespace: namespace.to_owned(),
@@ -58,10 +67,10 @@ pub fn runs_once(pod: &Pod) -> bool {
     )
 }
 
-/// The gate's own account, when it exited non-zero.
-fn gate_failed(pod: &Pod) -> Option<String> {
+/// The init container `name`'s own account, when it exited non-zero.
+fn init_failed(pod: &Pod, name: &str) -> Option<String> {
     let statuses = pod.status.as_ref()?.init_container_statuses.as_ref()?;
-    let gate = statuses.iter().find(|s| s.name == services::GATE)?;
+    let gate = statuses.iter().find(|s| s.name == name)?;
     let terminated = gate
         .state
         .as_ref()
@@ -71,22 +80,24 @@ fn gate_failed(pod: &Pod) -> Option<String> {
         terminated
             .message
             .clone()
-            .unwrap_or_else(|| format!("its gate exited with status {}", terminated.exit_code))
+            .unwrap_or_else(|| format!("its {name} exited with status {}", terminated.exit_code))
     })
 }
 
-/// The route the gate's last line names.
-async fn gate_log(pods: &Api<Pod>, pod: &str) -> Option<String> {
+/// The `field` of the last line of `container`'s log that has one (the gate's route, the
+/// fence's error).
+async fn last_said(pods: &Api<Pod>, pod: &str, container: &str, field: &str) -> Option<String> {
     let params = LogParams {
-        container: Some(services::GATE.to_owned()),
+        container: Some(container.to_owned()),
         previous: false,
         tail_lines: Some(5),
         ..LogParams::default()
     };
     let text = pods.logs(pod, &params).await.ok()?;
-    let line = text.lines().rev().find(|l| l.contains("\"route\""))?;
+    let key = format!("\"{field}\"");
+    let line = text.lines().rev().find(|l| l.contains(&key))?;
     let value: serde_json::Value = serde_json::from_str(line).ok()?;
-    value.get("route")?.as_str().map(str::to_owned)
+    value.get(field)?.as_str().map(str::to_owned)
 }
 
 /// A container of `pod` waiting in a state it will not leave by itself.

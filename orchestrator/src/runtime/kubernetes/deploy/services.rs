@@ -2,18 +2,18 @@
 //! it) and a Deployment whose pods run under the confinement every service pod gets, resolve
 //! through the sidecar only, mount the CA files, take the environment's secret variables from
 //! the Secret `af-service-env` (never as values in the Deployment), and start only after their
-//! gate passed. The pod template is built once ([`pod_template`]) for every [`Role`]: the
+//! own fence is written (the pod layer: [`fence_container`]) and their gate passed. The pod template is built once ([`pod_template`]) for every [`Role`]: the
 //! Deployment's, the migration Job's ([`super::jobs`]) and the CronJob's ([`super::cron`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource,
+    Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource,
     HTTPGetAction, PodTemplateSpec, Probe, ResourceRequirements, Secret, SecretKeySelector,
-    Service, ServicePort, ServiceSpec, TCPSocketAction, Volume, VolumeMount,
+    SecurityContext, Service, ServicePort, ServiceSpec, TCPSocketAction, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -25,6 +25,7 @@ use super::objects::stamp;
 use crate::plan::{EnvPlan, ServicePlan};
 use crate::runtime::kubernetes::confinement;
 use crate::runtime::kubernetes::names::{self, Names, kind, network};
+use crate::runtime::kubernetes::policies::{self, Transport};
 use crate::runtime::labels::{CONFIG, NETWORK, SERVICE};
 use crate::runtime::service_env::{self, Provisions};
 use crate::trust::{self, TrustFiles};
@@ -46,6 +47,8 @@ pub struct Gate {
 
 /// The gate's container name.
 pub const GATE: &str = "af-gate";
+/// The fence's container name: the pod's own egress rules, written before anything else runs.
+pub const FENCE: &str = "af-fence";
 
 /// What one service's objects are made from.
 pub struct Spec<'a> {
@@ -63,6 +66,9 @@ pub struct Spec<'a> {
     pub provisions: Provisions<'a>,
     /// The gate.
     pub gate: &'a Gate,
+    /// What the pod's own fence lets out (`af-probe fence`'s arguments, [`fence_allowances`]);
+    /// none: the pod writes no fence (`AF_KUBE_POD_LAYER=off`, tests only).
+    pub fence: &'a [String],
 }
 
 /// The labels of a service's pods, which its Service and Deployment select.
@@ -236,7 +242,14 @@ pub fn pod_template(names: &Names, spec: &Spec<'_>, role: Role) -> PodTemplateSp
     };
     let gate = gate_container(spec.gate, spec.sidecar);
     let mut pod = confinement::pod_spec(vec![main], IpAddr::V4(spec.sidecar));
-    pod.init_containers = Some(vec![confinement::confine(gate)]);
+    let fence = (!spec.fence.is_empty())
+        .then(|| fence_container(&spec.gate.image, &spec.gate.pull_policy, spec.fence));
+    pod.init_containers = Some(
+        fence
+            .into_iter()
+            .chain([confinement::confine(gate)])
+            .collect(),
+    );
     confinement::give_back(&mut pod, &service.capabilities);
     pod.volumes = Some(vec![Volume {
         name: "af-trust".to_owned(),
@@ -323,6 +336,58 @@ pub fn deployment(names: &Names, spec: &Spec<'_>) -> Deployment {
         },
         status: None,
     })
+}
+
+/// What a service pod's fence lets out: the sidecar's Service on its listeners, and the
+/// environment's own Services (`services`, the sidecar's among them or not) on any port.
+pub fn fence_allowances(sidecar: Ipv4Addr, services: &[IpAddr]) -> Vec<String> {
+    let mut allowed: Vec<String> = policies::sidecar_listeners()
+        .into_iter()
+        .map(|(transport, port)| {
+            let protocol = match transport {
+                Transport::Tcp => "tcp",
+                Transport::Udp => "udp",
+            };
+            format!("{protocol}:{sidecar}:{port}")
+        })
+        .collect();
+    let others: BTreeSet<&IpAddr> = services
+        .iter()
+        .filter(|ip| **ip != IpAddr::V4(sidecar))
+        .collect();
+    allowed.extend(others.into_iter().map(|ip| format!("host:{ip}")));
+    allowed
+}
+
+/// A pod's fence: `af-probe fence` from `image`, root with `NET_ADMIN` alone (the only container of the
+/// pod with a capability), writing the rules of the pod's network namespace before the gate and
+/// the service run. A cluster whose admission refuses `NET_ADMIN` refuses the pod, and `af up`
+/// names it.
+pub fn fence_container(image: &str, pull_policy: &str, allowed: &[String]) -> Container {
+    let mut args = vec!["fence".to_owned()];
+    args.extend(allowed.iter().cloned());
+    Container {
+        name: FENCE.to_owned(),
+        image: Some(image.to_owned()),
+        image_pull_policy: Some(pull_policy.to_owned()),
+        command: Some(vec![
+            crate::runtime::kubernetes::probe::pod::BINARY.to_owned(),
+        ]),
+        args: Some(args),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            privileged: Some(false),
+            run_as_user: Some(0),
+            run_as_non_root: Some(false),
+            read_only_root_filesystem: Some(true),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".to_owned()]),
+                add: Some(vec!["NET_ADMIN".to_owned()]),
+            }),
+            ..SecurityContext::default()
+        }),
+        ..Container::default()
+    }
 }
 
 fn gate_container(gate: &Gate, sidecar: Ipv4Addr) -> Container {

@@ -15,6 +15,9 @@ pub enum Outcome {
     Held(String),
     /// The attempt succeeded: the route is open.
     GotOut,
+    /// The pod was never governed (the witness's closed port answered, or its open one did
+    /// not), so nothing was aimed outside; what the last round found.
+    NotGoverned(String),
     /// Nothing can be concluded, and why.
     Unanswered(String),
 }
@@ -53,6 +56,9 @@ pub fn judge(route: &Route, status: Option<&ContainerStatus>, log: Option<&str>)
             line.unwrap_or("")
         ));
     };
+    if doc["governed"].as_str() == Some("false") {
+        return Outcome::NotGoverned(doc["route"].as_str().unwrap_or("").to_owned());
+    }
     let field = match route.attempt {
         Attempt::Tcp(_) => "connected",
         Attempt::Dns { .. } => "answered",
@@ -140,6 +146,19 @@ mod tests {
                 Some("{\"answered\":\"false\",\"error\":\"no answer\"}")
             ),
             Outcome::Held("no answer".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_pod_never_governed_aimed_nothing_outside_and_says_why() {
+        let done = exited(0);
+        assert_eq!(
+            judge(
+                &route(false),
+                Some(&done),
+                Some("{\"governed\":\"false\",\"route\":\"TCP to 10.244.0.7:9901 got out\"}")
+            ),
+            Outcome::NotGoverned("TCP to 10.244.0.7:9901 got out".to_owned())
         );
     }
 
