@@ -640,6 +640,10 @@ async fn a_host_process_on_a_node_port_is_closed_by_the_pod_layer_where_networkp
     }
 }
 
+/// A prefix the enforcer does not govern ([`enforcer::PREFIX`] and its kin are the ones it
+/// does): the cluster is decorative for these namespaces, as one with its enforcer stopped.
+const DECORATIVE_PREFIX: &str = "afn-";
+
 /// Each layer alone, the other taken away. With the pod layer off (the enforcer on), the
 /// services' policy still refuses every route and `af up` refuses naming the pod layer; with
 /// the enforcer off (a namespace it does not govern; the pod layer on), each pod's own fence
@@ -660,7 +664,7 @@ async fn each_layer_alone_refuses_every_route_and_up_names_the_one_missing() {
         (
             "nopolicy",
             30,
-            enforcer::DECORATIVE_PREFIX,
+            DECORATIVE_PREFIX,
             "on",
             "the NetworkPolicy layer",
             "the pod layer",

@@ -18,9 +18,6 @@ pub(crate) const PREFIX: &str = "afe-";
 pub(crate) const SLOW_PREFIX: &str = "afs-";
 /// That delay, in milliseconds.
 pub(crate) const SLOW_DELAY_MS: u64 = 5000;
-/// A prefix the enforcer does not govern: the cluster is decorative for these namespaces, as
-/// one with its enforcer stopped.
-pub(crate) const DECORATIVE_PREFIX: &str = "afn-";
 /// The prefix of environments where what no policy allows is dropped, not refused (a client
 /// waits for its timeout): the probe and the gate must judge both.
 pub(crate) const DROP_PREFIX: &str = "afd-";
