@@ -165,6 +165,15 @@ pub enum RuntimeError {
     /// The container engine stopped answering in the middle of `up`.
     #[error("the Docker daemon stopped answering while af up was trying to {0}")]
     DaemonLost(String),
+    /// A restarted service's new pod could not be shown governed (its fence or its gate
+    /// failed); its pods, the old ones included, were stopped rather than left running.
+    #[error("{cause}")]
+    StoppedUngoverned {
+        /// Why the new pod was not governed.
+        cause: Box<RuntimeError>,
+        /// The service.
+        service: String,
+    },
     /// `af up` failed on a cluster after its namespace was there; says what became of it.
     #[error("{cause}")]
     FailedUp {
@@ -360,6 +369,18 @@ impl RuntimeError {
                 format!("The Docker daemon stopped answering while af up was trying to {context}; what af up had made is left in place."),
             )
             .with_next("When `af doctor` reaches Docker again, run af down to remove it, or af up to finish it."),
+            RuntimeError::StoppedUngoverned { cause, service } => {
+                let mut report = cause.report();
+                report.statement = format!(
+                    "{} So {service} is stopped (its Deployment scaled to 0): its old pod would have kept running beside a new one nothing could show governed.",
+                    report.statement
+                );
+                report.next = format!(
+                    "{} `af up` starts {service} again once that is fixed.",
+                    report.next
+                );
+                report
+            }
             RuntimeError::FailedUp { cause, namespace, fate } => {
                 let mut report = cause.report();
                 report.statement = format!("{} {}", report.statement, fate.sentence(namespace));
@@ -389,6 +410,34 @@ fn lines(tail: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_restart_whose_new_pod_was_never_governed_says_the_service_is_stopped() {
+        let cause = RuntimeError::Ungoverned {
+            service: "web".to_owned(),
+            namespace: "af-pr-42".to_owned(),
+            route: "TCP to 198.51.100.10:443 got out".to_owned(),
+        };
+        let report = RuntimeError::StoppedUngoverned {
+            cause: Box::new(cause),
+            service: "web".to_owned(),
+        }
+        .report();
+        assert_eq!(report.code.code, "AF-RUN-043");
+        assert!(
+            report.statement.contains("TCP to 198.51.100.10:443 got out")
+                && report
+                    .statement
+                    .ends_with("So web is stopped (its Deployment scaled to 0): its old pod would have kept running beside a new one nothing could show governed."),
+            "{report}"
+        );
+        assert!(
+            report
+                .next
+                .ends_with("`af up` starts web again once that is fixed."),
+            "{report}"
+        );
+    }
 
     #[test]
     fn a_step_failing_because_the_daemon_went_away_says_so_without_the_engines_words() {

@@ -100,16 +100,42 @@ async fn served_by_new_pods(
 }
 
 /// Restart `service` of `names`' environment (its Deployment rolled the same way) and wait
-/// until it is available again with new pods (`AF_KUBE_SERVICE_TIMEOUT`).
+/// until it is available again with new pods (`AF_KUBE_SERVICE_TIMEOUT`). A new pod that could
+/// not be shown governed (its fence or its gate failed) stops the service: a rolling update
+/// would otherwise keep the old pod running, and a cluster that cannot govern the new pod
+/// is no proof the old one still is.
 pub async fn service(
     client: &Client,
     names: &Names,
     service: &str,
     timeouts: &Timeouts,
 ) -> Result<(), RuntimeError> {
-    roll(client, names, service, service, timeouts.service, timeouts)
+    match roll(client, names, service, service, timeouts.service, timeouts).await {
+        Ok(_) => Ok(()),
+        Err(cause @ (RuntimeError::Ungoverned { .. } | RuntimeError::Unfenced { .. })) => {
+            stop(client, names, service).await?;
+            Err(RuntimeError::StoppedUngoverned {
+                cause: Box::new(cause),
+                service: service.to_owned(),
+            })
+        }
+        Err(other) => Err(other),
+    }
+}
+
+/// Scale the Deployment `service` to no pods, its digest label changed so that the next
+/// `af up` replaces it rather than reusing it stopped.
+async fn stop(client: &Client, names: &Names, service: &str) -> Result<(), RuntimeError> {
+    let ns = names.namespace();
+    let patch = json!({
+        "metadata": {"labels": {crate::runtime::labels::CONFIG: "stopped"}},
+        "spec": {"replicas": 0}
+    });
+    Api::<Deployment>::namespaced(client.clone(), ns)
+        .patch(service, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map(drop)
+        .map_err(refused(format!("stop Deployment {service} in {ns}")))?;
+    Ok(())
 }
 
 /// Stamp the Deployment `deployment` (of `service`) and wait for its new pods; the names of
