@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use af_sidecar_api::config::{Admin, ProxyListener, SmtpListener};
-use k8s_openapi::api::core::v1::{Container, EnvVar, Pod};
+use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::targets::Route;
@@ -106,21 +106,7 @@ pub fn render(names: &Names, pod: &ProbePod<'_>) -> Pod {
             allowed,
         )]);
     }
-    spec.restart_policy = Some("Never".to_owned());
-    spec.active_deadline_seconds = i64::try_from(pod.deadline.as_secs()).ok();
-    spec.termination_grace_period_seconds = Some(1);
-    let mut labels = names.labels(kind::PROBE);
-    labels.insert(NETWORK.to_owned(), network::SERVICE.to_owned());
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(pod.name.to_owned()),
-            namespace: Some(names.namespace().to_owned()),
-            labels: Some(labels),
-            ..ObjectMeta::default()
-        },
-        spec: Some(spec),
-        status: None,
-    }
+    probe_pod(names, pod.name, network::SERVICE, spec, pod.deadline)
 }
 
 /// The policy probe's container that reaches the witness's fenced port, as the policy lets it.
@@ -193,12 +179,24 @@ pub fn witness(
         ..Container::default()
     })
     .collect();
-    let mut spec = confinement::pod_spec(containers, NAMESERVER);
+    let spec = confinement::pod_spec(containers, NAMESERVER);
+    probe_pod(names, name, network::SIDECAR, spec, deadline)
+}
+
+/// One of the probe's pods, under the `network` rules: run once, stopped by the kubelet at
+/// `deadline`, gone at once when deleted.
+fn probe_pod(
+    names: &Names,
+    name: &str,
+    network: &str,
+    mut spec: PodSpec,
+    deadline: Duration,
+) -> Pod {
     spec.restart_policy = Some("Never".to_owned());
     spec.active_deadline_seconds = i64::try_from(deadline.as_secs()).ok();
     spec.termination_grace_period_seconds = Some(1);
     let mut labels = names.labels(kind::PROBE);
-    labels.insert(NETWORK.to_owned(), network::SIDECAR.to_owned());
+    labels.insert(NETWORK.to_owned(), network.to_owned());
     Pod {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
