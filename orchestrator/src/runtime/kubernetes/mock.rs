@@ -55,6 +55,8 @@ pub(super) struct State {
     pub cron_versions: Vec<&'static str>,
     /// Paths answered 403 Forbidden (a user without the right to read them).
     pub forbidden: Vec<String>,
+    /// An init container whose pods admission refuses (PodSecurity refusing `NET_ADMIN`).
+    pub refused_init: Option<&'static str>,
 }
 
 /// The fake API server.
@@ -88,6 +90,7 @@ impl Fake {
                 jobs: JobEnd::Complete,
                 cron_versions: vec!["batch/v1"],
                 forbidden: Vec::new(),
+                refused_init: None,
             })),
         }
     }
@@ -257,6 +260,17 @@ impl State {
         let Ok(mut object) = serde_json::from_slice::<Value>(body) else {
             return reply(400, &json!({"kind": "Status", "code": 400}));
         };
+        if let Some(refused) = self.refused_init {
+            let inits = object["spec"]["initContainers"].as_array().cloned();
+            if inits.into_iter().flatten().any(|c| c["name"] == refused) {
+                return reply(
+                    403,
+                    &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                            "reason": "Forbidden", "code": 403,
+                            "message": format!("pods is forbidden: violates PodSecurity \"baseline:latest\": non-default capabilities (container \"{refused}\" must not include \"NET_ADMIN\")")}),
+                );
+            }
+        }
         let name = object["metadata"]["name"]
             .as_str()
             .unwrap_or_default()

@@ -322,6 +322,26 @@ async fn a_probe_never_governed_names_the_missing_policy_layer_and_aims_nothing_
 }
 
 #[tokio::test]
+async fn admission_that_refuses_the_fence_is_named_as_the_pod_layer_refused() {
+    let fake = Fake::new();
+    probe_says(&fake, &[]);
+    fake.with(|s| s.refused_init = Some(super::deploy::services::FENCE));
+    let refused = runtime(&fake)
+        .up(&plan(), &Quiet)
+        .await
+        .expect_err("refused");
+    let report = refused.report();
+    assert_eq!(report.code.code, "AF-RUN-043", "{}", report.statement);
+    assert!(
+        report.statement.contains(
+            "the pod layer could not be set: the cluster's admission refused a pod whose `af-fence` init container holds NET_ADMIN (pods is forbidden: violates PodSecurity"
+        ),
+        "{}",
+        report.statement
+    );
+}
+
+#[tokio::test]
 async fn up_again_reuses_the_namespace_and_policies_and_replaces_what_changed() {
     let fake = Fake::new();
     probe_says(&fake, &[]);

@@ -122,6 +122,7 @@ pub async fn run(
     ];
     let mut created = Vec::new();
     let mut outcome = Ok(());
+    let mut admission = None;
     for (name, fence) in &probes {
         let spec = pod::render(
             names,
@@ -137,6 +138,14 @@ pub async fn run(
         );
         match pods.create(&PostParams::default(), &spec).await {
             Ok(_) => created.push(name.clone()),
+            // Admission refusing the fence (PodSecurity `baseline` forbids NET_ADMIN) is the
+            // pod layer refused, named as such.
+            Err(kube::Error::Api(status))
+                if fence.is_some_and(|f| !f.is_empty()) && matches!(status.code, 403 | 422) =>
+            {
+                admission = Some(status.message);
+                break;
+            }
             Err(e) => {
                 outcome = Err(refused(format!(
                     "create the probe pod {name} in {namespace}"
@@ -150,7 +159,11 @@ pub async fn run(
         unanswered: unknown.into_iter().collect(),
         layers: Vec::new(),
     };
-    if outcome.is_ok() {
+    if let Some(message) = admission {
+        found.layers.push(format!(
+            "the pod layer could not be set: the cluster's admission refused a pod whose `af-fence` init container holds NET_ADMIN ({message})"
+        ));
+    } else if outcome.is_ok() {
         let [(policy, _), (fenced, _)] = &probes;
         let policy_pod = finished(&pods, policy, timeouts, progress).await;
         let fenced_pod = finished(&pods, fenced, timeouts, progress).await;
