@@ -351,7 +351,7 @@ async fn judge_fenced_probe(pods: &Api<Pod>, routes: &[Route], probe: Finished, 
     }
     if let Some(why) = ungoverned {
         found.layers.push(format!(
-            "the pod layer is not in force: a pod behind its own fence reached what only the fence refuses ({why}), so nothing was aimed outside"
+            "the pod layer is not in force: a pod meant to be behind its own fence reached what only the fence refuses ({why}), so nothing was aimed outside"
         ));
     }
 }
