@@ -217,7 +217,7 @@ pub fn har(records: &[Record], version: &str) -> Har {
                 };
                 entries.push(entry(record, d, &messages));
             }
-            Entry::DnsSighting(_) => {}
+            Entry::DnsSighting(_) | Entry::Containment(_) => {}
         }
     }
     Har {

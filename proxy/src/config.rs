@@ -138,6 +138,19 @@ pub fn check(doc: SidecarConfig) -> Result<Settings, Report> {
     if doc.admin.token.len() < Admin::MIN_TOKEN_LEN {
         return Err(refuse("admin.token must be at least 16 characters."));
     }
+    if let Some(c) = &doc.containment {
+        if c.token.len() < Admin::MIN_TOKEN_LEN {
+            return Err(refuse("containment.token must be at least 16 characters."));
+        }
+        if c.token == doc.admin.token {
+            return Err(refuse(
+                "containment.token must differ from admin.token: the watchers hold it, and it must open nothing else.",
+            ));
+        }
+        if c.max_watchers == 0 {
+            return Err(refuse("containment.max_watchers must be at least 1."));
+        }
+    }
     for net in &doc.guard.trusted_networks {
         check_trusted(net)?;
     }

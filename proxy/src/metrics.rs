@@ -167,6 +167,28 @@ pub struct Metrics {
     leaves_minted: AtomicU64,
     leaves_evicted: AtomicU64,
     messages_captured: AtomicU64,
+    containment: ContainmentCounters,
+}
+
+/// The containment watchers' counters.
+#[derive(Debug, Default)]
+struct ContainmentCounters {
+    reports: AtomicU64,
+    refused: AtomicU64,
+    losses: AtomicU64,
+    lost_watchers: AtomicU64,
+    forgotten: AtomicU64,
+    policy_witness: AtomicU64,
+    fence_witness: AtomicU64,
+}
+
+/// A layer's witness on the sidecar ([`af_sidecar_api::config::Containment`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Witness {
+    /// Refused to a service by the NetworkPolicy layer alone.
+    Policy,
+    /// Refused to a service by the pod's own fence alone.
+    Fence,
 }
 
 impl Metrics {
@@ -314,6 +336,36 @@ impl Metrics {
     /// A message was captured for the inbox.
     pub fn message_captured(&self) {
         self.messages_captured.fetch_add(1, Relaxed);
+    }
+
+    /// A watcher's report was kept: `held` or not, whether its pod was lost before, and how
+    /// many watchers are lost now.
+    pub fn containment_reported(&self, held: bool, was_lost: bool, lost_now: usize) {
+        let c = &self.containment;
+        c.reports.fetch_add(1, Relaxed);
+        if !held && !was_lost {
+            c.losses.fetch_add(1, Relaxed);
+        }
+        c.lost_watchers.store(lost_now as u64, Relaxed);
+    }
+
+    /// A report was refused (wrong token, bad body).
+    pub fn containment_report_refused(&self) {
+        self.containment.refused.fetch_add(1, Relaxed);
+    }
+
+    /// A watcher was forgotten to keep the store's bound.
+    pub fn containment_watcher_forgotten(&self) {
+        self.containment.forgotten.fetch_add(1, Relaxed);
+    }
+
+    /// Something connected to a layer's witness.
+    pub fn witness_reached(&self, witness: Witness) {
+        match witness {
+            Witness::Policy => &self.containment.policy_witness,
+            Witness::Fence => &self.containment.fence_witness,
+        }
+        .fetch_add(1, Relaxed);
     }
 
     /// Journal loss counters for the admin API.
@@ -522,7 +574,52 @@ impl Metrics {
                 self.messages_captured.load(Relaxed),
             ),
         ];
-        for (name, kind, help, value) in simple {
+        let c = &self.containment;
+        let containment: [(&str, &str, &str, u64); 7] = [
+            (
+                "af_containment_reports_total",
+                "counter",
+                "Containment watchers' reports kept.",
+                c.reports.load(Relaxed),
+            ),
+            (
+                "af_containment_report_refusals_total",
+                "counter",
+                "Reports refused: without the containment token, or not of the documented shape.",
+                c.refused.load(Relaxed),
+            ),
+            (
+                "af_containment_losses_total",
+                "counter",
+                "Times a watcher that held (or was new) reported containment lost.",
+                c.losses.load(Relaxed),
+            ),
+            (
+                "af_containment_lost_watchers",
+                "gauge",
+                "Watchers whose last report says containment is lost.",
+                c.lost_watchers.load(Relaxed),
+            ),
+            (
+                "af_containment_watchers_forgotten_total",
+                "counter",
+                "Watchers forgotten to keep containment.max_watchers.",
+                c.forgotten.load(Relaxed),
+            ),
+            (
+                "af_containment_policy_witness_connections_total",
+                "counter",
+                "Connections that reached the policy witness, which the NetworkPolicy layer refuses every service.",
+                c.policy_witness.load(Relaxed),
+            ),
+            (
+                "af_containment_fence_witness_connections_total",
+                "counter",
+                "Connections that reached the fence witness, which every service pod's own fence refuses.",
+                c.fence_witness.load(Relaxed),
+            ),
+        ];
+        for (name, kind, help, value) in simple.into_iter().chain(containment) {
             let _ = writeln!(
                 out,
                 "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"

@@ -13,6 +13,8 @@ use rustls::crypto::CryptoProvider;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+use crate::admin::containment::Watchers;
+use crate::admin::report::{self, Reports};
 use crate::admin::{self, Admin, deliver};
 use crate::answer::modes::ModeSettings;
 use crate::answer::modes::model_client::SynthModel;
@@ -29,7 +31,7 @@ use crate::leave::forward;
 use crate::leave::guard::{Guard, GuardSettings, resolver_for};
 use crate::leave::upstream;
 use crate::limits::{ConnectionLimit, UpstreamLimit};
-use crate::metrics::{Metrics, Via};
+use crate::metrics::{Metrics, Via, Witness};
 use crate::record::journal::{Journal, JournalSettings};
 use crate::state::{State, Tuning};
 
@@ -51,6 +53,8 @@ pub struct Running {
     pub dns: Option<SocketAddr>,
     /// The SMTP listener's bound addresses.
     pub smtp: Vec<SocketAddr>,
+    /// The containment listeners' bound addresses, when the section is configured.
+    pub containment: Option<ContainmentAddrs>,
     /// The journal, for other writers (the DNS server's sightings).
     pub journal: Journal,
     /// Counters.
@@ -61,6 +65,17 @@ pub struct Running {
     admin_tasks: Drain,
     /// `limits.drain_timeout_ms`.
     deadline: Duration,
+}
+
+/// Where the containment listeners listen.
+#[derive(Debug, Clone, Copy)]
+pub struct ContainmentAddrs {
+    /// The watchers' report listener.
+    pub report: SocketAddr,
+    /// The policy witness.
+    pub policy_witness: SocketAddr,
+    /// The fence witness.
+    pub fence_witness: SocketAddr,
 }
 
 impl Running {
@@ -293,6 +308,15 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
     for addr in &ls.smtp.listen {
         smtp.extend(bind("smtp", Some(*addr)).await?);
     }
+    let containment = match &config.containment {
+        Some(c) => Some((
+            c,
+            bind("containment report", Some(c.report)).await?,
+            bind("policy witness", Some(c.policy_witness)).await?,
+            bind("fence witness", Some(c.fence_witness)).await?,
+        )),
+        None => None,
+    };
     let dns = match settings.dns {
         Some(dns_config) => {
             let observer = Arc::new(JournalSightings {
@@ -318,6 +342,11 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
         admin: addr(&admin_listener).unwrap_or(config.admin.listen),
         dns: dns.as_ref().map(DnsServer::local_addr),
         smtp: smtp_addrs,
+        containment: containment.as_ref().map(|(c, report, policy, fence)| ContainmentAddrs {
+            report: addr(report).unwrap_or(c.report),
+            policy_witness: addr(policy).unwrap_or(c.policy_witness),
+            fence_witness: addr(fence).unwrap_or(c.fence_witness),
+        }),
         journal: journal.clone(),
         metrics: metrics.clone(),
         data: state.drain.clone(),
@@ -361,6 +390,29 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
             None => None,
         },
     };
+    let watchers = containment.map(|(c, report, policy, fence)| {
+        let watchers = Arc::new(Watchers::new(c, journal.clone(), metrics.clone()));
+        let tasks = &running.admin_tasks;
+        let reports = Arc::new(Reports {
+            watchers: watchers.clone(),
+            expected_auth: format!("Bearer {}", c.token).into_bytes(),
+            metrics: metrics.clone(),
+        });
+        for (listener, witness) in [(policy, Witness::Policy), (fence, Witness::Fence)] {
+            if let Some(listener) = listener {
+                tasks.spawn(report::witness_loop(
+                    listener,
+                    witness,
+                    metrics.clone(),
+                    tasks.clone(),
+                ));
+            }
+        }
+        if let Some(listener) = report {
+            tasks.spawn(report::accept_loop(listener, reports, tasks.clone()));
+        }
+        watchers
+    });
     if let Some(admin_listener) = admin_listener {
         let admin = Arc::new(Admin {
             journal,
@@ -368,6 +420,7 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
             metrics,
             expected_auth: format!("Bearer {}", config.admin.token).into_bytes(),
             inside,
+            containment: watchers,
         });
         running
             .admin_tasks

@@ -4,7 +4,8 @@
 //! ([`Ready`]), `GET /v1/decisions` ([`DecisionsQuery`], a [`Page`]),
 //! `GET /v1/decisions/follow` (NDJSON, one [`Record`] a line), `GET /v1/inbox`
 //! ([`InboxQuery`], a [`Page`] of messages), `GET /v1/inbox/{seq}` (one [`Record`]),
-//! `POST /v1/deliver` ([`Delivery`], answered with [`Delivered`]) and `GET /metrics`. A refusal
+//! `POST /v1/deliver` ([`Delivery`], answered with [`Delivered`]), `GET /v1/containment`
+//! ([`crate::containment::ContainmentPage`]) and `GET /metrics`. A refusal
 //! is a [`Refusal`] with a non-2xx status.
 
 use std::collections::BTreeMap;

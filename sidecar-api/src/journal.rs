@@ -34,6 +34,8 @@ pub enum Entry {
     DnsSighting(DnsSighting),
     /// A message captured by capture mode or the SMTP listener: what `af inbox` shows.
     Message(MessageRecord),
+    /// A containment watcher's verdict changed: first heard, lost, or held again.
+    Containment(ContainmentRecord),
 }
 
 impl Entry {
@@ -41,7 +43,15 @@ impl Entry {
     pub fn as_decision(&self) -> Option<&DecisionRecord> {
         match self {
             Entry::Decision(d) => Some(d),
-            Entry::DnsSighting(_) | Entry::Message(_) => None,
+            Entry::DnsSighting(_) | Entry::Message(_) | Entry::Containment(_) => None,
+        }
+    }
+
+    /// The containment change, when the record is one.
+    pub fn as_containment(&self) -> Option<&ContainmentRecord> {
+        match self {
+            Entry::Containment(c) => Some(c),
+            Entry::Decision(_) | Entry::DnsSighting(_) | Entry::Message(_) => None,
         }
     }
 
@@ -49,27 +59,29 @@ impl Entry {
     pub fn as_message(&self) -> Option<&MessageRecord> {
         match self {
             Entry::Message(m) => Some(m),
-            Entry::Decision(_) | Entry::DnsSighting(_) => None,
+            Entry::Decision(_) | Entry::DnsSighting(_) | Entry::Containment(_) => None,
         }
     }
 
-    /// The host the record is about.
+    /// The host the record is about (none for a containment change).
     pub fn host(&self) -> &str {
         match self {
             Entry::Decision(d) => &d.host,
             Entry::DnsSighting(s) => &s.host,
             Entry::Message(m) => &m.host,
+            Entry::Containment(_) => "",
         }
     }
 
     /// The host the record is about, taken out of it (left empty): for a writer done with
     /// the record that keeps the host beside its encoded line.
     pub fn take_host(&mut self) -> String {
-        std::mem::take(match self {
-            Entry::Decision(d) => &mut d.host,
-            Entry::DnsSighting(s) => &mut s.host,
-            Entry::Message(m) => &mut m.host,
-        })
+        match self {
+            Entry::Decision(d) => std::mem::take(&mut d.host),
+            Entry::DnsSighting(s) => std::mem::take(&mut s.host),
+            Entry::Message(m) => std::mem::take(&mut m.host),
+            Entry::Containment(_) => String::new(),
+        }
     }
 
     /// Whether the record counts as refused for `blocked=true`: a decision that did not leave
@@ -78,7 +90,7 @@ impl Entry {
     pub fn blocked(&self) -> Option<bool> {
         match self {
             Entry::Decision(d) => Some(d.refused()),
-            Entry::DnsSighting(_) | Entry::Message(_) => None,
+            Entry::DnsSighting(_) | Entry::Message(_) | Entry::Containment(_) => None,
         }
     }
 }
@@ -286,6 +298,19 @@ pub struct DnsSighting {
     pub mode: Mode,
     /// The rule that gives it, or `default`.
     pub rule: String,
+}
+
+/// A containment watcher's verdict, journaled when it changes: the first report of a pod's
+/// watcher, containment lost (`held: false`, with what got through), or held again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ContainmentRecord {
+    /// The pod whose watcher reported.
+    pub pod: String,
+    /// Whether every layer was in force and every way out held.
+    pub held: bool,
+    /// What got through, when not held.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub breaches: Vec<crate::containment::Breach>,
 }
 
 /// A captured message and where it came from.

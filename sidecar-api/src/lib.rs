@@ -9,6 +9,7 @@
 
 pub mod admin;
 pub mod config;
+pub mod containment;
 pub mod journal;
 
 pub use af_policy::egress::{EgressSpec, Mode, RuleSpec};

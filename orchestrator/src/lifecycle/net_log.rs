@@ -156,6 +156,17 @@ pub fn line(r: &Record) -> String {
                 m.via,
             );
         }
+        Entry::Containment(c) if c.held => {
+            return format!("{seq:>5} {at} ● containment held in {}", c.pod);
+        }
+        Entry::Containment(c) => {
+            let what: Vec<&str> = c.breaches.iter().map(|b| b.what.as_str()).collect();
+            return format!(
+                "{seq:>5} {at} ✗ containment LOST in {}: {}",
+                c.pod,
+                what.join("; ")
+            );
+        }
         Entry::Decision(d) => d,
     };
     let outcome = d.outcome();

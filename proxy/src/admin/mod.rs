@@ -2,10 +2,14 @@
 //!
 //! `GET /healthz` (no token), and with `Authorization: Bearer <token>`: `GET /readyz`,
 //! `GET /v1/decisions`, `GET /v1/decisions/follow` (NDJSON stream), `GET /metrics`,
-//! `GET /v1/inbox`, `GET /v1/inbox/{seq}` ([`inbox`]) and `POST /v1/deliver` ([`deliver`](mod@deliver)).
+//! `GET /v1/inbox`, `GET /v1/inbox/{seq}` ([`inbox`]), `POST /v1/deliver` ([`deliver`](mod@deliver))
+//! and `GET /v1/containment` ([`containment`]; the watchers report on their own listener,
+//! [`report`]).
 
+pub(crate) mod containment;
 pub(crate) mod deliver;
 pub(crate) mod inbox;
+pub(crate) mod report;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -42,6 +46,8 @@ pub(crate) struct Admin {
     pub expected_auth: Vec<u8>,
     /// Where `POST /v1/deliver` may deliver.
     pub inside: deliver::Inside,
+    /// The containment watchers' reports, when the section is configured.
+    pub containment: Option<Arc<containment::Watchers>>,
 }
 
 /// Largest `POST /v1/deliver` request body.
@@ -97,7 +103,7 @@ async fn route(admin: &Admin, req: Request<Incoming>) -> Response<AdminBody> {
     if path == "/healthz" {
         return text(StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into());
     }
-    if !authorized(admin, &req) {
+    if !bearer(&admin.expected_auth, req.headers()) {
         let report = Report::new(
             &codes::NET_UNAUTHORIZED,
             "The admin API needs the environment's admin token as a Bearer token.",
@@ -147,27 +153,39 @@ async fn route(admin: &Admin, req: Request<Incoming>) -> Response<AdminBody> {
             Ok(q) => inbox_list(admin, &q).await,
             Err(report) => error(StatusCode::BAD_REQUEST, &report),
         },
+        "/v1/containment" => match &admin.containment {
+            Some(watchers) => text(StatusCode::OK, "application/json", json_line(&watchers.page())),
+            None => {
+                let report = Report::new(
+                    &codes::NET_ADMIN_BAD_REQUEST,
+                    "This sidecar has no containment watchers: its document has no containment section.",
+                )
+                .with_next("Containment is watched on the Kubernetes runtime; see docs/kubernetes-runtime.md.");
+                error(StatusCode::NOT_FOUND, &report)
+            }
+        },
         _ => {
             let report = Report::new(
                 &codes::NET_ADMIN_BAD_REQUEST,
                 format!("{path} is not an admin API route."),
             )
-            .with_next("Use /healthz, /readyz, /metrics, /v1/decisions, /v1/decisions/follow, /v1/inbox or /v1/deliver.");
+            .with_next("Use /healthz, /readyz, /metrics, /v1/decisions, /v1/decisions/follow, /v1/inbox, /v1/deliver or /v1/containment.");
             error(StatusCode::NOT_FOUND, &report)
         }
     }
 }
 
-fn authorized(admin: &Admin, req: &Request<Incoming>) -> bool {
-    let Some(got) = req.headers().get(header::AUTHORIZATION) else {
+/// Whether `headers` carry exactly `expected` (`Bearer <token>`) as their authorization.
+fn bearer(expected: &[u8], headers: &http::HeaderMap) -> bool {
+    let Some(got) = headers.get(header::AUTHORIZATION) else {
         return false;
     };
     let got = got.as_bytes();
     // Constant time in the token's content.
-    got.len() == admin.expected_auth.len()
+    got.len() == expected.len()
         && got
             .iter()
-            .zip(&admin.expected_auth)
+            .zip(expected)
             .fold(0u8, |acc, (a, b)| acc | (a ^ b))
             == 0
 }

@@ -382,15 +382,23 @@ impl Admin {
 
     /// POST a JSON document to `path` with the right token.
     pub(crate) async fn post_json(&self, path: &str, body: &Value) -> Got {
+        self.post_with(path, body, Some(TOKEN)).await
+    }
+
+    /// POST a JSON document to `path` with `token` (None: no Authorization header).
+    pub(crate) async fn post_with(&self, path: &str, body: &Value, token: Option<&str>) -> Got {
         let stream = TcpStream::connect(self.0).await.unwrap();
         let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .unwrap();
         tokio::spawn(conn);
-        let req = Request::post(path)
+        let mut req = Request::post(path)
             .header("host", "admin")
-            .header("authorization", format!("Bearer {TOKEN}"))
-            .header("content-type", "application/json")
+            .header("content-type", "application/json");
+        if let Some(t) = token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        let req = req
             .body(http_body_util::Full::new(Bytes::from(body.to_string())))
             .unwrap();
         Got::read(send.send_request(req).await.unwrap()).await

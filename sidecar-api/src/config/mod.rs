@@ -4,6 +4,7 @@
 //! Every section refuses keys it does not know. A key left out takes the default written on
 //! its field here, and nowhere else.
 
+mod containment;
 mod limits;
 mod listeners;
 mod modes;
@@ -16,6 +17,7 @@ use ipnet::IpNet;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use containment::Containment;
 pub use limits::{JournalConfig, Limits};
 pub use listeners::{
     DnsListener, Listeners, ProxyListener, SmtpListener, TransparentHttp, TransparentTls,
@@ -66,6 +68,10 @@ pub struct SidecarConfig {
     /// What the answering modes (mock, capture, synth, sandbox) work from.
     #[serde(default)]
     pub modes: ModesConfig,
+    /// Containment proven while the environment runs: the watchers' report listener and the
+    /// layer witnesses. Absent: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<Containment>,
 }
 
 impl SidecarConfig {
@@ -85,6 +91,7 @@ impl SidecarConfig {
             limits: Limits::default(),
             tls: None,
             modes: ModesConfig::default(),
+            containment: None,
         }
     }
 }
