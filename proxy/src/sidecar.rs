@@ -342,11 +342,13 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
         admin: addr(&admin_listener).unwrap_or(config.admin.listen),
         dns: dns.as_ref().map(DnsServer::local_addr),
         smtp: smtp_addrs,
-        containment: containment.as_ref().map(|(c, report, policy, fence)| ContainmentAddrs {
-            report: addr(report).unwrap_or(c.report),
-            policy_witness: addr(policy).unwrap_or(c.policy_witness),
-            fence_witness: addr(fence).unwrap_or(c.fence_witness),
-        }),
+        containment: containment
+            .as_ref()
+            .map(|(c, report, policy, fence)| ContainmentAddrs {
+                report: addr(report).unwrap_or(c.report),
+                policy_witness: addr(policy).unwrap_or(c.policy_witness),
+                fence_witness: addr(fence).unwrap_or(c.fence_witness),
+            }),
         journal: journal.clone(),
         metrics: metrics.clone(),
         data: state.drain.clone(),

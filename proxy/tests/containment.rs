@@ -90,7 +90,9 @@ async fn a_loss_is_journaled_counted_and_served_until_the_watcher_holds_again() 
         json!({"pod": "web-1"}),
         lost("web-1", "policy-layer"),
     ] {
-        let got = report.post_with("/v1/report", &body, Some(WATCH_TOKEN)).await;
+        let got = report
+            .post_with("/v1/report", &body, Some(WATCH_TOKEN))
+            .await;
         assert_eq!(got.status, 204, "{}", got.body);
     }
     let admin = sc.admin();
@@ -157,4 +159,76 @@ async fn without_the_section_nothing_listens_and_the_route_says_why() {
     let got = sc.admin().get_with("/v1/containment", Some(TOKEN)).await;
     assert_eq!(got.status, 404);
     assert_eq!(got.header("x-af-code"), Some("AF-NET-021"));
+}
+
+/// A loopback port nothing listens on.
+fn closed_port() -> std::net::SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
+}
+
+fn watcher(
+    report: std::net::SocketAddr,
+    policy: std::net::SocketAddr,
+    fence: std::net::SocketAddr,
+    escape: std::net::SocketAddr,
+) -> af_fixtures::watch::Watch {
+    af_fixtures::watch::Watch {
+        report,
+        period: Duration::from_secs(1),
+        policy_witness: policy,
+        fence_witness: fence,
+        escapes: vec![af_fixtures::gate::Escape::Tcp(escape)],
+        pod: "web-1".to_owned(),
+        token: WATCH_TOKEN.to_owned(),
+    }
+}
+
+#[tokio::test]
+async fn the_watcher_reports_each_lost_layer_and_a_way_out_only_while_both_layers_hold() {
+    let (_dns, sc) = sidecar().await;
+    let addrs = sc.running.containment.unwrap();
+    let admin = sc.admin();
+    let outside = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let way_out = outside.local_addr().unwrap();
+    let (gone_policy, gone_fence) = (closed_port(), closed_port());
+
+    // Both layers held (their witnesses unreachable) and the way out refused: held.
+    let held = watcher(addrs.report, gone_policy, gone_fence, closed_port());
+    assert_eq!(held.check().await, []);
+    held.report(held.check().await).await.unwrap();
+    let page = admin.json("/v1/containment").await;
+    assert_eq!(page["watchers"][0]["breaches"], json!([]));
+
+    // The way out answers: reported by what it is.
+    let out = watcher(addrs.report, gone_policy, gone_fence, way_out);
+    let found = out.check().await;
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].route, format!("tcp:{way_out}"));
+    out.report(found).await.unwrap();
+    let page = admin.json("/v1/containment").await;
+    assert_eq!(
+        page["watchers"][0]["breaches"][0]["route"],
+        format!("tcp:{way_out}")
+    );
+
+    // The policy witness answers: the layer is lost, and nothing is aimed at the way out.
+    let layer = watcher(addrs.report, addrs.policy_witness, gone_fence, way_out);
+    let found = layer.check().await;
+    let routes: Vec<&str> = found.iter().map(|b| b.route.as_str()).collect();
+    assert_eq!(routes, ["policy-layer"]);
+    let fence = watcher(addrs.report, gone_policy, addrs.fence_witness, way_out);
+    let routes: Vec<String> = fence.check().await.into_iter().map(|b| b.route).collect();
+    assert_eq!(routes, ["pod-layer"]);
+
+    // A watcher with the wrong token is told so, and nothing it said is kept.
+    let mut forged = watcher(addrs.report, gone_policy, gone_fence, closed_port());
+    forged.token = "forged-token-0123456789".to_owned();
+    let err = forged.report(Vec::new()).await.unwrap_err();
+    assert!(err.contains("401"), "{err}");
+    let page = admin.json("/v1/containment").await;
+    assert_eq!(
+        page["watchers"][0]["breaches"][0]["route"],
+        format!("tcp:{way_out}")
+    );
 }

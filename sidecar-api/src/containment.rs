@@ -52,7 +52,11 @@ impl WatchReport {
         self.breaches
             .iter()
             .any(|b| b.route.is_empty() || b.route.len() > MAX_TEXT || b.what.len() > MAX_TEXT)
-            .then(|| format!("a breach's route must be 1 to {MAX_TEXT} bytes, its what at most {MAX_TEXT}"))
+            .then(|| {
+                format!(
+                    "a breach's route must be 1 to {MAX_TEXT} bytes, its what at most {MAX_TEXT}"
+                )
+            })
     }
 }
 

@@ -235,6 +235,10 @@ mod tests {
         w.report(report("c", &[]));
         let pods: Vec<String> = w.page().watchers.into_iter().map(|s| s.pod).collect();
         assert_eq!(pods, ["a", "c"]);
-        assert!(metrics.render().contains("af_containment_watchers_forgotten_total 1"));
+        assert!(
+            metrics
+                .render()
+                .contains("af_containment_watchers_forgotten_total 1")
+        );
     }
 }

@@ -154,7 +154,11 @@ async fn route(admin: &Admin, req: Request<Incoming>) -> Response<AdminBody> {
             Err(report) => error(StatusCode::BAD_REQUEST, &report),
         },
         "/v1/containment" => match &admin.containment {
-            Some(watchers) => text(StatusCode::OK, "application/json", json_line(&watchers.page())),
+            Some(watchers) => text(
+                StatusCode::OK,
+                "application/json",
+                json_line(&watchers.page()),
+            ),
             None => {
                 let report = Report::new(
                     &codes::NET_ADMIN_BAD_REQUEST,
