@@ -11,6 +11,7 @@ use af_policy::error::{CATALOGUE, Report};
 use af_sidecar_api::admin::{
     DecisionsQuery, Delivered, Delivery, InboxQuery, MAX_LIMIT, Page, Refusal,
 };
+use af_sidecar_api::containment::ContainmentPage;
 use af_sidecar_api::journal::Record;
 use bytes::Bytes;
 use futures_util::Stream;
@@ -240,6 +241,22 @@ pub async fn inbox_message(
         return Ok(None);
     }
     read_json(expect_ok(addr, &path, resp).await?)
+        .await
+        .map(Some)
+}
+
+/// `GET /v1/containment`: every containment watcher the sidecar heard from; `None` when the
+/// sidecar runs no watchers (its document has no containment section).
+pub async fn containment(
+    addr: SocketAddr,
+    token: &str,
+) -> Result<Option<ContainmentPage>, RuntimeError> {
+    let path = "/v1/containment";
+    let resp = exchange(addr, Method::GET, path, Some(token), None, TIMEOUT).await?;
+    if resp.status() == StatusCode::NOT_FOUND {
+        return Ok(None);
+    }
+    read_json(expect_ok(addr, path, resp).await?)
         .await
         .map(Some)
 }

@@ -208,6 +208,8 @@ async fn status_names_each_state_and_where_the_journal_lives() {
                 running("web", "pending (gate running)", false),
             ],
             journal: Some(journal),
+            watched: None,
+            containment: None,
         });
         let mut out = Vec::new();
         lifecycle::status::run(&runtime, &env(), Format::Human, &mut out)

@@ -210,6 +210,13 @@ pub struct EnvStatus {
     pub services: Vec<ServiceStatus>,
     /// Where the sidecar's journal is kept, if the runtime made a place for it.
     pub journal: Option<JournalPlace>,
+    /// The running service pods that carry a containment watcher; `None`: this runtime runs
+    /// none (the local runtime proves containment at `af up` only).
+    #[serde(skip)]
+    pub watched: Option<Vec<String>>,
+    /// Containment while it runs, judged from the watchers' reports (`af status` fills it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub containment: Option<crate::containment::Containment>,
 }
 
 /// What keeps the sidecar's journal.

@@ -21,6 +21,7 @@ use crate::plan::{EnvPlan, short_digest};
 use crate::runtime::RuntimeError;
 use crate::secret::{hex, random};
 use crate::trust::EnvCa;
+use crate::webhook::sign::hmac_sha256;
 
 /// The sidecar's own name inside the environment, beside the services' names.
 pub const ALIAS: &str = "af-sidecar";
@@ -49,6 +50,13 @@ impl fmt::Debug for Secrets {
 }
 
 impl Secrets {
+    /// The token the containment watchers report with: derived from the admin token, so it
+    /// is as stable, and one-way, so a watcher's token opens nothing of the admin API.
+    pub fn containment_token(&self) -> String {
+        let mac = hmac_sha256(self.token.as_bytes(), &[b"af containment watchers"]);
+        hex(&mac[..16])
+    }
+
     /// The token and CA of `previous` (what the existing sidecar's document keeps), the CA only
     /// while it has at least two days left; whatever is missing is made anew.
     pub fn keep_or_make(

@@ -116,6 +116,8 @@ mod tests {
                 service("worker", &["10.0.0.4", "10.0.0.5"]),
             ],
             journal: None,
+            watched: None,
+            containment: None,
         };
         let names = by_address(&status);
         let name = |ip: &str| names.get(&ip.parse::<IpAddr>().expect("an IP")).cloned();

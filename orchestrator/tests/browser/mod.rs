@@ -118,6 +118,8 @@ impl Page {
             sidecar: None,
             services,
             journal: None,
+            watched: None,
+            containment: None,
         };
         let runtime = Scripted {
             status: Some(status),

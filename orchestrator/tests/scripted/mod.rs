@@ -95,6 +95,8 @@ impl Runtime for Scripted {
                 sidecar: None,
                 services: Vec::new(),
                 journal: None,
+                watched: None,
+                containment: None,
             }))
         })
     }

@@ -212,6 +212,7 @@ impl Fixture {
             },
             gate: &self.gate,
             fence: &self.fence,
+            watch_period_secs: 10,
         }
     }
 }
@@ -287,8 +288,11 @@ fn a_migration_is_the_services_own_pod_run_once_never_retried_and_bounded() {
         Some(&spec.service.migrate[..])
     );
     confined_behind_the_gate(pod);
-    // The same pod as the service's but for what a run-once pod does not have.
+    // The same pod as the service's but for what a run-once pod does not have: the
+    // Deployment's pods carry a containment watcher, which would keep a Job from finishing.
     let mut served = deployment.spec.template.spec.clone().expect("pod");
+    let watcher = served.containers.pop().expect("the watcher");
+    assert_eq!(watcher.name, deploy::services::WATCH);
     served.restart_policy = Some("Never".to_owned());
     served.containers[0].command = Some(spec.service.migrate.clone());
     served.containers[0].ports = None;
@@ -472,6 +476,7 @@ fn a_service_pod_resolves_through_the_sidecar_only_and_starts_after_its_gate() {
         },
         gate: &gate,
         fence: &fence(),
+        watch_period_secs: 10,
     };
     check(
         "service-service.json",

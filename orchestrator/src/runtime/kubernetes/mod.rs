@@ -24,7 +24,7 @@
 //! `AF_PROBE_IMAGE`, `AF_PROBE_BINARY`, `AF_PROXY_IMAGE`, `AF_PROXY_BINARY`,
 //! `AF_UPSTREAM_RESOLVER`, `AF_TRUSTED_NETWORKS`, `AF_KUBE_RESOLVER`, `AF_KUBE_NAMESPACE_TIMEOUT`,
 //! `AF_KUBE_PROBE_TIMEOUT`, `AF_KUBE_DOWN_TIMEOUT`, `AF_KUBE_SIDECAR_TIMEOUT`,
-//! `AF_KUBE_SERVICE_TIMEOUT`, `AF_KUBE_GATE_TIMEOUT`, `AF_KUBE_MIGRATION_TIMEOUT`,
+//! `AF_KUBE_SERVICE_TIMEOUT`, `AF_KUBE_GATE_TIMEOUT`, `AF_KUBE_MIGRATION_TIMEOUT`, `AF_KUBE_WATCH_PERIOD`,
 //! `AF_KUBE_INGRESS_CLASS`, `AF_KUBE_INGRESS_FROM`, `AF_PRESERVE`, and the probe's targets
 //! ([`probe::targets`]). `docs/kubernetes-runtime.md` describes each.
 
@@ -107,6 +107,9 @@ pub struct Timeouts {
     /// Each migration Job to finish, its gate included: its `activeDeadlineSeconds`
     /// (`AF_KUBE_MIGRATION_TIMEOUT`, 600 s).
     pub migration: Duration,
+    /// Between two checks of each service pod's containment watcher
+    /// (`AF_KUBE_WATCH_PERIOD`, 10 s); a watcher silent for three is no longer proof.
+    pub watch: Duration,
     /// Between two polls.
     pub poll: Duration,
 }
@@ -121,6 +124,7 @@ impl Default for Timeouts {
             service: Duration::from_secs(180),
             gate: Duration::from_secs(60),
             migration: Duration::from_secs(600),
+            watch: Duration::from_secs(10),
             poll: Duration::from_millis(500),
         }
     }
@@ -277,6 +281,7 @@ impl KubeOptions {
                 service: seconds("AF_KUBE_SERVICE_TIMEOUT", defaults.service)?,
                 gate: seconds("AF_KUBE_GATE_TIMEOUT", defaults.gate)?,
                 migration: seconds("AF_KUBE_MIGRATION_TIMEOUT", defaults.migration)?,
+                watch: seconds("AF_KUBE_WATCH_PERIOD", defaults.watch)?,
                 poll: defaults.poll,
             },
         })

@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use af_sidecar_api::config::{ProxyListener, SmtpListener};
+use af_sidecar_api::config::{Containment, ProxyListener, SmtpListener};
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use k8s_openapi::api::networking::v1::{
     IPBlock, NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyIngressRule, NetworkPolicyPeer,
@@ -338,9 +338,32 @@ pub enum Transport {
     Udp,
 }
 
+/// The sidecar's ports a service may reach through these policies: its listeners, the
+/// containment watchers' report listener, and the fence witness (which only the pod's own
+/// fence refuses, [`fence_allows`]).
+pub fn policy_allows() -> Vec<(Transport, u16)> {
+    let mut ports = sidecar_listeners();
+    ports.extend([
+        (Transport::Tcp, Containment::REPORT_PORT),
+        (Transport::Tcp, Containment::FENCE_WITNESS_PORT),
+    ]);
+    ports
+}
+
+/// The sidecar's ports a service pod's own fence lets out: its listeners, the report listener,
+/// and the policy witness (which only these policies refuse, [`policy_allows`]). Each layer
+/// refuses one witness the other allows, so a watcher tells which layer it lost.
+pub fn fence_allows() -> Vec<(Transport, u16)> {
+    let mut ports = sidecar_listeners();
+    ports.extend([
+        (Transport::Tcp, Containment::REPORT_PORT),
+        (Transport::Tcp, Containment::POLICY_WITNESS_PORT),
+    ]);
+    ports
+}
+
 /// The sidecar's listeners a service may reach: explicit proxy, transparent HTTP and TLS,
-/// SMTP, and DNS over UDP and TCP. The one list both layers allow: these policies and each
-/// pod's own fence.
+/// SMTP, and DNS over UDP and TCP. Both layers allow them.
 pub fn sidecar_listeners() -> Vec<(Transport, u16)> {
     let mut listeners: Vec<(Transport, u16)> = [ProxyListener::DEFAULT_PORT]
         .into_iter()
@@ -353,7 +376,7 @@ pub fn sidecar_listeners() -> Vec<(Transport, u16)> {
 }
 
 fn sidecar_ports() -> Vec<NetworkPolicyPort> {
-    sidecar_listeners()
+    policy_allows()
         .into_iter()
         .map(|(transport, port)| match transport {
             Transport::Tcp => tcp_or_udp("TCP", port),
@@ -527,5 +550,21 @@ mod tests {
             }
         }
         assert!(nets.len() < 100, "{}", nets.len());
+    }
+
+    #[test]
+    fn each_layer_refuses_the_witness_the_other_allows_and_both_let_reports_through() {
+        let tcp = |port| (Transport::Tcp, port);
+        let (policy, fence) = (policy_allows(), fence_allows());
+        for both in sidecar_listeners()
+            .into_iter()
+            .chain([tcp(Containment::REPORT_PORT)])
+        {
+            assert!(policy.contains(&both) && fence.contains(&both), "{both:?}");
+        }
+        assert!(fence.contains(&tcp(Containment::POLICY_WITNESS_PORT)));
+        assert!(!policy.contains(&tcp(Containment::POLICY_WITNESS_PORT)));
+        assert!(policy.contains(&tcp(Containment::FENCE_WITNESS_PORT)));
+        assert!(!fence.contains(&tcp(Containment::FENCE_WITNESS_PORT)));
     }
 }

@@ -68,6 +68,7 @@ pub(super) fn runtime(fake: &Fake) -> KubernetesRuntime {
         service: Duration::from_millis(50),
         gate: Duration::from_secs(1),
         migration: Duration::from_millis(50),
+        watch: Duration::from_secs(10),
         poll: Duration::from_millis(1),
     };
     let cluster = ClusterId {

@@ -25,6 +25,8 @@ pub async fn status(client: &Client, names: &Names) -> Result<EnvStatus, Runtime
         sidecar: None,
         services: Vec::new(),
         journal: None,
+        watched: None,
+        containment: None,
     };
     if !status.exists {
         return Ok(status);
@@ -41,6 +43,8 @@ pub async fn status(client: &Client, names: &Names) -> Result<EnvStatus, Runtime
         .map_err(refused(format!("list the pods of {ns}")))?;
     let label =
         |labels: &BTreeMap<String, String>, key: &str| labels.get(key).cloned().unwrap_or_default();
+    // Every running pod of a service's Deployment carries a containment watcher.
+    let mut watched = Vec::new();
     for d in &deployments.items {
         let (k, service) = (label(d.labels(), KIND), label(d.labels(), SERVICE));
         if k != kind::SIDECAR && k != kind::SERVICE {
@@ -75,9 +79,16 @@ pub async fn status(client: &Client, names: &Names) -> Result<EnvStatus, Runtime
             status.journal = journal::place(d, newest.as_deref());
             status.sidecar = Some(entry);
         } else {
+            watched.extend(
+                mine.iter()
+                    .filter(|p| pod_state(p, container).1)
+                    .map(ResourceExt::name_any),
+            );
             status.services.push(entry);
         }
     }
+    watched.sort();
+    status.watched = Some(watched);
     status.services.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(status)
 }

@@ -556,6 +556,8 @@ impl LocalRuntime {
             sidecar: None,
             services: Vec::new(),
             journal: None,
+            watched: None,
+            containment: None,
         };
         let mut urls: HashMap<String, String> = HashMap::new();
         for c in listed.iter().filter(|c| c.kind == kind::FORWARDER) {

@@ -26,7 +26,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, SystemTime};
 
-use af_sidecar_api::config::Admin;
+use std::num::NonZeroU32;
+
+use af_sidecar_api::config::{Admin, Containment};
 use ipnet::IpNet;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
@@ -167,6 +169,13 @@ impl Deployer<'_> {
             |_, _| {},
         )
         .await?;
+        objects::ensure(
+            self.client,
+            self.names.namespace(),
+            services::watch_secret(self.names, &secrets.containment_token()),
+            |_, _| {},
+        )
+        .await?;
 
         let mut report = UpReport {
             env: plan.env.clone(),
@@ -188,6 +197,7 @@ impl Deployer<'_> {
                 provisions,
                 gate: &self.gate,
                 fence: &fence,
+                watch_period_secs: self.watch_period().get(),
             };
             let up = self.start(&spec, progress).await?;
             progress.service(&up);
@@ -272,6 +282,14 @@ impl Deployer<'_> {
         })
     }
 
+    /// Seconds between two checks of a containment watcher, at least one.
+    fn watch_period(&self) -> NonZeroU32 {
+        u32::try_from(self.timeouts.watch.as_secs())
+            .ok()
+            .and_then(NonZeroU32::new)
+            .unwrap_or(NonZeroU32::MIN)
+    }
+
     /// Make or reuse a Service; its cluster address is kept when it is replaced.
     async fn ensure_service(&self, wanted: Service) -> Result<(IpAddr, Action), RuntimeError> {
         let name = wanted.name_any();
@@ -338,7 +356,11 @@ impl Deployer<'_> {
             upstream_resolver: &upstream,
             trusted_networks: self.trusted_networks,
         };
-        let doc = sidecar_doc::document(plan, &placement, &secrets);
+        let mut doc = sidecar_doc::document(plan, &placement, &secrets);
+        doc.containment = Some(Containment {
+            period_secs: self.watch_period(),
+            ..Containment::new(secrets.containment_token())
+        });
         let digest = sidecar_doc::digest(&doc, image);
         progress.begin("starting sidecar")?;
         objects::ensure(

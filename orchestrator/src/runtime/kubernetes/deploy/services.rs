@@ -12,14 +12,16 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource,
-    HTTPGetAction, PodTemplateSpec, Probe, ResourceRequirements, Secret, SecretKeySelector,
-    SecurityContext, Service, ServicePort, ServiceSpec, TCPSocketAction, Volume, VolumeMount,
+    HTTPGetAction, ObjectFieldSelector, PodTemplateSpec, Probe, ResourceRequirements, Secret,
+    SecretKeySelector, SecurityContext, Service, ServicePort, ServiceSpec, TCPSocketAction, Volume,
+    VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use af_policy::manifest::Limits;
+use af_sidecar_api::config::Containment;
 
 use super::objects::stamp;
 use crate::plan::{EnvPlan, ServicePlan};
@@ -47,6 +49,15 @@ pub struct Gate {
 
 /// The gate's container name.
 pub const GATE: &str = "af-gate";
+/// The containment watcher's container name: beside the service in every pod of its
+/// Deployment, under exactly that pod's rules.
+pub const WATCH: &str = "af-watch";
+/// The Secret holding the containment watchers' token, read by the watcher containers alone.
+pub const WATCH_SECRET: &str = "af-containment";
+/// Its key.
+pub const WATCH_SECRET_KEY: &str = "token";
+/// The annotation that names the container `kubectl logs` and `exec` take by default.
+const DEFAULT_CONTAINER: &str = "kubectl.kubernetes.io/default-container";
 /// The fence's container name: the pod's own egress rules, written before anything else runs.
 pub const FENCE: &str = "af-fence";
 
@@ -69,6 +80,8 @@ pub struct Spec<'a> {
     /// What the pod's own fence lets out (`af-probe fence`'s arguments, [`fence_allowances`]);
     /// none: the pod writes no fence (`AF_KUBE_POD_LAYER=off`, tests only).
     pub fence: &'a [String],
+    /// Seconds between the containment watcher's checks in the Deployment's pods.
+    pub watch_period_secs: u32,
 }
 
 /// The labels of a service's pods, which its Service and Deployment select.
@@ -251,6 +264,14 @@ pub fn pod_template(names: &Names, spec: &Spec<'_>, role: Role) -> PodTemplateSp
             .collect(),
     );
     confinement::give_back(&mut pod, &service.capabilities);
+    // After the service's own capabilities are given back: the watcher gets none.
+    if serves {
+        pod.containers.push(watch_container(
+            spec.gate,
+            spec.sidecar,
+            spec.watch_period_secs,
+        ));
+    }
     pod.volumes = Some(vec![Volume {
         name: "af-trust".to_owned(),
         config_map: Some(ConfigMapVolumeSource {
@@ -266,10 +287,10 @@ pub fn pod_template(names: &Names, spec: &Spec<'_>, role: Role) -> PodTemplateSp
     PodTemplateSpec {
         metadata: Some(ObjectMeta {
             labels: Some(role_labels(names, &service.name, role)),
-            annotations: Some(BTreeMap::from([(
-                CONFIG.to_owned(),
-                spec.provisions.digest(),
-            )])),
+            annotations: Some(BTreeMap::from([
+                (CONFIG.to_owned(), spec.provisions.digest()),
+                (DEFAULT_CONTAINER.to_owned(), service.name.clone()),
+            ])),
             ..ObjectMeta::default()
         }),
         spec: Some(pod),
@@ -341,7 +362,7 @@ pub fn deployment(names: &Names, spec: &Spec<'_>) -> Deployment {
 /// What a service pod's fence lets out: the sidecar's Service on its listeners, and the
 /// environment's own Services (`services`, the sidecar's among them or not) on any port.
 pub fn fence_allowances(sidecar: Ipv4Addr, services: &[IpAddr]) -> Vec<String> {
-    let mut allowed: Vec<String> = policies::sidecar_listeners()
+    let mut allowed: Vec<String> = policies::fence_allows()
         .into_iter()
         .map(|(transport, port)| {
             let protocol = match transport {
@@ -412,4 +433,83 @@ fn gate_container(gate: &Gate, sidecar: Ipv4Addr) -> Container {
         args: Some(args),
         ..Container::default()
     }
+}
+
+/// The containment watcher: `af-probe watch` from the gate's image, trying the gate's escapes
+/// and the sidecar's two layer witnesses each period and reporting to the sidecar with the
+/// token of [`WATCH_SECRET`]. No capability, no privilege, a nobody user, a read-only root and
+/// a small fixed share of the pod.
+fn watch_container(gate: &Gate, sidecar: Ipv4Addr, period_secs: u32) -> Container {
+    let at = |port: u16| SocketAddr::new(IpAddr::V4(sidecar), port).to_string();
+    let mut args = vec![
+        "watch".to_owned(),
+        at(Containment::REPORT_PORT),
+        period_secs.to_string(),
+        at(Containment::POLICY_WITNESS_PORT),
+        at(Containment::FENCE_WITNESS_PORT),
+    ];
+    args.extend(gate.escapes.iter().cloned());
+    let share = BTreeMap::from([
+        ("cpu".to_owned(), Quantity("20m".to_owned())),
+        ("memory".to_owned(), Quantity("16Mi".to_owned())),
+    ]);
+    let container = confinement::confine(Container {
+        name: WATCH.to_owned(),
+        image: Some(gate.image.clone()),
+        image_pull_policy: Some(gate.pull_policy.clone()),
+        command: Some(vec![
+            crate::runtime::kubernetes::probe::pod::BINARY.to_owned(),
+        ]),
+        args: Some(args),
+        env: Some(vec![
+            EnvVar {
+                name: "AF_WATCH_POD".to_owned(),
+                value_from: Some(EnvVarSource {
+                    field_ref: Some(ObjectFieldSelector {
+                        field_path: "metadata.name".to_owned(),
+                        api_version: None,
+                    }),
+                    ..EnvVarSource::default()
+                }),
+                ..EnvVar::default()
+            },
+            EnvVar {
+                name: "AF_WATCH_TOKEN".to_owned(),
+                value_from: Some(EnvVarSource {
+                    secret_key_ref: Some(SecretKeySelector {
+                        name: WATCH_SECRET.to_owned(),
+                        key: WATCH_SECRET_KEY.to_owned(),
+                        optional: Some(false),
+                    }),
+                    ..EnvVarSource::default()
+                }),
+                ..EnvVar::default()
+            },
+        ]),
+        resources: Some(ResourceRequirements {
+            limits: Some(share.clone()),
+            requests: Some(share),
+            ..ResourceRequirements::default()
+        }),
+        ..Container::default()
+    });
+    let mut container = container;
+    if let Some(security) = container.security_context.as_mut() {
+        security.run_as_user = Some(65534);
+        security.run_as_non_root = Some(true);
+        security.read_only_root_filesystem = Some(true);
+    }
+    container
+}
+
+/// The Secret of the containment watchers' token.
+pub fn watch_secret(names: &Names, token: &str) -> Secret {
+    stamp(Secret {
+        metadata: meta(names, WATCH_SECRET, kind::SIDECAR, "sidecar"),
+        data: Some(BTreeMap::from([(
+            WATCH_SECRET_KEY.to_owned(),
+            ByteString(token.as_bytes().to_vec()),
+        )])),
+        ..Secret::default()
+    })
 }

@@ -5,7 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use af_sidecar_api::config::{JournalConfig, ProxyListener, SidecarConfig, SmtpListener};
+use af_sidecar_api::config::{
+    Containment, JournalConfig, ProxyListener, SidecarConfig, SmtpListener,
+};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::core::v1::{
@@ -27,7 +29,8 @@ const CONFIG_DIR: &str = "/etc/af";
 /// The container's name.
 pub const CONTAINER: &str = "sidecar";
 
-/// The sidecar's listeners a service reaches through its Service: (name, protocol, port).
+/// The sidecar's listeners a service reaches through its Service, and the containment
+/// watchers' report listener and layer witnesses: (name, protocol, port).
 fn ports() -> Vec<(String, &'static str, u16)> {
     let mut ports = vec![
         ("proxy".to_owned(), "TCP", ProxyListener::DEFAULT_PORT),
@@ -41,6 +44,19 @@ fn ports() -> Vec<(String, &'static str, u16)> {
     );
     ports.push(("dns-udp".to_owned(), "UDP", 53));
     ports.push(("dns-tcp".to_owned(), "TCP", 53));
+    ports.extend([
+        ("watch-report".to_owned(), "TCP", Containment::REPORT_PORT),
+        (
+            "watch-policy".to_owned(),
+            "TCP",
+            Containment::POLICY_WITNESS_PORT,
+        ),
+        (
+            "watch-fence".to_owned(),
+            "TCP",
+            Containment::FENCE_WITNESS_PORT,
+        ),
+    ]);
     ports
 }
 
