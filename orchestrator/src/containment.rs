@@ -41,17 +41,14 @@ pub struct LostPod {
 }
 
 impl Containment {
-    /// The verdict for `pods` (the service pods that run a watcher) from `page`.
+    /// The verdict for `pods` (the service pods that run a watcher) from `page`. With no pod
+    /// running (stopped on a loss, say), a loss any watcher reported still stands.
     pub fn judge(page: &ContainmentPage, pods: &[String]) -> Containment {
-        if pods.is_empty() {
-            return Containment::Unverified {
-                why: "no service pod runs, so no watcher reports".to_owned(),
-            };
-        }
+        let counts = |pod: &String| pods.is_empty() || pods.contains(pod);
         let mut lost: Vec<(&str, LostPod)> = page
             .watchers
             .iter()
-            .filter(|w| pods.contains(&w.pod) && !w.held())
+            .filter(|w| counts(&w.pod) && !w.held())
             .map(|w| {
                 (
                     w.lost_at.as_deref().unwrap_or(&w.checked_at),
@@ -67,6 +64,11 @@ impl Containment {
             return Containment::Lost {
                 lost_at: lost[0].0.to_owned(),
                 pods: lost.into_iter().map(|(_, pod)| pod).collect(),
+            };
+        }
+        if pods.is_empty() {
+            return Containment::Unverified {
+                why: "no service pod runs, so no watcher reports".to_owned(),
             };
         }
         let mut oldest = 0;
@@ -179,6 +181,23 @@ mod tests {
         let stale = Containment::judge(&page(vec![watcher("web-1", 31, &[])]), &pods(&["web-1"]));
         assert!(stale.line().contains("for 31 s"), "{stale:?}");
         assert!(!Containment::judge(&p, &[]).held());
+    }
+
+    #[test]
+    fn with_every_pod_stopped_the_loss_that_stopped_them_still_shows() {
+        let p = page(vec![watcher("web-1", 40, &["pod-layer"])]);
+        assert!(matches!(
+            Containment::judge(&p, &[]),
+            Containment::Lost { .. }
+        ));
+        let restarted = Containment::judge(
+            &page(vec![
+                watcher("web-1", 40, &["pod-layer"]),
+                watcher("web-2", 1, &[]),
+            ]),
+            &pods(&["web-2"]),
+        );
+        assert!(restarted.held(), "{restarted:?}");
     }
 
     #[test]

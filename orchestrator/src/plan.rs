@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use af_policy::egress::EgressSpec;
 use af_policy::error::{Report, codes};
-use af_policy::manifest::{Capability, Limits, Manifest, ServiceKind};
+use af_policy::manifest::{Capability, Limits, Manifest, OnLoss, ServiceKind};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -39,6 +39,8 @@ pub struct EnvPlan {
     /// opens TLS to an upstream; `None` when the manifest names none.
     #[serde(skip)]
     pub upstream_roots_pem: Option<String>,
+    /// What a loss of containment while the services run does to them.
+    pub on_loss: OnLoss,
 }
 
 /// What kind of process a service is.
@@ -140,6 +142,7 @@ impl EnvPlan {
             egress,
             modes: ModesInput::default(),
             upstream_roots_pem: None,
+            on_loss: OnLoss::default(),
         })
     }
 
@@ -193,6 +196,7 @@ impl EnvPlan {
         )?;
         plan.modes = ModesInput::load(&manifest.egress, &dir, |name| std::env::var(name).ok())?;
         plan.upstream_roots_pem = trust::upstream::load(&manifest.egress.upstream_roots, &dir)?;
+        plan.on_loss = manifest.containment.on_loss;
         Ok(plan)
     }
 

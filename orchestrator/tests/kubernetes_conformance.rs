@@ -22,10 +22,14 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use af_fixtures::sim;
 use af_fixtures::test_resolver::TestResolver;
+use af_orchestrator::containment::Containment;
 use af_orchestrator::env_id::EnvId;
+use af_orchestrator::lifecycle::output::Format;
+use af_orchestrator::lifecycle::status;
 use af_orchestrator::plan::short_digest;
 use af_orchestrator::runtime::Runtime;
 use af_orchestrator::runtime::kubernetes::cluster::ClusterId;
@@ -745,4 +749,161 @@ async fn an_image_that_does_not_build_is_refused() {
     .unwrap_or_else(|e| panic!("{e}"));
     conformance::an_image_that_does_not_build_is_refused(&h, dir.clone()).await;
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The prefix governed only by the continuous proof's own enforcer, which the test stops.
+const WATCHED_PREFIX: &str = "afw-";
+
+/// `af status`'s containment verdict for `env`.
+async fn containment(h: &KubeHarness, env: &EnvId) -> Containment {
+    let status = status::run(h.runtime(), env, Format::Json, &mut Vec::new())
+        .await
+        .unwrap_or_else(|e| panic!("af status {env}: {e}"));
+    status
+        .containment
+        .unwrap_or_else(|| panic!("af status {env} says nothing of containment"))
+}
+
+/// Wait until `af status` gives a verdict `wanted` accepts; the last verdict either way, and
+/// how long it took.
+async fn verdict_within(
+    h: &KubeHarness,
+    env: &EnvId,
+    secs: u64,
+    wanted: impl Fn(&Containment) -> bool,
+) -> (Containment, Duration) {
+    let start = Instant::now();
+    loop {
+        let c = containment(h, env).await;
+        if wanted(&c) || start.elapsed() > Duration::from_secs(secs) {
+            return (c, start.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn lost_by(c: &Containment, route: &str) -> bool {
+    matches!(c, Containment::Lost { pods, .. }
+        if pods.iter().any(|p| p.breaches.iter().any(|b| b.route == route)))
+}
+
+/// The pid of a pod's sandbox on this machine's Docker daemon (the local cluster's runtime):
+/// its network namespace is the pod's.
+fn sandbox_pid(pod: &str) -> String {
+    let out = std::process::Command::new("docker")
+        .args(["ps", "-q", "--filter"])
+        .arg(format!("label=io.kubernetes.pod.name={pod}"))
+        .args(["--filter", "label=io.kubernetes.docker.type=podsandbox"])
+        .output()
+        .unwrap_or_else(|e| panic!("docker ps: {e}"));
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(
+        !id.is_empty(),
+        "no sandbox of pod {pod} on this Docker daemon"
+    );
+    let out = std::process::Command::new("docker")
+        .args(["inspect", "-f", "{{.State.Pid}}", &id])
+        .output()
+        .unwrap_or_else(|e| panic!("docker inspect: {e}"));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Containment proven while the environment runs. Once every watcher reported it held (the
+/// positive control: both layers in force, the watchers heard), the environment's enforcer is
+/// stopped: `af status` says LOST, naming the NetworkPolicy layer, within three periods, and
+/// the loss is journaled and counted. With the enforcer back it holds again; then one pod's
+/// own rules are flushed from the node as root, and `af status` says LOST naming that pod's
+/// fence.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_running_environment_is_watched_and_a_lost_layer_is_reported_within_the_period() {
+    let mut own = enforcer::OwnEnforcer::start(WATCHED_PREFIX, "watch");
+    let h = KubeHarness::start_with(
+        "watch",
+        25,
+        WATCHED_PREFIX,
+        &[("AF_KUBE_WATCH_PERIOD", "2")],
+    )
+    .await;
+    let env = h.env("watch");
+    conformance::up(&h, &env, &["probe"]).await;
+    conformance::allowed_is_reached(&h, &env, "probe").await;
+    let (held, _) = verdict_within(&h, &env, 60, Containment::held).await;
+    assert!(
+        held.held(),
+        "control: the watchers never said held: {held:?}"
+    );
+    // Three periods and the slack of one status read.
+    let within = 3 * 2 + 4;
+
+    own.stop();
+    let (lost, took) = verdict_within(&h, &env, 30, |c| lost_by(c, "policy-layer")).await;
+    assert!(
+        lost_by(&lost, "policy-layer"),
+        "the enforcer stopped and af status said: {lost:?}"
+    );
+    assert!(took.as_secs() <= within, "LOST only after {took:?}");
+    assert!(
+        lost.line().contains("NetworkPolicy layer"),
+        "{}",
+        lost.line()
+    );
+    let admin = h
+        .runtime()
+        .admin(&env)
+        .await
+        .unwrap_or_else(|e| panic!("{}", e.report()));
+    let metrics = af_orchestrator::admin::metrics(admin.addr, &admin.token)
+        .await
+        .unwrap_or_else(|e| panic!("{}", e.report()));
+    assert!(
+        metrics.contains("af_containment_losses_total 1"),
+        "{metrics}"
+    );
+    let journal = af_orchestrator::admin::newest_decisions(
+        admin.addr,
+        &admin.token,
+        &Default::default(),
+        1000,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{}", e.report()));
+    assert!(
+        journal
+            .iter()
+            .filter_map(|r| r.entry.as_containment())
+            .any(|c| !c.held && c.breaches.iter().any(|b| b.route == "policy-layer")),
+        "the loss is journaled"
+    );
+
+    own.resume();
+    let (again, _) = verdict_within(&h, &env, 60, Containment::held).await;
+    assert!(
+        again.held(),
+        "the enforcer is back and af status says: {again:?}"
+    );
+
+    let pod = h
+        .pod(&env, "probe")
+        .await
+        .unwrap_or_else(|| panic!("no running probe pod"))
+        .name_any();
+    let pid = sandbox_pid(&pod);
+    let flushed = std::process::Command::new("nsenter")
+        .args([
+            "-t", &pid, "-n", "nft", "delete", "table", "inet", "af_fence",
+        ])
+        .status()
+        .unwrap_or_else(|e| panic!("nsenter nft: {e}"));
+    assert!(
+        flushed.success(),
+        "the pod's own rules could not be flushed"
+    );
+    let (lost, took) = verdict_within(&h, &env, 30, |c| lost_by(c, "pod-layer")).await;
+    let Containment::Lost { pods, .. } = &lost else {
+        panic!("{pod}'s fence flushed and af status said: {lost:?}");
+    };
+    assert!(took.as_secs() <= within, "LOST only after {took:?}");
+    assert_eq!(pods.len(), 1, "{pods:?}");
+    assert_eq!(pods[0].pod, pod);
+    assert!(lost.line().contains("fence"), "{}", lost.line());
 }

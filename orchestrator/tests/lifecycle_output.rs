@@ -209,6 +209,7 @@ async fn status_names_each_state_and_where_the_journal_lives() {
             ],
             journal: Some(journal),
             watched: None,
+            on_loss: None,
             containment: None,
         });
         let mut out = Vec::new();

@@ -48,6 +48,15 @@ pub async fn run(
                     Containment::Unverified { .. } => "?",
                 };
                 let _ = writeln!(out, "{mark} {}", c.line());
+                if let Containment::Lost { .. } = c {
+                    let fate = match status.on_loss.as_deref() {
+                        Some("keep") => "the services keep running (containment.on_loss: keep)",
+                        _ => {
+                            "the keeper stops the services (containment.on_loss: stop); `af up` starts them once containment is proven again"
+                        }
+                    };
+                    let _ = writeln!(out, "  {fate}");
+                }
             }
             if let Some(journal) = &status.journal {
                 let _ = writeln!(out, "  journal: {}", journal_line(journal));

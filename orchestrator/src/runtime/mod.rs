@@ -214,6 +214,10 @@ pub struct EnvStatus {
     /// none (the local runtime proves containment at `af up` only).
     #[serde(skip)]
     pub watched: Option<Vec<String>>,
+    /// What a loss of containment does to the services (`stop`, `keep`), where the runtime
+    /// watches containment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_loss: Option<String>,
     /// Containment while it runs, judged from the watchers' reports (`af status` fills it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub containment: Option<crate::containment::Containment>,

@@ -117,6 +117,7 @@ mod tests {
             ],
             journal: None,
             watched: None,
+            on_loss: None,
             containment: None,
         };
         let names = by_address(&status);

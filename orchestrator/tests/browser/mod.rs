@@ -119,6 +119,7 @@ impl Page {
             services,
             journal: None,
             watched: None,
+            on_loss: None,
             containment: None,
         };
         let runtime = Scripted {

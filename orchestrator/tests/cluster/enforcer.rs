@@ -59,6 +59,103 @@ pub(crate) fn ensure() {
     });
 }
 
+/// An enforcer of a test's own, beside the shared one: it governs only the namespaces under
+/// its prefix, under chains of its own instance, and a test stops it (its chains go with it,
+/// as a real enforcer's do when it stops) and starts it again at will.
+#[allow(
+    dead_code,
+    reason = "one of the two test binaries sharing this module uses it"
+)]
+pub(crate) struct OwnEnforcer {
+    prefix: &'static str,
+    instance: &'static str,
+    ready: PathBuf,
+    child: Option<std::process::Child>,
+}
+
+#[allow(
+    dead_code,
+    reason = "one of the two test binaries sharing this module uses it"
+)]
+impl OwnEnforcer {
+    /// One governing `prefix` (refusing what no policy allows, the node ports open as the
+    /// shared one has them), started and ready.
+    pub(crate) fn start(prefix: &'static str, instance: &'static str) -> OwnEnforcer {
+        let mut own = OwnEnforcer {
+            prefix,
+            instance,
+            ready: std::env::temp_dir().join(format!(
+                "af-enforcer-{instance}-{}.ready",
+                std::process::id()
+            )),
+            child: None,
+        };
+        own.resume();
+        own
+    }
+
+    /// Start it (again) and wait until its first sync is programmed.
+    pub(crate) fn resume(&mut self) {
+        let dir = super::local_cluster_dir().unwrap_or_else(|| {
+            panic!("an enforcer of the test's own needs the project's local cluster")
+        });
+        let root = cargo::workspace_root();
+        let binary = match std::env::var_os("AF_ENFORCER_BIN") {
+            Some(path) => PathBuf::from(path),
+            None => build(&root),
+        };
+        let _ = std::fs::remove_file(&self.ready);
+        let run = dir.join("run");
+        let child = Command::new(binary)
+            .args(["--kubeconfig"])
+            .arg(run.join("kubeconfig"))
+            .args(["--context", "local-af", "--namespace-prefix", self.prefix])
+            .args(["--action", "reject", "--node-ports-open", NODE_PORTS])
+            .args(["--instance", self.instance, "--ready-file"])
+            .arg(&self.ready)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("af-netpol-enforcer: {e}"));
+        self.child = Some(child);
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !self.ready.exists() {
+            assert!(
+                std::time::Instant::now() < until,
+                "the test's own enforcer ({}) was not ready within 30 s",
+                self.instance
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
+    /// Stop it as an operator would (SIGTERM): its chains are removed, and nothing of the
+    /// NetworkPolicy layer is in force for its namespaces until it runs again.
+    pub(crate) fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let pid = child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::time::Instant::now() < until {
+            if child.try_wait().ok().flatten().is_some() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+impl Drop for OwnEnforcer {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_file(&self.ready);
+    }
+}
+
 /// Build the enforcer with cargo (its own lock serialises concurrent test processes).
 fn build(root: &Path) -> PathBuf {
     let status = cargo::build(root, Linkage::Host)

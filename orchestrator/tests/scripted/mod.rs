@@ -96,6 +96,7 @@ impl Runtime for Scripted {
                 services: Vec::new(),
                 journal: None,
                 watched: None,
+                on_loss: None,
                 containment: None,
             }))
         })

@@ -25,7 +25,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 pub use capability::Capability;
-pub use model::{MANIFEST_VERSION, Manifest, Resources, Service, ServiceKind};
+pub use model::{
+    ContainmentSpec, MANIFEST_VERSION, Manifest, OnLoss, Resources, Service, ServiceKind,
+};
 pub use names::dns_label_problem;
 pub use path::{FieldPath, Segment};
 pub use problem::{Location, ManifestError, Problem};

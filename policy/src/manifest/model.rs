@@ -36,6 +36,32 @@ pub struct Manifest {
     /// Where environments run: the provider, its targets and the placement requirements.
     #[serde(default, skip_serializing_if = "is_default")]
     pub runtime: Runtime,
+    /// What happens while an environment runs and its containment is found lost.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub containment: ContainmentSpec,
+}
+
+/// The `containment:` section: containment is proven before any service runs, and on a cluster
+/// proven again every few seconds while they run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContainmentSpec {
+    /// What happens to the services when a watcher finds containment lost while they run:
+    /// `stop` (the default) or `keep`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub on_loss: OnLoss,
+}
+
+/// What a loss of containment does to the running services.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OnLoss {
+    /// Stop them: every service Deployment scaled to zero, every cron service suspended, each
+    /// marked with why; `af up` starts them again once the probe proves containment anew.
+    #[default]
+    Stop,
+    /// Keep them running, and say so wherever the loss is shown.
+    Keep,
 }
 
 /// One service of an environment.

@@ -168,16 +168,23 @@ impl<'t, 'a> Sections<'t, 'a> {
                 self.refuse(under.join(&path), report);
             }
         }
-        let manifest = match (version, name, services, egress, runtime) {
-            (Some(version), Some(name), Some(services), Some(egress), Some(runtime)) => {
-                Some(Manifest {
-                    version,
-                    name,
-                    services,
-                    egress,
-                    runtime,
-                })
-            }
+        let containment = self.section("containment");
+        let manifest = match (version, name, services, egress, runtime, containment) {
+            (
+                Some(version),
+                Some(name),
+                Some(services),
+                Some(egress),
+                Some(runtime),
+                Some(containment),
+            ) => Some(Manifest {
+                version,
+                name,
+                services,
+                egress,
+                runtime,
+                containment,
+            }),
             _ => None,
         };
         (manifest, self.problems)

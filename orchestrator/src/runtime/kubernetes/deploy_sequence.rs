@@ -56,6 +56,7 @@ async fn start(
         upstream_resolver: "10.96.0.10:53".parse().expect("addr"),
         trusted_networks: &[],
         pod_layer: true,
+        keeper: None,
         gate: fixture.gate.clone(),
         timeouts: &timeouts,
         cron,

@@ -123,6 +123,43 @@ pub async fn api_server(client: &Client) -> Result<Vec<SocketAddr>, RuntimeError
         .collect())
 }
 
+/// The API server's own addresses behind its Service (`default/kubernetes`'s endpoints, where
+/// a pod's connection lands once the Service address is translated): what a policy letting a
+/// pod reach the API server must name. Empty if they cannot be read.
+pub async fn api_server_endpoints(client: &Client) -> Result<Vec<SocketAddr>, RuntimeError> {
+    let (namespace, name) = API_SERVER;
+    let endpoints: Api<Endpoints> = Api::namespaced(client.clone(), namespace);
+    let found = readable(
+        endpoints.get_opt(name).await,
+        "read default/kubernetes's endpoints",
+    )?;
+    Ok(found
+        .and_then(|e| e.subsets)
+        .unwrap_or_default()
+        .iter()
+        .flat_map(|subset| {
+            let ports: Vec<u16> = subset
+                .ports
+                .iter()
+                .flatten()
+                .filter_map(|p| u16::try_from(p.port).ok())
+                .collect();
+            subset
+                .addresses
+                .iter()
+                .flatten()
+                .filter_map(|a| a.ip.parse::<IpAddr>().ok())
+                .flat_map(move |ip| {
+                    ports
+                        .clone()
+                        .into_iter()
+                        .map(move |port| SocketAddr::new(ip, port))
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect())
+}
+
 /// The address families the cluster serves: those of the `default/kubernetes` Service
 /// (`ipFamilies`, else its cluster addresses) and of the nodes' pod ranges where this user may
 /// read nodes. IPv4 alone when none of these can be read.

@@ -60,7 +60,15 @@ fn the_policies_deny_by_default_and_open_only_the_sidecar_routes() {
     };
     check(
         "network-policies.json",
-        &policies::render(&names(), &kube_dns, IPV4),
+        &policies::render(
+            &names(),
+            &kube_dns,
+            IPV4,
+            &[
+                "10.96.0.1:443".parse().expect("addr"),
+                "10.250.0.1:6443".parse().expect("addr"),
+            ],
+        ),
     );
 }
 
@@ -70,9 +78,9 @@ fn the_sidecar_reaches_a_resolver_known_by_address_at_exactly_that_address() {
         "10.244.0.5".parse().expect("ip"),
         "fd00:10:244::5".parse().expect("ip"),
     ]);
-    let rendered = policies::render(&names(), &by_address, DUAL_STACK);
+    let rendered = policies::render(&names(), &by_address, DUAL_STACK, &[]);
     check("sidecar-egress-by-address.json", &rendered[4]);
-    let unknown = policies::render(&names(), &ClusterResolver::Unknown, DUAL_STACK);
+    let unknown = policies::render(&names(), &ClusterResolver::Unknown, DUAL_STACK, &[]);
     let rules = |p: &k8s_openapi::api::networking::v1::NetworkPolicy| {
         p.spec
             .as_ref()
@@ -140,10 +148,40 @@ fn the_sidecar_is_a_service_a_secret_and_one_pod_with_one_capability() {
     check("sidecar-service.json", &deploy::sidecar::service(&names));
     let in_pod =
         deploy::journal::Journal::InPod("the cluster has no default StorageClass".to_owned());
-    let deployment =
-        deploy::sidecar::deployment(&names, "af-proxy:0123456789ab", "Never", "d1g3st", &in_pod);
+    let web = crate::plan::ServicePlan::new("web", crate::plan::Kind::Web, "/src/web");
+    let fixture = Fixture::new(vec![web]);
+    let keeper = deploy::keeper::Keeper {
+        image: "af-probe:0123456789ab".to_owned(),
+        pull_policy: "Never".to_owned(),
+        api_server: "10.96.0.1:443".parse().expect("addr"),
+        period_secs: 10,
+    };
+    let admin = "127.0.0.1:9901".parse().expect("addr");
+    let deployment = deploy::sidecar::deployment(
+        &names,
+        "af-proxy:0123456789ab",
+        "Never",
+        "d1g3st",
+        &in_pod,
+        Some(keeper.container(&names, &fixture.plan, admin, "config", "sidecar.json")),
+        af_policy::manifest::OnLoss::Stop,
+    );
     check("sidecar-deployment.json", &deployment);
+    check(
+        "keeper-role.json",
+        &deploy::keeper::role(&names, &fixture.plan),
+    );
     let pod = deployment.spec.template.spec.as_ref().expect("pod");
+    // The keeper's token is mounted into its own container only.
+    assert_eq!(pod.service_account_name.as_deref(), Some("af-keeper"));
+    assert!(
+        pod.containers[0]
+            .volume_mounts
+            .iter()
+            .flatten()
+            .all(|m| !m.mount_path.contains("af-keeper")),
+        "the sidecar's container sees no API token"
+    );
     let caps = pod.containers[0]
         .security_context
         .as_ref()
@@ -412,8 +450,15 @@ fn on_a_default_storage_class_the_journal_is_a_claim_the_sidecar_mounts() {
         "sidecar-journal-claim.json",
         &deploy::journal::claim(&names, "standard"),
     );
-    let deployment =
-        deploy::sidecar::deployment(&names, "af-proxy:0123456789ab", "Never", "d1g3st", &claim);
+    let deployment = deploy::sidecar::deployment(
+        &names,
+        "af-proxy:0123456789ab",
+        "Never",
+        "d1g3st",
+        &claim,
+        None,
+        af_policy::manifest::OnLoss::Keep,
+    );
     let pod = deployment.spec.template.spec.as_ref().expect("pod");
     check("sidecar-journal-volume.json", &pod.volumes);
     let place = deploy::journal::place(&deployment, Some("af-sidecar-1")).expect("a place");
@@ -424,8 +469,15 @@ fn on_a_default_storage_class_the_journal_is_a_claim_the_sidecar_mounts() {
     assert_eq!(place.name, super::names::JOURNAL_CLAIM);
     assert!(place.outlives_the_sidecar());
     let in_pod = deploy::journal::Journal::InPod("no default StorageClass".to_owned());
-    let deployment =
-        deploy::sidecar::deployment(&names, "af-proxy:0123456789ab", "Never", "d1g3st", &in_pod);
+    let deployment = deploy::sidecar::deployment(
+        &names,
+        "af-proxy:0123456789ab",
+        "Never",
+        "d1g3st",
+        &in_pod,
+        None,
+        af_policy::manifest::OnLoss::Keep,
+    );
     let place = deploy::journal::place(&deployment, Some("af-sidecar-1")).expect("a place");
     assert_eq!(place.storage, crate::runtime::JournalStorage::Pod);
     assert_eq!(place.name, "af-sidecar-1");

@@ -30,6 +30,8 @@ fn put_sidecar(fake: &Fake) {
         "Never",
         "d1g3st",
         &Journal::InPod("the cluster has no default StorageClass".to_owned()),
+        None,
+        af_policy::manifest::OnLoss::Keep,
     );
     let mut value = serde_json::to_value(&rendered).expect("json");
     value["metadata"]["generation"] = json!(1);

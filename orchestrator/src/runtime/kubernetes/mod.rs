@@ -62,6 +62,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use af_policy::manifest::OnLoss;
 use af_policy::placement::Placement;
 use futures_util::future::BoxFuture;
 use ipnet::IpNet;
@@ -423,7 +424,26 @@ impl KubernetesRuntime {
         if served.v6 && !families.v6 {
             progress.step("the cluster serves IPv6; the sidecar's policy reaches none (egress.allow_ipv6 is off)");
         }
-        let wanted = policies::render(names, &resolver, families);
+        // The keeper in the sidecar's pod stops the services on a loss (`on_loss: stop`): the
+        // sidecar's policy lets it reach the API server, at its Service and its own addresses.
+        let keeper_api = match plan.on_loss {
+            OnLoss::Stop => {
+                let service = discovery::api_server(client).await?;
+                let Some(dialled) = service.first().copied() else {
+                    return Err(RuntimeError::Unsupported(
+                        "containment.on_loss is stop, and the API server's address could not be read (default/kubernetes), so nothing could stop the services on a loss. Let this user read it, or set containment.on_loss: keep.".to_owned(),
+                    ));
+                };
+                let mut reached = service;
+                reached.extend(discovery::api_server_endpoints(client).await?);
+                Some((dialled, reached))
+            }
+            OnLoss::Keep => None,
+        };
+        let api_server = keeper_api
+            .as_ref()
+            .map_or(&[][..], |(_, all)| all.as_slice());
+        let wanted = policies::render(names, &resolver, families, api_server);
         let done = policies::apply(client, names, &wanted, progress).await?;
         progress.step(&format!("network policies: {}", summary(&done)));
 
@@ -453,9 +473,18 @@ impl KubernetesRuntime {
             rounds: GATE_ROUNDS,
             deadline_secs: self.options.timeouts.gate.as_secs(),
         };
+        let keeper = keeper_api.map(|(api_server, _)| deploy::keeper::Keeper {
+            image: image.reference.clone(),
+            pull_policy: image.pull_policy.to_owned(),
+            api_server,
+            period_secs: u32::try_from(self.options.timeouts.watch.as_secs())
+                .unwrap_or(u32::MAX)
+                .max(1),
+        });
         let deployer = deploy::Deployer {
             client,
             names,
+            keeper,
             delivery: &self.delivery,
             sidecar_source: &self.options.sidecar_source,
             upstream_resolver,

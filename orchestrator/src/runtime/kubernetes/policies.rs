@@ -12,7 +12,7 @@
 //! the containment probe, which runs after these exist, is what finds out.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use af_sidecar_api::config::{Containment, ProxyListener, SmtpListener};
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
@@ -83,8 +83,15 @@ pub enum ClusterResolver {
     Unknown,
 }
 
-/// The environment's five policies, in the order they are applied.
-pub fn render(names: &Names, resolver: &ClusterResolver, families: Families) -> Vec<NetworkPolicy> {
+/// The environment's five policies, in the order they are applied. `api_server`: the API
+/// server's addresses (its Service's and its own) the sidecar's pod may reach, for the
+/// containment keeper in it; empty, none.
+pub fn render(
+    names: &Names,
+    resolver: &ClusterResolver,
+    families: Families,
+    api_server: &[SocketAddr],
+) -> Vec<NetworkPolicy> {
     let services = pods(network::SERVICE);
     let sidecar = pods(network::SIDECAR);
     let sidecar_ports = sidecar_ports();
@@ -106,6 +113,23 @@ pub fn render(names: &Names, resolver: &ClusterResolver, families: Families) -> 
             ports: Some(dns_ports()),
         });
     }
+    // Each address on its own port, so no address is open on another's.
+    let served = |addr: &&SocketAddr| {
+        if addr.is_ipv4() {
+            families.v4
+        } else {
+            families.v6
+        }
+    };
+    sidecar_egress.extend(
+        api_server
+            .iter()
+            .filter(served)
+            .map(|addr| NetworkPolicyEgressRule {
+                to: Some(vec![block(IpNet::from(addr.ip()))]),
+                ports: Some(vec![tcp_or_udp("TCP", addr.port())]),
+            }),
+    );
     vec![
         policy(
             names,
@@ -416,8 +440,14 @@ mod tests {
     fn rendered(families: Families) -> Vec<NetworkPolicy> {
         let names = Names::new(DEFAULT_PREFIX, &EnvId::parse("pr-42").expect("id"));
         let resolver = ClusterResolver::Addresses(vec!["10.96.0.10".parse().expect("ip")]);
-        render(&names, &resolver, families)
+        render(&names, &resolver, families, &API_SERVER)
     }
+
+    /// The API server's Service address and its own, as the keeper reaches them.
+    const API_SERVER: [SocketAddr; 2] = [
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 96, 0, 1)), 443),
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 250, 0, 1)), 6443),
+    ];
 
     /// Every ipBlock, endPort and port of `policies`.
     fn blocks(policies: &[NetworkPolicy]) -> Vec<IPBlock> {

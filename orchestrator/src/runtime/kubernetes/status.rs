@@ -10,7 +10,7 @@ use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
 use super::cluster::refused;
-use super::deploy::{journal, services};
+use super::deploy::{journal, keeper, services};
 use super::names::{Names, kind};
 use super::namespace;
 use super::selection::{self, Need};
@@ -26,6 +26,7 @@ pub async fn status(client: &Client, names: &Names) -> Result<EnvStatus, Runtime
         services: Vec::new(),
         journal: None,
         watched: None,
+        on_loss: None,
         containment: None,
     };
     if !status.exists {
@@ -61,7 +62,10 @@ pub async fn status(client: &Client, names: &Names) -> Result<EnvStatus, Runtime
         } else {
             service.as_str()
         };
-        let (state, running) = deployment_state(d, &mine, container);
+        let (mut state, running) = deployment_state(d, &mine, container);
+        if let Some(why) = d.annotations().get(keeper::STOPPED) {
+            state = format!("stopped by the keeper: {why}");
+        }
         let entry = ServiceStatus {
             name: service.clone(),
             state,
@@ -73,6 +77,7 @@ pub async fn status(client: &Client, names: &Names) -> Result<EnvStatus, Runtime
                 .collect(),
         };
         if k == kind::SIDECAR {
+            status.on_loss = d.annotations().get(keeper::ON_LOSS).cloned();
             let newest = selection::choose(&mine, container, Need::Running)
                 .map(str::to_owned)
                 .or_else(|| mine.first().map(ResourceExt::name_any));

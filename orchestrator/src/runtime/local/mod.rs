@@ -557,6 +557,7 @@ impl LocalRuntime {
             services: Vec::new(),
             journal: None,
             watched: None,
+            on_loss: None,
             containment: None,
         };
         let mut urls: HashMap<String, String> = HashMap::new();

@@ -16,6 +16,7 @@ pub mod cron;
 pub mod ingress;
 pub mod jobs;
 pub mod journal;
+pub mod keeper;
 pub mod objects;
 pub mod pods;
 pub mod services;
@@ -73,6 +74,8 @@ pub struct Deployer<'a> {
     pub trusted_networks: &'a [IpNet],
     /// The gate every service pod runs first.
     pub gate: Gate,
+    /// The containment keeper in the sidecar's pod (`containment.on_loss: stop`).
+    pub keeper: Option<keeper::Keeper>,
     /// Whether every service pod writes its own fence first (`AF_KUBE_POD_LAYER`).
     pub pod_layer: bool,
     /// The stages' timeouts.
@@ -371,6 +374,19 @@ impl Deployer<'_> {
         )
         .await?;
         let journal = self.ensure_journal(progress).await?;
+        let keeper = match &self.keeper {
+            Some(keeper) => {
+                self.ensure_keeper_rights(plan).await?;
+                Some(keeper.container(
+                    self.names,
+                    plan,
+                    placement.admin,
+                    sidecar::CONFIG_VOLUME,
+                    names::SIDECAR_CONFIG_KEY,
+                ))
+            }
+            None => None,
+        };
         objects::ensure(
             self.client,
             namespace,
@@ -380,6 +396,8 @@ impl Deployer<'_> {
                 self.delivery.pull_policy(),
                 &digest,
                 &journal,
+                keeper,
+                plan.on_loss,
             ),
             |_, _| {},
         )
@@ -387,6 +405,34 @@ impl Deployer<'_> {
         self.wait_available(names::SIDECAR, "sidecar", self.timeouts.sidecar, progress)
             .await?;
         Ok(secrets)
+    }
+
+    /// The keeper's service account, role and binding: the rights to stop exactly the
+    /// plan's objects.
+    async fn ensure_keeper_rights(&self, plan: &EnvPlan) -> Result<(), RuntimeError> {
+        let namespace = self.names.namespace();
+        objects::ensure(
+            self.client,
+            namespace,
+            keeper::service_account(self.names),
+            |_, _| {},
+        )
+        .await?;
+        objects::ensure(
+            self.client,
+            namespace,
+            keeper::role(self.names, plan),
+            |_, _| {},
+        )
+        .await?;
+        objects::ensure(
+            self.client,
+            namespace,
+            keeper::role_binding(self.names),
+            |_, _| {},
+        )
+        .await?;
+        Ok(())
     }
 
     /// Where the journal goes, its claim made when it is a new one.

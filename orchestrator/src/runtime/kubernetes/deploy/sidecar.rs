@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use af_policy::manifest::OnLoss;
 use af_sidecar_api::config::{
     Containment, JournalConfig, ProxyListener, SidecarConfig, SmtpListener,
 };
@@ -19,6 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::journal::{self, Journal};
+use super::keeper;
 use super::objects::stamp;
 use crate::runtime::kubernetes::names::{self, Names, kind, network};
 use crate::runtime::labels::{CONFIG, NETWORK, SERVICE};
@@ -26,6 +28,8 @@ use crate::runtime::sidecar_doc;
 
 /// Where the Secret is mounted in the sidecar's container.
 const CONFIG_DIR: &str = "/etc/af";
+/// The volume of the Secret.
+pub const CONFIG_VOLUME: &str = "config";
 /// The container's name.
 pub const CONTAINER: &str = "sidecar";
 
@@ -122,12 +126,16 @@ pub fn config_secret(names: &Names, doc: &SidecarConfig, digest: &str) -> Secret
 
 /// The sidecar's Deployment: one pod, replaced (never two at once: the journal has one
 /// writer), restarted when the document's digest changes, its journal where `journal` says.
+/// With `keeper`, its container beside the sidecar's, its service account and its token's
+/// volume ([`super::keeper`]); `on_loss` is annotated for `af status`.
 pub fn deployment(
     names: &Names,
     image: &str,
     pull_policy: &str,
     digest: &str,
     journal: &Journal,
+    keeper: Option<Container>,
+    on_loss: OnLoss,
 ) -> Deployment {
     let labels = pod_labels(names);
     let container = Container {
@@ -159,7 +167,7 @@ pub fn deployment(
         }),
         volume_mounts: Some(vec![
             VolumeMount {
-                name: "config".to_owned(),
+                name: CONFIG_VOLUME.to_owned(),
                 mount_path: CONFIG_DIR.to_owned(),
                 read_only: Some(true),
                 ..VolumeMount::default()
@@ -183,31 +191,40 @@ pub fn deployment(
         }),
         ..Container::default()
     };
+    let with_keeper = keeper.is_some();
     let spec = PodSpec {
-        containers: vec![container],
+        containers: std::iter::once(container).chain(keeper).collect(),
+        service_account_name: with_keeper.then(|| keeper::NAME.to_owned()),
         automount_service_account_token: Some(false),
         enable_service_links: Some(false),
         termination_grace_period_seconds: Some(i64::from(sidecar_doc::STOP_TIMEOUT_SECS)),
-        volumes: Some(vec![
-            Volume {
-                name: "config".to_owned(),
-                secret: Some(SecretVolumeSource {
-                    secret_name: Some(names::SIDECAR_CONFIG.to_owned()),
-                    ..SecretVolumeSource::default()
-                }),
-                ..Volume::default()
-            },
-            journal::volume(journal),
-        ]),
+        volumes: Some(
+            vec![
+                Volume {
+                    name: CONFIG_VOLUME.to_owned(),
+                    secret: Some(SecretVolumeSource {
+                        secret_name: Some(names::SIDECAR_CONFIG.to_owned()),
+                        ..SecretVolumeSource::default()
+                    }),
+                    ..Volume::default()
+                },
+                journal::volume(journal),
+            ]
+            .into_iter()
+            .chain(with_keeper.then(keeper::Keeper::volume))
+            .collect(),
+        ),
         ..PodSpec::default()
     };
     let mut metadata = meta(names, names::SIDECAR, kind::SIDECAR);
+    let mut annotations = BTreeMap::from([(
+        keeper::ON_LOSS.to_owned(),
+        keeper::on_loss(on_loss).to_owned(),
+    )]);
     if let Journal::InPod(reason) = journal {
-        metadata.annotations = Some(BTreeMap::from([(
-            journal::IN_POD_REASON.to_owned(),
-            reason.clone(),
-        )]));
+        annotations.insert(journal::IN_POD_REASON.to_owned(), reason.clone());
     }
+    metadata.annotations = Some(annotations);
     stamp(Deployment {
         metadata,
         spec: DeploymentSpec {
