@@ -31,10 +31,11 @@ use af_orchestrator::env_id::EnvId;
 use af_orchestrator::lifecycle::output::Format;
 use af_orchestrator::lifecycle::status;
 use af_orchestrator::plan::short_digest;
-use af_orchestrator::runtime::Runtime;
 use af_orchestrator::runtime::kubernetes::cluster::ClusterId;
 use af_orchestrator::runtime::kubernetes::{KubeOptions, KubernetesRuntime};
 use af_orchestrator::runtime::labels::{MANAGED, SERVICE};
+use af_orchestrator::runtime::{Quiet, Runtime};
+use af_policy::manifest::OnLoss;
 use af_policy::placement::{self, Runtime as Section};
 use futures_util::future::BoxFuture;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -808,12 +809,28 @@ fn sandbox_pid(pod: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
-/// Containment proven while the environment runs. Once every watcher reported it held (the
-/// positive control: both layers in force, the watchers heard), the environment's enforcer is
-/// stopped: `af status` says LOST, naming the NetworkPolicy layer, within three periods, and
-/// the loss is journaled and counted. With the enforcer back it holds again; then one pod's
-/// own rules are flushed from the node as root, and `af status` says LOST naming that pod's
-/// fence.
+/// The `probe` service's Deployment in `env`: its replicas and the keeper's annotation.
+async fn probe_deployment(h: &KubeHarness, env: &EnvId) -> (Option<i32>, Option<String>) {
+    let api: Api<Deployment> = Api::namespaced(h.client.clone(), &h.namespace(env));
+    let d = api
+        .get("probe")
+        .await
+        .unwrap_or_else(|e| panic!("read the probe Deployment of {env}: {e}"));
+    (
+        d.spec.replicas,
+        d.annotations().get("dev.antifailure.stopped").cloned(),
+    )
+}
+
+/// Containment proven while the environment runs, with two environments: one whose manifest
+/// stops the services on a loss (the default), one that keeps them. Once every watcher of
+/// both said held (the positive control: both layers in force, the watchers heard), their
+/// enforcer is stopped: `af status` says LOST for each, naming the NetworkPolicy layer, within
+/// three periods; the loss is journaled and counted; the first environment's keeper scales
+/// its service to zero and says why, the second's keeps running. With the enforcer back, the
+/// kept one holds again and `af up` restarts the stopped one, which holds again. Then one
+/// pod's own rules are flushed from the node as root, and `af status` says LOST naming that
+/// pod's fence.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_running_environment_is_watched_and_a_lost_layer_is_reported_within_the_period() {
     let mut own = enforcer::OwnEnforcer::start(WATCHED_PREFIX, "watch");
@@ -824,66 +841,116 @@ async fn a_running_environment_is_watched_and_a_lost_layer_is_reported_within_th
         &[("AF_KUBE_WATCH_PERIOD", "2")],
     )
     .await;
-    let env = h.env("watch");
-    conformance::up(&h, &env, &["probe"]).await;
-    conformance::allowed_is_reached(&h, &env, "probe").await;
-    let (held, _) = verdict_within(&h, &env, 60, Containment::held).await;
-    assert!(
-        held.held(),
-        "control: the watchers never said held: {held:?}"
-    );
+    let (stops, keeps) = (h.env("stop"), h.env("keep"));
+    conformance::up(&h, &stops, &["probe"]).await;
+    let mut kept = support::probe_plan(&h, &keeps, &["probe"]);
+    kept.on_loss = OnLoss::Keep;
+    h.runtime()
+        .up(&kept, &Quiet)
+        .await
+        .unwrap_or_else(|e| panic!("up {keeps}: {}", e.report()));
+    for env in [&stops, &keeps] {
+        conformance::allowed_is_reached(&h, env, "probe").await;
+        let (held, _) = verdict_within(&h, env, 60, Containment::held).await;
+        assert!(
+            held.held(),
+            "control: {env}'s watchers never said held: {held:?}"
+        );
+    }
     // Three periods and the slack of one status read.
     let within = 3 * 2 + 4;
 
     own.stop();
-    let (lost, took) = verdict_within(&h, &env, 30, |c| lost_by(c, "policy-layer")).await;
-    assert!(
-        lost_by(&lost, "policy-layer"),
-        "the enforcer stopped and af status said: {lost:?}"
-    );
-    assert!(took.as_secs() <= within, "LOST only after {took:?}");
-    assert!(
-        lost.line().contains("NetworkPolicy layer"),
-        "{}",
-        lost.line()
-    );
-    let admin = h
-        .runtime()
-        .admin(&env)
+    for env in [&stops, &keeps] {
+        let (lost, took) = verdict_within(&h, env, 30, |c| lost_by(c, "policy-layer")).await;
+        assert!(
+            lost_by(&lost, "policy-layer"),
+            "the enforcer stopped and af status {env} said: {lost:?}"
+        );
+        assert!(took.as_secs() <= within, "{env}: LOST only after {took:?}");
+        assert!(
+            lost.line().contains("NetworkPolicy layer"),
+            "{}",
+            lost.line()
+        );
+        let admin = h
+            .runtime()
+            .admin(env)
+            .await
+            .unwrap_or_else(|e| panic!("{}", e.report()));
+        let metrics = af_orchestrator::admin::metrics(admin.addr, &admin.token)
+            .await
+            .unwrap_or_else(|e| panic!("{}", e.report()));
+        assert!(
+            metrics.contains("af_containment_losses_total 1"),
+            "{metrics}"
+        );
+        let journal = af_orchestrator::admin::newest_decisions(
+            admin.addr,
+            &admin.token,
+            &Default::default(),
+            1000,
+        )
         .await
         .unwrap_or_else(|e| panic!("{}", e.report()));
-    let metrics = af_orchestrator::admin::metrics(admin.addr, &admin.token)
-        .await
-        .unwrap_or_else(|e| panic!("{}", e.report()));
-    assert!(
-        metrics.contains("af_containment_losses_total 1"),
-        "{metrics}"
+        assert!(
+            journal
+                .iter()
+                .filter_map(|r| r.entry.as_containment())
+                .any(|c| !c.held && c.breaches.iter().any(|b| b.route == "policy-layer")),
+            "{env}: the loss is journaled"
+        );
+    }
+    // The keeper stopped the first environment's service, and said why; the second runs on.
+    let until = Instant::now() + Duration::from_secs(30);
+    let stopped = loop {
+        let found = probe_deployment(&h, &stops).await;
+        if found.0 == Some(0) || Instant::now() > until {
+            break found;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert_eq!(
+        stopped.0,
+        Some(0),
+        "the keeper did not scale the service to zero"
     );
-    let journal = af_orchestrator::admin::newest_decisions(
-        admin.addr,
-        &admin.token,
-        &Default::default(),
-        1000,
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{}", e.report()));
+    let why = stopped
+        .1
+        .unwrap_or_else(|| panic!("the stopped Deployment says nothing of why"));
+    assert!(why.contains("NetworkPolicy layer"), "{why}");
+    let status = status::run(h.runtime(), &stops, Format::Json, &mut Vec::new())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let probe = status.services.iter().find(|s| s.name == "probe");
     assert!(
-        journal
-            .iter()
-            .filter_map(|r| r.entry.as_containment())
-            .any(|c| !c.held && c.breaches.iter().any(|b| b.route == "policy-layer")),
-        "the loss is journaled"
+        probe.is_some_and(|s| s.state.starts_with("stopped by the keeper")),
+        "{probe:?}"
+    );
+    let (replicas, annotation) = probe_deployment(&h, &keeps).await;
+    assert_eq!((replicas, annotation), (Some(1), None), "on_loss: keep");
+    assert!(
+        h.pod(&keeps, "probe").await.is_some(),
+        "the kept service still runs"
     );
 
     own.resume();
-    let (again, _) = verdict_within(&h, &env, 60, Containment::held).await;
+    let (again, _) = verdict_within(&h, &keeps, 60, Containment::held).await;
     assert!(
         again.held(),
         "the enforcer is back and af status says: {again:?}"
     );
+    conformance::up(&h, &stops, &["probe"]).await;
+    assert_eq!(
+        probe_deployment(&h, &stops).await,
+        (Some(1), None),
+        "af up restarts it"
+    );
+    let (again, _) = verdict_within(&h, &stops, 60, Containment::held).await;
+    assert!(again.held(), "restarted, and af status says: {again:?}");
 
     let pod = h
-        .pod(&env, "probe")
+        .pod(&keeps, "probe")
         .await
         .unwrap_or_else(|| panic!("no running probe pod"))
         .name_any();
@@ -898,7 +965,7 @@ async fn a_running_environment_is_watched_and_a_lost_layer_is_reported_within_th
         flushed.success(),
         "the pod's own rules could not be flushed"
     );
-    let (lost, took) = verdict_within(&h, &env, 30, |c| lost_by(c, "pod-layer")).await;
+    let (lost, took) = verdict_within(&h, &keeps, 30, |c| lost_by(c, "pod-layer")).await;
     let Containment::Lost { pods, .. } = &lost else {
         panic!("{pod}'s fence flushed and af status said: {lost:?}");
     };
