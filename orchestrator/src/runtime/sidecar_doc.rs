@@ -180,12 +180,15 @@ pub fn document(plan: &EnvPlan, place: &Placement<'_>, secrets: &Secrets) -> Sid
     doc
 }
 
-/// The digest of a document without its token and the CA's key (the CA is still in it
+/// The digest of a document without its tokens and the CA's key (the CA is still in it
 /// through its certificate), and of what the runtime makes the sidecar from (`runtime`: its
 /// image, networks, confinement). A sidecar with another digest is replaced.
 pub fn digest(doc: &SidecarConfig, runtime: &str) -> String {
     let mut d = doc.clone();
     d.admin.token.clear();
+    if let Some(containment) = &mut d.containment {
+        containment.token.clear();
+    }
     if let Some(tls) = &mut d.tls {
         tls.ca_key_pem.clear();
     }
@@ -255,6 +258,24 @@ mod tests {
     /// What the runtime reads back from the file it wrote.
     fn kept(doc: &SidecarConfig) -> Kept {
         Kept::read(&file_bytes(doc)).expect("a document")
+    }
+
+    #[test]
+    fn the_watchers_token_is_stable_apart_from_the_admin_token_and_kept_out_of_the_digest() {
+        let plan = plan();
+        let secrets = secrets(&plan);
+        let token = secrets.containment_token();
+        assert_eq!(token, secrets.containment_token());
+        assert_eq!(token.len(), 32);
+        assert_ne!(token, secrets.token);
+        assert!(!token.contains(&secrets.token) && !secrets.token.contains(&token));
+        let mut with = doc(&plan, &secrets);
+        with.containment = Some(af_sidecar_api::config::Containment::new(token));
+        let mut other = with.clone();
+        if let Some(c) = &mut other.containment {
+            c.token = "another-token-0123456789".to_owned();
+        }
+        assert_eq!(digest(&with, "img"), digest(&other, "img"));
     }
 
     #[test]
