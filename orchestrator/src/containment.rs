@@ -3,6 +3,10 @@
 //! them reported within three periods and every report says held.
 
 use af_sidecar_api::containment::{Breach, ContainmentPage};
+
+use crate::admin;
+use crate::env_id::EnvId;
+use crate::runtime::{EnvStatus, Runtime};
 use serde::Serialize;
 
 /// The verdict `af status` and `af ui` show.
@@ -41,6 +45,31 @@ pub struct LostPod {
 }
 
 impl Containment {
+    /// Fill `status.containment` where the runtime watches: the watchers' reports read through
+    /// the admin API and judged against the pods that run one.
+    pub async fn fill(runtime: &dyn Runtime, env: &EnvId, status: &mut EnvStatus) {
+        let Some(pods) = status.watched.as_deref().filter(|_| status.exists) else {
+            return;
+        };
+        let page = match runtime.admin(env).await {
+            Ok(endpoint) => admin::containment(endpoint.addr, &endpoint.token).await,
+            Err(e) => Err(e),
+        };
+        status.containment = Some(match page {
+            Ok(Some(page)) => Containment::judge(&page, pods),
+            Ok(None) => Containment::Unverified {
+                why: "the sidecar runs no containment watchers (it predates them: `af up` replaces it)"
+                    .to_owned(),
+            },
+            Err(e) => Containment::Unverified {
+                why: format!(
+                    "the sidecar's watchers could not be read: {}",
+                    e.report().statement
+                ),
+            },
+        });
+    }
+
     /// The verdict for `pods` (the service pods that run a watcher) from `page`. With no pod
     /// running (stopped on a loss, say), a loss any watcher reported still stands.
     pub fn judge(page: &ContainmentPage, pods: &[String]) -> Containment {

@@ -5,7 +5,6 @@ use std::io::Write;
 use af_policy::error::Report;
 
 use super::output::{Format, print_json};
-use crate::admin;
 use crate::containment::Containment;
 use crate::env_id::EnvId;
 use crate::runtime::{EnvStatus, JournalPlace, JournalStorage, Runtime};
@@ -18,9 +17,7 @@ pub async fn run(
     out: &mut dyn Write,
 ) -> Result<EnvStatus, Report> {
     let mut status = runtime.status(env).await.map_err(|e| e.report())?;
-    if let Some(pods) = status.watched.as_deref().filter(|_| status.exists) {
-        status.containment = Some(containment(runtime, env, pods).await);
-    }
+    Containment::fill(runtime, env, &mut status).await;
     match format {
         Format::Json => print_json(out, &status),
         Format::Human => {
@@ -65,27 +62,6 @@ pub async fn run(
         }
     }
     Ok(status)
-}
-
-/// Containment as the sidecar's watchers last reported it for `pods`.
-async fn containment(runtime: &dyn Runtime, env: &EnvId, pods: &[String]) -> Containment {
-    let page = match runtime.admin(env).await {
-        Ok(endpoint) => admin::containment(endpoint.addr, &endpoint.token).await,
-        Err(e) => Err(e),
-    };
-    match page {
-        Ok(Some(page)) => Containment::judge(&page, pods),
-        Ok(None) => Containment::Unverified {
-            why: "the sidecar runs no containment watchers (it predates them: `af up` replaces it)"
-                .to_owned(),
-        },
-        Err(e) => Containment::Unverified {
-            why: format!(
-                "the sidecar's watchers could not be read: {}",
-                e.report().statement
-            ),
-        },
-    }
 }
 
 /// `volume af-pr-42-journal (kept when the sidecar is replaced)`, or where it is lost.

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::clients::Clients;
 use super::{Environment, Source, snippet};
 use crate::admin;
+use crate::containment::Containment;
 use crate::listing::Listing;
 use crate::runtime::{EnvStatus, RuntimeError};
 
@@ -234,6 +235,9 @@ pub(super) async fn overview(source: &Source) -> Result<serde_json::Value, Failu
         "location": source.environment.as_ref().and_then(|e| e.runtime.location()),
         "env": env,
         "status": status,
+        "containment": status.as_ref().and_then(|s| s.containment.as_ref()).map(|c| {
+            serde_json::json!({"held": c.held(), "line": c.line()})
+        }),
         "status_error": status_error,
         "counters": counters,
         "catalogue": source.catalogue.as_ref().map(Listing::of),
@@ -242,7 +246,10 @@ pub(super) async fn overview(source: &Source) -> Result<serde_json::Value, Failu
 
 async fn status(e: &Environment) -> (Option<EnvStatus>, Option<Report>) {
     match e.runtime.status(&e.env).await {
-        Ok(status) => (Some(status), None),
+        Ok(mut status) => {
+            Containment::fill(e.runtime.as_ref(), &e.env, &mut status).await;
+            (Some(status), None)
+        }
         Err(err) => (None, Some(err.report())),
     }
 }

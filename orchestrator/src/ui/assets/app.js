@@ -349,6 +349,7 @@ function environmentCard(o) {
         el('td', { text: svc.name }),
         el('td', { class: svc.running ? 'state-running' : 'state-other', text: svc.state }),
         el('td', {}, svc.url ? safeLink(svc.url) : ''))))));
+    if (o.containment) card.append(el('p', { class: o.containment.held ? 'state-running' : 'problem', id: 'overview-containment', text: o.containment.line }));
     if (s.journal) card.append(el('p', { class: 'empty' }, `journal: ${s.journal.storage} ${s.journal.name}`));
   } else if (!o.env) {
     card.append(el('p', { class: 'empty', text: 'Served for a sidecar alone, without a runtime.' }));
