@@ -85,7 +85,7 @@ pub(crate) async fn respond(
             if let Err(refusal) = within_rate_limit(state, &ticket) {
                 return refuse(ticket, &refusal);
             }
-            forward(upstream, req, origin.port, authority, ticket).await
+            forward(state, upstream, req, origin.port, authority, ticket).await
         }
         // Boxed: answering locally is the larger state machine by far, and a connection keeps
         // room for its request future while it idles (hyper allocates it once).

@@ -12,7 +12,8 @@
 //! until the response body is dropped (hyper drops it once the last byte is encoded), then
 //! ending until the next flush has written it all, then between requests again (with part of
 //! the next head read, or not: only then can the connection park, `park.rs`). A CONNECT
-//! answered 2xx turns the gate off: the connection becomes a tunnel.
+//! answered 2xx, or a protocol switched (101), turns the gate off: the connection carries
+//! another protocol's bytes.
 
 use std::io;
 use std::pin::Pin;

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use futures_util::FutureExt;
-use http::{Method, Request, Response};
+use http::{Method, Request, Response, StatusCode};
 use hyper::body::{Body, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -140,7 +140,10 @@ pub(crate) async fn serve_http<IO, F, Fut>(
         let connect = req.method() == Method::CONNECT;
         let phase = phase.clone();
         handler(req).map(move |resp| {
-            let tunnel = connect && resp.status().is_success();
+            // A CONNECT answered 2xx, or a protocol switched (101): the connection carries
+            // bytes of another protocol from now on, and the gate lets every one through.
+            let tunnel = (connect && resp.status().is_success())
+                || resp.status() == StatusCode::SWITCHING_PROTOCOLS;
             Ok::<_, Infallible>(resp.map(|body| Tracked::new(body, phase, tunnel)))
         })
     });

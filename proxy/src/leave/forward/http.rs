@@ -1,7 +1,8 @@
 //! Forwarding an allowed HTTP request through the pooled client.
 //!
-//! Hop-by-hop and `Proxy-*` headers are stripped both ways, one `Via` is added, redirects are
-//! passed back (the client never follows them). The record is written when the response body
+//! Hop-by-hop and `Proxy-*` headers are stripped both ways (but for a protocol switch's own,
+//! [`super::upgrade`]), one `Via` is added, redirects are passed back (the client never
+//! follows them). The record is written when the response body
 //! ends, so it carries the bytes that really moved.
 
 use af_policy::error::codes;
@@ -17,8 +18,11 @@ use crate::answer::refusal::client_body_refusal;
 use crate::answer::refuse::{came_back, loop_refusal, refuse, refuse_loop};
 use crate::decide::Ticket;
 use crate::leave::forward::client::{CountingBody, HttpClient, SentBytes};
+use crate::leave::forward::upgrade::Upgrade;
 use crate::leave::guard::DialError;
 use crate::leave::upstream::HttpsClient;
+use crate::state::State;
+use std::sync::Arc;
 
 /// The `Via` the sidecar adds to forwarded requests.
 const VIA: &str = "1.1 af-proxy";
@@ -40,7 +44,7 @@ const HOP_BY_HOP: [HeaderName; 9] = [
 ];
 
 /// Whether `name` never crosses a hop by itself (those `Connection` names are checked apart).
-fn is_hop_by_hop(name: &HeaderName) -> bool {
+pub(crate) fn is_hop_by_hop(name: &HeaderName) -> bool {
     HOP_BY_HOP.contains(name) || name.as_str().starts_with("proxy-")
 }
 
@@ -107,14 +111,17 @@ impl Upstream<'_> {
 
 /// Forward `req` to `scheme://host:port` + its path, `host` the one `ticket` decided, with
 /// `authority` as its only `Host` header: the upstream is always asked for the host that was
-/// decided.
+/// decided. A request that switches protocols is relayed once the upstream switched
+/// ([`Upgrade`]).
 pub(crate) async fn forward(
+    state: &Arc<State>,
     upstream: Upstream<'_>,
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
     port: u16,
     authority: &str,
     ticket: Ticket,
 ) -> Response<ProxyBody> {
+    let upgrade = Upgrade::take(&mut req);
     let (mut parts, body) = req.into_parts();
     // Our own Via on an incoming request means it came back to us (e.g. an inside address of
     // the sidecar): refuse rather than loop until the connection cap.
@@ -144,6 +151,9 @@ pub(crate) async fn forward(
     }
     parts.version = http::Version::HTTP_11;
     strip_hop_by_hop(&mut parts.headers);
+    if let Some(upgrade) = &upgrade {
+        upgrade.ask(&mut parts.headers);
+    }
     set_host(&mut parts.headers, authority);
     parts
         .headers
@@ -155,7 +165,14 @@ pub(crate) async fn forward(
             let refusal = loop_refusal(ticket.host(), port);
             refuse(ticket, &refusal)
         }
-        Ok(resp) => {
+        Ok(mut resp) => {
+            let ticket = match upgrade {
+                Some(upgrade) => match upgrade.switch(&mut resp, ticket, &up, state) {
+                    Ok(switched) => return switched,
+                    Err(ticket) => ticket,
+                },
+                None => ticket,
+            };
             let (mut parts, body) = resp.into_parts();
             strip_hop_by_hop(&mut parts.headers);
             let status = parts.status.as_u16();

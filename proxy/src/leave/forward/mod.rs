@@ -6,6 +6,7 @@ pub(crate) mod http;
 #[cfg(target_os = "linux")]
 mod splice;
 pub(crate) mod tunnel;
+pub(crate) mod upgrade;
 
 use ::http::StatusCode;
 use af_policy::error::{ErrorCode, codes};

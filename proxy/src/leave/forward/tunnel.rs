@@ -151,7 +151,7 @@ where
 }
 
 /// How `copy` ended, or the idle watchdog, or the drain cut, whichever came first.
-async fn watched(
+pub(crate) async fn watched(
     copy: impl Future<Output = io::Result<()>>,
     state: &State,
     activity: &Activity,

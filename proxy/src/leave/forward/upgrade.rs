@@ -1,0 +1,126 @@
+//! A request that switches protocols (HTTP/1.1 `Upgrade`, WebSocket above all): decided like
+//! any request, forwarded with its `Connection: upgrade` and `Upgrade` kept, and, once the
+//! upstream answers `101 Switching Protocols`, answered the same and relayed byte for byte both
+//! ways until a side closes, under the idle watchdog and the drain deadline. Its one record is
+//! written at the close, with the bytes that moved.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Request, Response, StatusCode};
+use http_body_util::{Either, Full};
+use hyper::body::Incoming;
+use hyper::upgrade::OnUpgrade;
+use hyper_util::rt::TokioIo;
+
+use super::client::SentBytes;
+use super::tunnel::{self, Closed, TunnelEnd};
+use crate::answer::body::ProxyBody;
+use crate::decide::Ticket;
+use crate::limits::{Activity, IdleIo};
+use crate::state::State;
+
+/// The switch a request asks for, taken from it before its hop-by-hop headers go.
+pub(crate) struct Upgrade {
+    client: OnUpgrade,
+    protocol: HeaderValue,
+}
+
+impl Upgrade {
+    /// The switch `req` asks for: HTTP/1.1 whose `Connection` names `upgrade` and which says
+    /// to what (`Upgrade: websocket`). `None` for any other request.
+    pub(crate) fn take(req: &mut Request<Incoming>) -> Option<Upgrade> {
+        if req.version() != http::Version::HTTP_11 {
+            return None;
+        }
+        let asks = req
+            .headers()
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|token| token.trim().eq_ignore_ascii_case("upgrade"));
+        let protocol = req.headers().get(header::UPGRADE)?.clone();
+        asks.then(|| Upgrade {
+            client: hyper::upgrade::on(req),
+            protocol,
+        })
+    }
+
+    /// Ask the upstream for the same switch (after the hop-by-hop headers were stripped).
+    pub(crate) fn ask(&self, headers: &mut HeaderMap) {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        headers.insert(header::UPGRADE, self.protocol.clone());
+    }
+
+    /// The upstream answered `resp`: a `101` is answered the same to the client, with the
+    /// protocol the upstream switched to, and relayed on its own task; anything else is
+    /// `None` (forwarded as an ordinary answer).
+    pub(crate) fn switch(
+        self,
+        resp: &mut Response<Incoming>,
+        ticket: Ticket,
+        sent: &SentBytes,
+        state: &Arc<State>,
+    ) -> Result<Response<ProxyBody>, Ticket> {
+        if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
+            return Err(ticket);
+        }
+        let upstream = hyper::upgrade::on(&mut *resp);
+        let mut answer = Response::new(Either::Left(Full::new(Bytes::new())));
+        *answer.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+        let headers = answer.headers_mut();
+        for (name, value) in resp.headers() {
+            if !super::http::is_hop_by_hop(name) {
+                headers.append(name.clone(), value.clone());
+            }
+        }
+        let protocol = resp
+            .headers()
+            .get(header::UPGRADE)
+            .cloned()
+            .unwrap_or(self.protocol);
+        headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        headers.insert(header::UPGRADE, protocol);
+        let before = sent.get();
+        let state_for_relay = state.clone();
+        let client = self.client;
+        state.drain.spawn(async move {
+            let end = relay(client, upstream, &state_for_relay).await;
+            let TunnelEnd { up, down, closed } = end;
+            TunnelEnd {
+                up: up + before,
+                down,
+                closed,
+            }
+            .close(ticket, Some(101));
+        });
+        Ok(answer)
+    }
+}
+
+/// Bytes both ways between the two switched connections.
+async fn relay(client: OnUpgrade, upstream: OnUpgrade, state: &State) -> TunnelEnd {
+    let failed = |why: String| TunnelEnd {
+        up: 0,
+        down: 0,
+        closed: Closed::Failed(why),
+    };
+    let (client, upstream) = match tokio::join!(client, upstream) {
+        (Ok(c), Ok(u)) => (c, u),
+        (Err(e), _) => return failed(format!("the client's switched connection: {e}")),
+        (_, Err(e)) => return failed(format!("the upstream's switched connection: {e}")),
+    };
+    let activity = Activity::new();
+    let mut client = TokioIo::new(client);
+    let mut upstream = IdleIo::new(TokioIo::new(upstream), activity.clone());
+    let buffer = state.tuning.tunnel_buffer_bytes;
+    let copy = tokio::io::copy_bidirectional_with_sizes(&mut client, &mut upstream, buffer, buffer);
+    let closed = tunnel::watched(async { copy.await.map(drop) }, state, &activity).await;
+    TunnelEnd {
+        up: upstream.written(),
+        down: upstream.read(),
+        closed,
+    }
+}

@@ -1,0 +1,197 @@
+//! WebSocket through the sidecar with a real client and server (tokio-tungstenite): in the
+//! clear on the transparent HTTP listener, and inside a TLS connection the sidecar opened
+//! (CONNECT, then the environment CA's leaf). The upgrade is decided like any request (its
+//! rule's paths), forwarded with its headers, and then text, binary, ping and close frames
+//! cross both ways; its one record comes at the close, with the bytes that moved.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use common::intercept::{TestCa, client, tls_via_connect};
+use common::*;
+use futures_util::{SinkExt, StreamExt};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+const EGRESS: &str = r#"  default: block
+  rules:
+    - host: ws.paths.test
+      mode: allow
+      paths: [/socket]
+    - host: ws.blocked.test
+      mode: block
+"#;
+
+const NAMES: [&str; 2] = ["ws.paths.test", "ws.blocked.test"];
+
+/// A WebSocket echo server on `UPSTREAM_IP`, in TLS with a self-signed certificate for
+/// `NAMES` when `tls`; its address and certificate.
+async fn echo_server(tls: bool) -> (SocketAddr, Option<CertificateDer<'static>>) {
+    let listener = TcpListener::bind((upstream_ip(), 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (acceptor, cert) = if tls {
+        let names: Vec<String> = NAMES.iter().map(|n| (*n).to_owned()).collect();
+        let certified = rcgen::generate_simple_self_signed(names).unwrap();
+        let cert = certified.cert.der().clone();
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
+            certified.signing_key.serialize_der(),
+        ));
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.clone()], key)
+        .unwrap();
+        (Some(TlsAcceptor::from(Arc::new(config))), Some(cert))
+    } else {
+        (None, None)
+    };
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                match acceptor {
+                    Some(acceptor) => {
+                        if let Ok(tls) = acceptor.accept(stream).await {
+                            echo(tokio_tungstenite::accept_async(tls).await).await;
+                        }
+                    }
+                    None => echo(tokio_tungstenite::accept_async(stream).await).await,
+                }
+            });
+        }
+    });
+    (addr, cert)
+}
+
+/// Echo every text and binary frame, answer pings (tungstenite does), close on close.
+async fn echo<S>(
+    ws: Result<tokio_tungstenite::WebSocketStream<S>, tokio_tungstenite::tungstenite::Error>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let Ok(mut ws) = ws else { return };
+    while let Some(Ok(msg)) = ws.next().await {
+        match msg {
+            Message::Text(_) | Message::Binary(_) => {
+                if ws.send(msg).await.is_err() {
+                    return;
+                }
+            }
+            Message::Close(_) => return,
+            _ => {}
+        }
+    }
+}
+
+/// One conversation on `ws`: a text and a binary frame echoed, a ping answered, a close.
+async fn converse<S>(mut ws: tokio_tungstenite::WebSocketStream<S>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    ws.send(Message::text("hello through af")).await.unwrap();
+    assert_eq!(
+        ws.next().await.unwrap().unwrap(),
+        Message::text("hello through af")
+    );
+    let binary = vec![0u8, 1, 2, 254, 255];
+    ws.send(Message::binary(binary.clone())).await.unwrap();
+    assert_eq!(ws.next().await.unwrap().unwrap(), Message::binary(binary));
+    ws.send(Message::Ping(vec![7u8; 4].into())).await.unwrap();
+    assert_eq!(
+        ws.next().await.unwrap().unwrap(),
+        Message::Pong(vec![7u8; 4].into())
+    );
+    ws.close(None).await.unwrap();
+    while let Some(Ok(_)) = ws.next().await {}
+}
+
+/// The record of the upgrade to `host`, once its connection closed.
+async fn record_of(sc: &Sidecar, host: &str, path: &str) -> Value {
+    let records = sc.admin().wait_records(&format!("host={host}"), 1).await;
+    records
+        .into_iter()
+        .find(|r| r["path"] == path)
+        .unwrap_or_else(|| panic!("no record of {host}{path}"))
+}
+
+#[tokio::test]
+async fn a_websocket_in_the_clear_is_decided_then_relayed_both_ways() {
+    let (up, _) = echo_server(false).await;
+    let table = NAMES.iter().map(|n| (*n, vec![upstream_ip()])).collect();
+    let dns = resolver(table).await;
+    let mut setup = Setup::new(EGRESS, dns.addr);
+    setup.http_port = up.port();
+    let sc = Sidecar::start(&setup).await;
+
+    let stream = tokio::net::TcpStream::connect(sc.http()).await.unwrap();
+    let request = format!("ws://ws.paths.test:{}/socket", up.port())
+        .into_client_request()
+        .unwrap();
+    let (ws, answer) = tokio_tungstenite::client_async(request, stream)
+        .await
+        .unwrap_or_else(|e| panic!("the upgrade through the sidecar failed: {e}"));
+    assert_eq!(answer.status(), 101);
+    converse(ws).await;
+    let record = record_of(&sc, "ws.paths.test", "/socket").await;
+    assert_eq!(record["status"], 101, "{record}");
+    assert_eq!(record["mode"], "allow", "{record}");
+    assert!(record["bytes_up"].as_u64().unwrap() > 0, "{record}");
+    assert!(record["bytes_down"].as_u64().unwrap() > 0, "{record}");
+
+    // A path the rule does not allow is refused before anything reaches the server.
+    let stream = tokio::net::TcpStream::connect(sc.http()).await.unwrap();
+    let request = format!("ws://ws.paths.test:{}/other", up.port())
+        .into_client_request()
+        .unwrap();
+    let refused = tokio_tungstenite::client_async(request, stream).await;
+    match refused {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+            assert_eq!(resp.status(), 403);
+        }
+        other => panic!("an upgrade outside the rule's paths was not refused: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_websocket_inside_an_intercepted_connection_is_relayed_and_a_blocked_one_refused() {
+    let (up, cert) = echo_server(true).await;
+    let table = NAMES.iter().map(|n| (*n, vec![upstream_ip()])).collect();
+    let dns = resolver(table).await;
+    let ca = TestCa::new();
+    let mut setup = Setup::new(EGRESS, dns.addr);
+    setup.extra = ca.tls_yaml(64, &[cert.unwrap()]);
+    let sc = Sidecar::start(&setup).await;
+    let connector = client(&[&ca.cert_der], &[b"http/1.1"]);
+
+    let authority = format!("ws.paths.test:{}", up.port());
+    let tls = tls_via_connect(sc.proxy(), &authority, "ws.paths.test", &connector)
+        .await
+        .unwrap();
+    let request = format!("wss://{authority}/socket")
+        .into_client_request()
+        .unwrap();
+    let (ws, answer) = tokio_tungstenite::client_async(request, tls)
+        .await
+        .unwrap_or_else(|e| panic!("the upgrade inside the opened TLS failed: {e}"));
+    assert_eq!(answer.status(), 101);
+    converse(ws).await;
+    let record = record_of(&sc, "ws.paths.test", "/socket").await;
+    assert_eq!(record["via"], "intercept", "{record}");
+    assert_eq!(record["status"], 101, "{record}");
+    assert!(record["bytes_down"].as_u64().unwrap() > 0, "{record}");
+
+    // Blocked: CONNECT itself is refused; nothing is relayed.
+    let (head, _) = connect_tunnel(sc.proxy(), &format!("ws.blocked.test:{}", up.port())).await;
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+}
