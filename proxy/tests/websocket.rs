@@ -82,14 +82,13 @@ async fn echo<S>(
 {
     let Ok(mut ws) = ws else { return };
     while let Some(Ok(msg)) = ws.next().await {
-        match msg {
-            Message::Text(_) | Message::Binary(_) => {
-                if ws.send(msg).await.is_err() {
-                    return;
-                }
-            }
+        let echoed = match msg {
+            Message::Text(_) | Message::Binary(_) => ws.send(msg).await,
             Message::Close(_) => return,
-            _ => {}
+            _ => Ok(()),
+        };
+        if echoed.is_err() {
+            return;
         }
     }
 }

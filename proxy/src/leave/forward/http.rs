@@ -166,13 +166,9 @@ pub(crate) async fn forward(
             refuse(ticket, &refusal)
         }
         Ok(mut resp) => {
-            let ticket = match upgrade {
-                Some(upgrade) => match upgrade.switch(&mut resp, ticket, &up, state) {
-                    Ok(switched) => return switched,
-                    Err(ticket) => ticket,
-                },
-                None => ticket,
-            };
+            if let Some(upgrade) = upgrade.filter(|_| Upgrade::switched(&resp)) {
+                return upgrade.switch(&mut resp, ticket, &up, state);
+            }
             let (mut parts, body) = resp.into_parts();
             strip_hop_by_hop(&mut parts.headers);
             let status = parts.status.as_u16();

@@ -54,19 +54,20 @@ impl Upgrade {
         headers.insert(header::UPGRADE, self.protocol.clone());
     }
 
-    /// The upstream answered `resp`: a `101` is answered the same to the client, with the
-    /// protocol the upstream switched to, and relayed on its own task; anything else is
-    /// `None` (forwarded as an ordinary answer).
+    /// Whether the upstream's answer switched (`101`); any other is answered as usual.
+    pub(crate) fn switched(resp: &Response<Incoming>) -> bool {
+        resp.status() == StatusCode::SWITCHING_PROTOCOLS
+    }
+
+    /// The upstream switched (`resp`, a `101`): the client is answered the same, with the
+    /// protocol the upstream switched to, and the two connections relayed on their own task.
     pub(crate) fn switch(
         self,
         resp: &mut Response<Incoming>,
         ticket: Ticket,
         sent: &SentBytes,
         state: &Arc<State>,
-    ) -> Result<Response<ProxyBody>, Ticket> {
-        if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
-            return Err(ticket);
-        }
+    ) -> Response<ProxyBody> {
         let upstream = hyper::upgrade::on(&mut *resp);
         let mut answer = Response::new(Either::Left(Full::new(Bytes::new())));
         *answer.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
@@ -96,7 +97,7 @@ impl Upgrade {
             }
             .close(ticket, Some(101));
         });
-        Ok(answer)
+        answer
     }
 }
 
