@@ -4,14 +4,20 @@
 # summary.md. Exits non-zero when any target crashed (a crash, a timeout, an out-of-memory).
 #
 #   fuzz/run.sh SECONDS [TARGET...]     (all targets when none is named)
+#   fuzz/run.sh build                   (build every target and run none: CI builds them
+#                                        beside the tests)
 #
 # The corpus grows in fuzz/corpus/TARGET (not committed), seeded from fuzz/seeds/TARGET; a
 # crashing input is kept in fuzz/artifacts/TARGET/ and named in the result.
 set -euo pipefail
 cd "$(dirname "$0")"
 
-seconds=${1:?usage: fuzz/run.sh SECONDS [TARGET...]}
+seconds=${1:?usage: fuzz/run.sh SECONDS|build [TARGET...]}
 shift
+case $seconds in
+build) ;;
+*[!0-9]* | 0) echo "usage: fuzz/run.sh SECONDS|build [TARGET...] (SECONDS at least 1)" >&2; exit 2 ;;
+esac
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   mapfile -t targets < <(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml | grep -v '^af-fuzz$')
@@ -27,6 +33,7 @@ fi
 # Safe Rust needs no address sanitizer; debug assertions turn overflows into crashes.
 flags=(--sanitizer none --debug-assertions)
 "${fuzz[@]}" build "${flags[@]}"
+[ "$seconds" = build ] && exit 0
 
 # What libFuzzer leaves for a failed run (slow-unit-* files are only slow, not failures).
 failures() {
