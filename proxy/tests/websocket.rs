@@ -28,9 +28,11 @@ const EGRESS: &str = r#"  default: block
       paths: [/socket]
     - host: ws.blocked.test
       mode: block
+    - host: ws.mock.test
+      mode: mock
 "#;
 
-const NAMES: [&str; 2] = ["ws.paths.test", "ws.blocked.test"];
+const NAMES: [&str; 3] = ["ws.paths.test", "ws.blocked.test", "ws.mock.test"];
 
 /// A WebSocket echo server on `UPSTREAM_IP`, in TLS with a self-signed certificate for
 /// `NAMES` when `tls`; its address and certificate.
@@ -160,6 +162,26 @@ async fn a_websocket_in_the_clear_is_decided_then_relayed_both_ways() {
         }
         other => panic!("an upgrade outside the rule's paths was not refused: {other:?}"),
     }
+
+    // A host the sidecar answers itself (mock) answers no switched protocol: a coded refusal.
+    let stream = tokio::net::TcpStream::connect(sc.http()).await.unwrap();
+    let request = format!("ws://ws.mock.test:{}/socket", up.port())
+        .into_client_request()
+        .unwrap();
+    match tokio_tungstenite::client_async(request, stream).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+            assert_eq!(resp.status(), 501);
+            assert_eq!(
+                resp.headers()
+                    .get("x-af-code")
+                    .and_then(|v| v.to_str().ok()),
+                Some("AF-NET-049")
+            );
+        }
+        other => panic!("a mock host switched protocols: {other:?}"),
+    }
+    let refused = record_of(&sc, "ws.mock.test", "/socket").await;
+    assert_eq!(refused["code"], "AF-NET-049", "{refused}");
 }
 
 #[tokio::test]

@@ -291,4 +291,7 @@ catalogue! {
     NET_RATE_LIMITED = "AF-NET-048", Network,
         "A request went past its egress rule's rate_limit and was not forwarded.",
         "Retry after the time in Retry-After, or raise the rule's rate_limit in the manifest.";
+    NET_UPGRADE_UNANSWERED = "AF-NET-049", Network,
+        "A request to switch protocols (a WebSocket) reached a host the sidecar answers itself, which answers no switched protocol.",
+        "Set the host to allow or sandbox to reach the real server over WebSocket.";
 }

@@ -11,6 +11,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use af_policy::egress::Mode;
 use af_policy::error::codes;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -24,6 +25,7 @@ use crate::answer::refuse::refuse;
 use crate::decide::tripwire;
 use crate::decide::{Ask, Serve, Ticket, decide_request, within_rate_limit};
 use crate::leave::forward::http::{Upstream, forward};
+use crate::leave::forward::upgrade::Upgrade;
 use crate::metrics::Via;
 use crate::state::State;
 
@@ -87,10 +89,24 @@ pub(crate) async fn respond(
             }
             forward(state, upstream, req, origin.port, authority, ticket).await
         }
+        // The sidecar's own answers are requests and responses, never a switched protocol.
+        Serve::Locally(mode) if Upgrade::asked(&req) => refuse(ticket, &upgrade_unanswered(mode)),
         // Boxed: answering locally is the larger state machine by far, and a connection keeps
         // room for its request future while it idles (hyper allocates it once).
         Serve::Locally(mode) => Box::pin(local::answer(state, mode, req, ticket)).await,
     }
+}
+
+/// The refusal of a protocol switch (a WebSocket) to a host the sidecar answers in `mode`.
+fn upgrade_unanswered(mode: Mode) -> Refusal {
+    Refusal::new(
+        StatusCode::NOT_IMPLEMENTED,
+        &codes::NET_UPGRADE_UNANSWERED,
+        "upgrade_unanswered",
+        format!(
+            "This host is in {mode} mode and the sidecar answers it itself; it answers no switched protocol, so the WebSocket was not opened"
+        ),
+    )
 }
 
 /// Sandbox: the rule's test credential in place of the service's own, or a refusal.

@@ -28,21 +28,27 @@ pub(crate) struct Upgrade {
 }
 
 impl Upgrade {
-    /// The switch `req` asks for: HTTP/1.1 whose `Connection` names `upgrade` and which says
-    /// to what (`Upgrade: websocket`). `None` for any other request.
+    /// Whether `req` asks to switch protocols: HTTP/1.1 whose `Connection` names `upgrade` and
+    /// which says to what (`Upgrade: websocket`).
+    pub(crate) fn asked<B>(req: &Request<B>) -> bool {
+        req.version() == http::Version::HTTP_11
+            && req.headers().contains_key(header::UPGRADE)
+            && req
+                .headers()
+                .get_all(header::CONNECTION)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(','))
+                .any(|token| token.trim().eq_ignore_ascii_case("upgrade"))
+    }
+
+    /// The switch `req` asks for ([`Upgrade::asked`]); `None` for any other request.
     pub(crate) fn take(req: &mut Request<Incoming>) -> Option<Upgrade> {
-        if req.version() != http::Version::HTTP_11 {
+        if !Self::asked(req) {
             return None;
         }
-        let asks = req
-            .headers()
-            .get_all(header::CONNECTION)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .any(|token| token.trim().eq_ignore_ascii_case("upgrade"));
         let protocol = req.headers().get(header::UPGRADE)?.clone();
-        asks.then(|| Upgrade {
+        Some(Upgrade {
             client: hyper::upgrade::on(req),
             protocol,
         })
