@@ -30,13 +30,32 @@ const EGRESS: &str = r#"  default: block
       mode: block
     - host: ws.mock.test
       mode: mock
+    - host: ws.sandbox.test
+      mode: sandbox
+      credential: SANDBOX_KEY
 "#;
 
-const NAMES: [&str; 3] = ["ws.paths.test", "ws.blocked.test", "ws.mock.test"];
+const NAMES: [&str; 4] = [
+    "ws.paths.test",
+    "ws.blocked.test",
+    "ws.mock.test",
+    "ws.sandbox.test",
+];
+
+/// What the echo server saw of each upgrade: its `Authorization` header (empty if none).
+type SeenAuth = Arc<std::sync::Mutex<Vec<String>>>;
 
 /// A WebSocket echo server on `UPSTREAM_IP`, in TLS with a self-signed certificate for
 /// `NAMES` when `tls`; its address and certificate.
 async fn echo_server(tls: bool) -> (SocketAddr, Option<CertificateDer<'static>>) {
+    let (addr, cert, _) = echo_server_seeing(tls).await;
+    (addr, cert)
+}
+
+/// The same, with what it saw of each upgrade's `Authorization`.
+async fn echo_server_seeing(tls: bool) -> (SocketAddr, Option<CertificateDer<'static>>, SeenAuth) {
+    let seen = SeenAuth::default();
+    let seen_by_server = seen.clone();
     let listener = TcpListener::bind((upstream_ip(), 0)).await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (acceptor, cert) = if tls {
@@ -61,19 +80,30 @@ async fn echo_server(tls: bool) -> (SocketAddr, Option<CertificateDer<'static>>)
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             let acceptor = acceptor.clone();
+            let seen = seen_by_server.clone();
+            let note = move |req: &tokio_tungstenite::tungstenite::handshake::server::Request,
+                             resp| {
+                let auth = req
+                    .headers()
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("");
+                seen.lock().unwrap().push(auth.to_owned());
+                Ok(resp)
+            };
             tokio::spawn(async move {
                 match acceptor {
                     Some(acceptor) => {
                         if let Ok(tls) = acceptor.accept(stream).await {
-                            echo(tokio_tungstenite::accept_async(tls).await).await;
+                            echo(tokio_tungstenite::accept_hdr_async(tls, note).await).await;
                         }
                     }
-                    None => echo(tokio_tungstenite::accept_async(stream).await).await,
+                    None => echo(tokio_tungstenite::accept_hdr_async(stream, note).await).await,
                 }
             });
         }
     });
-    (addr, cert)
+    (addr, cert, seen)
 }
 
 /// Echo every text and binary frame, answer pings (tungstenite does), close on close.
@@ -215,4 +245,39 @@ async fn a_websocket_inside_an_intercepted_connection_is_relayed_and_a_blocked_o
     // Blocked: CONNECT itself is refused; nothing is relayed.
     let (head, _) = connect_tunnel(sc.proxy(), &format!("ws.blocked.test:{}", up.port())).await;
     assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+}
+
+#[tokio::test]
+async fn a_sandboxed_websocket_reaches_the_server_with_the_test_credential_only() {
+    let (up, _, seen) = echo_server_seeing(false).await;
+    let table = NAMES.iter().map(|n| (*n, vec![upstream_ip()])).collect();
+    let dns = resolver(table).await;
+    let mut setup = Setup::new(EGRESS, dns.addr);
+    setup.http_port = up.port();
+    setup.extra = "modes:\n  credentials:\n    SANDBOX_KEY: sk_test_sandbox_key\n".to_owned();
+    let sc = Sidecar::start(&setup).await;
+
+    let stream = tokio::net::TcpStream::connect(sc.http()).await.unwrap();
+    let mut request = format!("ws://ws.sandbox.test:{}/socket", up.port())
+        .into_client_request()
+        .unwrap();
+    request.headers_mut().insert(
+        "authorization",
+        "Bearer the-services-own-key".parse().unwrap(),
+    );
+    let (ws, answer) = tokio_tungstenite::client_async(request, stream)
+        .await
+        .unwrap_or_else(|e| panic!("the sandboxed upgrade failed: {e}"));
+    assert_eq!(answer.status(), 101);
+    converse(ws).await;
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["Bearer sk_test_sandbox_key"],
+        "the server saw the rule's test credential and never the service's own"
+    );
+    let record = record_of(&sc, "ws.sandbox.test", "/socket").await;
+    assert_eq!(
+        (record["mode"].as_str(), record["status"].as_u64()),
+        (Some("sandbox"), Some(101))
+    );
 }
