@@ -53,6 +53,10 @@ async fn echo_server(tls: bool) -> (SocketAddr, Option<CertificateDer<'static>>)
 }
 
 /// The same, with what it saw of each upgrade's `Authorization`.
+#[allow(
+    clippy::result_large_err,
+    reason = "the handshake callback's type is tungstenite's"
+)]
 async fn echo_server_seeing(tls: bool) -> (SocketAddr, Option<CertificateDer<'static>>, SeenAuth) {
     let seen = SeenAuth::default();
     let seen_by_server = seen.clone();
