@@ -151,13 +151,23 @@ where
     while let Some(Ok(_)) = ws.next().await {}
 }
 
-/// The record of the upgrade to `host`, once its connection closed.
+/// The record of the upgrade to `host` at `path`, once its connection closed.
+///
+/// An intercepted connection is recorded twice (its CONNECT, then each request inside it),
+/// so this waits for the record of the path, not for the first record of the host.
 async fn record_of(sc: &Sidecar, host: &str, path: &str) -> Value {
-    let records = sc.admin().wait_records(&format!("host={host}"), 1).await;
-    records
-        .into_iter()
-        .find(|r| r["path"] == path)
-        .unwrap_or_else(|| panic!("no record of {host}{path}"))
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let records = sc.admin().records(&format!("host={host}")).await;
+        if let Some(record) = records.into_iter().find(|r| r["path"] == path) {
+            return record;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no record of {host}{path} within 10 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]
