@@ -246,10 +246,11 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let intercept = interception(&config, &provider, &metrics)?;
     let upstream_tls = upstream_tls(&config, &provider)?;
-    let https_client = upstream::client(
+    let https = upstream::HttpsClients::new(
         guard.clone(),
         upstream_tls.clone(),
         l.pool_max_idle_per_host,
+        Limits::ms(l.dial_timeout_ms),
     );
     let modes = ModeSettings {
         mock_body_bytes: config.modes.mock_body_bytes,
@@ -280,7 +281,7 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
         journal: journal.clone(),
         metrics: metrics.clone(),
         client: forward::client::client(guard.clone(), l.pool_max_idle_per_host),
-        https_client,
+        https,
         intercept,
         modes,
         guard,

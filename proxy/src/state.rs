@@ -10,7 +10,7 @@ use crate::decide::rate::RuleRates;
 use crate::drain::Drain;
 use crate::leave::forward::client::HttpClient;
 use crate::leave::guard::Guard;
-use crate::leave::upstream::HttpsClient;
+use crate::leave::upstream::HttpsClients;
 use crate::limits::ConnectionLimit;
 use crate::metrics::Metrics;
 use crate::record::journal::Journal;
@@ -29,8 +29,8 @@ pub(crate) struct State {
     pub guard: Arc<Guard>,
     /// The pooled upstream HTTP client (dials through the guard).
     pub client: HttpClient,
-    /// The pooled upstream HTTPS client for intercepted requests (dials through the guard).
-    pub https_client: HttpsClient,
+    /// The pooled upstream HTTPS clients for intercepted requests (dials through the guard).
+    pub https: HttpsClients,
     /// TLS interception, when the sidecar has an environment CA.
     pub intercept: Option<Arc<Interception>>,
     /// What the answering modes work from.

@@ -151,6 +151,11 @@ pub struct DecisionRecord {
     /// The HTTP status the client got (200 for an established tunnel), absent for a closed
     /// connection.
     pub status: Option<u16>,
+    /// For a gRPC call: the `grpc-status` the server ended it with (from its trailers, or from
+    /// its head when it answered at once). Absent for anything else, and in journals written
+    /// before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc_status: Option<u16>,
     /// Body (or tunnel) bytes sent upstream.
     pub bytes_up: u64,
     /// Body (or tunnel) bytes received from upstream.
@@ -183,6 +188,7 @@ impl Default for DecisionRecord {
             allowed: false,
             outcome: None,
             status: None,
+            grpc_status: None,
             bytes_up: 0,
             bytes_down: 0,
             duration_ms: 0,

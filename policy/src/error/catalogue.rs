@@ -294,4 +294,7 @@ catalogue! {
     NET_UPGRADE_UNANSWERED = "AF-NET-049", Network,
         "A request to switch protocols (a WebSocket) reached a host the sidecar answers itself, which answers no switched protocol.",
         "Set the host to allow or sandbox to reach the real server over WebSocket.";
+    NET_GRPC_UNANSWERED = "AF-NET-050", Network,
+        "A gRPC call reached a host the sidecar answers itself, and no mock pack describes gRPC, so it was refused in gRPC's terms (UNIMPLEMENTED).",
+        "Set the host to allow or sandbox to reach the real gRPC server.";
 }

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use http_body_util::{Either, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 
+use crate::answer::grpc;
 use crate::decide::Ticket;
 use crate::leave::forward::client::SentBytes;
 
@@ -68,6 +69,11 @@ impl Body for JournaledBody {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
                     self.down += data.len() as u64;
+                } else if let Some(trailers) = frame.trailers_ref()
+                    && let Some(status) = grpc::status_of(trailers)
+                    && let Some(ticket) = &mut self.ticket
+                {
+                    ticket.grpc_status(status);
                 }
                 if self.inner.is_end_stream() {
                     self.close(None);

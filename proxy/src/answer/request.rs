@@ -17,6 +17,7 @@ use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
 use crate::answer::body::ProxyBody;
+use crate::answer::grpc;
 use crate::answer::local;
 use crate::answer::modes::sandbox;
 use crate::answer::refusal::Refusal;
@@ -73,7 +74,7 @@ pub(crate) async fn respond(
         return refuse(ticket, &live_credential(&hit));
     }
     let upstream = match origin.via {
-        Via::Intercept => Upstream::Https(&state.https_client),
+        Via::Intercept => Upstream::Https(&state.https),
         _ => Upstream::Http(&state.client),
     };
     let mut req = req;
@@ -89,8 +90,10 @@ pub(crate) async fn respond(
             }
             forward(state, upstream, req, origin.port, authority, ticket).await
         }
-        // The sidecar's own answers are requests and responses, never a switched protocol.
+        // The sidecar's own answers are requests and responses, never a switched protocol,
+        // and no pack describes gRPC.
         Serve::Locally(mode) if Upgrade::asked(&req) => refuse(ticket, &upgrade_unanswered(mode)),
+        Serve::Locally(mode) if grpc::asked(&req) => refuse(ticket, &grpc_unanswered(mode)),
         // Boxed: answering locally is the larger state machine by far, and a connection keeps
         // room for its request future while it idles (hyper allocates it once).
         Serve::Locally(mode) => Box::pin(local::answer(state, mode, req, ticket)).await,
@@ -105,6 +108,19 @@ fn upgrade_unanswered(mode: Mode) -> Refusal {
         "upgrade_unanswered",
         format!(
             "This host is in {mode} mode and the sidecar answers it itself; it answers no switched protocol, so the WebSocket was not opened"
+        ),
+    )
+}
+
+/// The refusal of a gRPC call to a host the sidecar answers in `mode` (answered in gRPC's
+/// terms, UNIMPLEMENTED, by [`grpc::answer`]).
+fn grpc_unanswered(mode: Mode) -> Refusal {
+    Refusal::new(
+        StatusCode::NOT_IMPLEMENTED,
+        &codes::NET_GRPC_UNANSWERED,
+        "grpc_unanswered",
+        format!(
+            "This host is in {mode} mode and the sidecar answers it itself; no mock pack describes gRPC, so the call was not answered"
         ),
     )
 }

@@ -219,6 +219,11 @@ impl Ticket {
         &self.state.loops
     }
 
+    /// The gRPC call ended with `status` (the server's `grpc-status`).
+    pub(crate) fn grpc_status(&mut self, status: u16) {
+        self.record.grpc_status = Some(status);
+    }
+
     /// The request was forwarded and completed (any upstream status).
     pub(crate) fn forwarded(mut self, status: Option<u16>, up: u64, down: u64) {
         self.finish(true, Ended::Forwarded, status, up, down, Outcome::Forwarded);

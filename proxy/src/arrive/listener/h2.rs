@@ -1,11 +1,13 @@
 //! Serving HTTP/2 on an admitted connection: inside an opened TLS connection (ALPN `h2`) and
 //! on the cleartext listeners (prior knowledge). Every stream is one request, handed to the
-//! listener's handler and decided on its own `:authority`.
+//! listener's handler and decided on its own `:authority`. A gRPC call the sidecar refuses is
+//! answered in gRPC's terms ([`grpc`]).
 
 use std::convert::Infallible;
 use std::future::Future;
 
 use futures_util::FutureExt;
+use futures_util::future::Either;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::server::conn::http2;
@@ -15,6 +17,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::Conn;
 use crate::answer::body::ProxyBody;
+use crate::answer::grpc;
 use crate::limits::IdleIo;
 use crate::metrics::Unanswered;
 use crate::state::State;
@@ -31,7 +34,15 @@ where
 {
     let t = state.tuning;
     let io = TokioIo::new(IdleIo::new(io, conn.activity.clone()));
-    let svc = service_fn(move |req| handler(req).map(Ok::<_, Infallible>));
+    // A gRPC call's refusals are answered in gRPC's terms; every other stream as it is.
+    let svc = service_fn(move |req| {
+        let answered = if grpc::asked(&req) {
+            Either::Left(handler(req).then(grpc::answer))
+        } else {
+            Either::Right(handler(req))
+        };
+        answered.map(Ok::<_, Infallible>)
+    });
     // Streams run on the drain, tracked with the connection's task.
     let mut builder = http2::Builder::new(state.drain.clone());
     builder

@@ -14,13 +14,14 @@ use hyper::body::Incoming;
 
 use super::{dial_failed, upstream_refusal};
 use crate::answer::body::{JournaledBody, ProxyBody};
+use crate::answer::grpc;
 use crate::answer::refusal::client_body_refusal;
 use crate::answer::refuse::{came_back, loop_refusal, refuse, refuse_loop};
 use crate::decide::Ticket;
 use crate::leave::forward::client::{CountingBody, HttpClient, SentBytes};
 use crate::leave::forward::upgrade::Upgrade;
 use crate::leave::guard::DialError;
-use crate::leave::upstream::HttpsClient;
+use crate::leave::upstream::HttpsClients;
 use crate::state::State;
 use std::sync::Arc;
 
@@ -87,7 +88,7 @@ pub(crate) enum Upstream<'a> {
     Http(&'a HttpClient),
     /// HTTPS with the upstream's certificate verified (requests inside an intercepted
     /// connection).
-    Https(&'a HttpsClient),
+    Https(&'a HttpsClients),
 }
 
 impl Upstream<'_> {
@@ -98,13 +99,24 @@ impl Upstream<'_> {
         }
     }
 
+    /// Send `req`; one switching protocols over HTTP/1.1, whatever the upstream would pick.
     async fn request(
         self,
-        req: Request<CountingBody>,
+        mut req: Request<CountingBody>,
+        switching: bool,
     ) -> Result<Response<Incoming>, hyper_util::client::legacy::Error> {
         match self {
             Upstream::Http(client) => client.request(req).await,
-            Upstream::Https(client) => client.request(req).await,
+            Upstream::Https(clients) if switching => clients.http1.request(req).await,
+            Upstream::Https(clients) => {
+                // A shared buffer, not a copy: the request is lent to the gate below.
+                let authority = req.uri().authority().cloned();
+                let authority = authority.as_ref().map_or("", Authority::as_str);
+                match clients.first_dial.turn(authority, &mut req).await {
+                    Some(lead) => lead.send(clients.any.request(req)).await,
+                    None => clients.any.request(req).await,
+                }
+            }
         }
     }
 }
@@ -150,7 +162,15 @@ pub(crate) async fn forward(
         join_cookies(&mut parts.headers);
     }
     parts.version = http::Version::HTTP_11;
+    let trailers = accepts_trailers(&parts.headers);
     strip_hop_by_hop(&mut parts.headers);
+    if trailers {
+        // The sidecar relays trailers both ways, so it asks for them as the client did (gRPC
+        // servers require it).
+        parts
+            .headers
+            .insert(header::TE, HeaderValue::from_static("trailers"));
+    }
     if let Some(upgrade) = &upgrade {
         upgrade.ask(&mut parts.headers);
     }
@@ -160,7 +180,7 @@ pub(crate) async fn forward(
         .append(header::VIA, HeaderValue::from_static(VIA));
     let up = SentBytes::for_body(&body);
     let req = Request::from_parts(parts, CountingBody::new(body, up.clone()));
-    match upstream.request(req).await {
+    match upstream.request(req, upgrade.is_some()).await {
         Ok(resp) if came_back(&ticket, &resp) => {
             let refusal = loop_refusal(ticket.host(), port);
             refuse(ticket, &refusal)
@@ -172,6 +192,11 @@ pub(crate) async fn forward(
             let (mut parts, body) = resp.into_parts();
             strip_hop_by_hop(&mut parts.headers);
             let status = parts.status.as_u16();
+            let mut ticket = ticket;
+            // A gRPC call the server answered at once (Trailers-Only) ends in its head.
+            if let Some(grpc) = grpc::status_of(&parts.headers) {
+                ticket.grpc_status(grpc);
+            }
             Response::from_parts(
                 parts,
                 Either::Right(JournaledBody::new(body, ticket, status, up)),
@@ -195,6 +220,19 @@ pub(crate) async fn forward(
             resp
         }
     }
+}
+
+/// Whether the client's `TE` accepts trailers (`TE: trailers`, as gRPC sends it).
+fn accepts_trailers(headers: &HeaderMap) -> bool {
+    headers.get_all(header::TE).iter().any(|v| {
+        v.to_str().is_ok_and(|v| {
+            v.split(',').any(|t| {
+                t.split(';')
+                    .next()
+                    .is_some_and(|t| t.trim().eq_ignore_ascii_case("trailers"))
+            })
+        })
+    })
 }
 
 /// Make `authority` the request's only `Host`. A client's single `Host` that already says it is
@@ -364,6 +402,21 @@ mod tests {
             h.get(header::HOST).is_none(),
             "no Host rather than a wrong one"
         );
+    }
+
+    #[test]
+    fn trailers_are_asked_for_only_where_the_client_accepts_them() {
+        let te = |v: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::TE, HeaderValue::from_static(v));
+            accepts_trailers(&h)
+        };
+        assert!(te("trailers"));
+        assert!(te("gzip, Trailers"));
+        assert!(te("deflate;q=0.5, trailers"));
+        assert!(!te("gzip"));
+        assert!(!te("trailersx"));
+        assert!(!accepts_trailers(&HeaderMap::new()));
     }
 
     #[test]

@@ -220,6 +220,7 @@ mod tests {
             allowed: false,
             outcome: Some(super::Outcome::Refused),
             status: Some(403),
+            grpc_status: None,
             bytes_up: 0,
             bytes_down: 0,
             duration_ms: 0,
