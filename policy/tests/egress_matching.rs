@@ -5,7 +5,9 @@
     reason = "test helpers fail the test by panicking, like #[test] functions"
 )]
 
-use af_policy::egress::{Catalogue, EgressSpec, Miss, Mode, Reason, RuleSpec, Target, UrlError};
+use af_policy::egress::{
+    Catalogue, EgressSpec, Miss, Mode, Reason, RuleId, RuleSpec, Target, UrlError,
+};
 
 fn rule(host: &str, mode: Mode) -> RuleSpec {
     RuleSpec::new(host, mode)
@@ -388,8 +390,33 @@ fn tls_is_opened_for_answering_modes_and_narrowing_rules() {
     // A wildcard path rule cannot outrank an exact host rule, so this host stays a tunnel.
     assert!(!open("x.closed.test"));
     assert!(open("y.closed.test"));
+    // No rule takes api.test whole: the rule naming some of its requests is the one that
+    // opens it, and the connection is that rule's, not the default's.
     let host_level = c.decide_host("api.test", 443);
-    assert_eq!((host_level.mode, host_level.rule), (Mode::Allow, None));
+    assert_eq!(
+        (host_level.mode, host_level.rule, host_level.reason),
+        (Mode::Block, Some(RuleId(1)), Reason::Narrowed)
+    );
+    // Where a rule takes the host whole, it decides the host, narrowed or not.
+    let whole = c.decide_host("closed.test", 443);
+    assert_eq!((whole.rule, whole.reason), (Some(RuleId(3)), Reason::Rule));
+    // Each request inside is decided on its own: outside the paths, the default.
+    let inside = |path| {
+        c.decide(&Target {
+            method: "GET",
+            host: "api.test",
+            port: 443,
+            path,
+        })
+    };
+    assert_eq!(
+        (inside("/admin").mode, inside("/admin").rule),
+        (Mode::Block, Some(RuleId(1)))
+    );
+    assert_eq!(
+        (inside("/x").mode, inside("/x").reason),
+        (Mode::Allow, Reason::Default)
+    );
 }
 
 #[test]

@@ -417,6 +417,7 @@ async fn every_kind_of_call(
         answers.message().await.unwrap().is_none(),
         "the stream ends with OK"
     );
+    drop(answers);
 
     // The deadline reaches the server as the client set it, and its status comes back.
     c.ready().await.unwrap();
@@ -459,6 +460,34 @@ async fn every_kind_of_call(
     }
     let bytes_up = |r: Value| r["bytes_up"].as_u64().unwrap();
     assert!(bytes_up(record_of(sc, host, "/af.test.Echo/Join").await) >= 13 + 3 * 5);
+
+    // The connection's own record, at its close, names the host's rule (whose paths opened
+    // it), not the default that takes the requests outside them.
+    drop(c);
+    let opened = connection_record(sc, host).await;
+    assert_eq!(opened["outcome"], "opened", "{opened}");
+    assert_eq!(opened["rule"], format!("rules[0] {host}"), "{opened}");
+    assert_eq!(
+        (opened["mode"].as_str(), opened["reason"].as_str()),
+        (Some(mode), Some("narrowed")),
+        "{opened}"
+    );
+}
+
+/// The record of the intercepted connection to `host`, once it closed.
+async fn connection_record(sc: &Sidecar, host: &str) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let records = sc.admin().records(&format!("host={host}")).await;
+        if let Some(record) = records.into_iter().find(|r| r["intercepted"] == true) {
+            return record;
+        }
+        if std::time::Instant::now() > deadline {
+            let records = sc.admin().records(&format!("host={host}")).await;
+            panic!("no connection record of {host}: {records:#?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]

@@ -182,3 +182,64 @@ async fn a_silent_spliced_tunnel_is_closed_by_the_idle_watchdog_and_journaled() 
     );
     assert_eq!(sc.admin().metric(SPLICED).await, 1);
 }
+
+/// An upstream on [`UPSTREAM_IP`] that reads `first` bytes, then resets the connection.
+async fn resetting_upstream(first: usize) -> u16 {
+    let listener = tokio::net::TcpListener::bind((upstream_ip(), 0))
+        .await
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let mut got = vec![0u8; first];
+            if s.read_exact(&mut got).await.is_ok() {
+                s.set_zero_linger().unwrap();
+            }
+        }
+    });
+    port
+}
+
+#[tokio::test]
+async fn a_client_that_resets_after_its_answer_has_closed_its_tunnel_not_failed_it() {
+    let (_dns, port, sc) = setup(Vec::new(), "").await;
+    let (_, mut s) = connect_tunnel(sc.proxy(), &format!("{HOST}:{port}")).await;
+    s.write_all(b"ping").await.unwrap();
+    let mut pong = [0u8; 4];
+    s.read_exact(&mut pong).await.unwrap();
+    assert_eq!(&pong, b"ping");
+    // Closed with a reset, not a FIN, as many clients close once they have their answer.
+    s.set_zero_linger().unwrap();
+    drop(s);
+    let r = record(&sc).await;
+    assert_eq!(r["outcome"], "tunnel", "{r}");
+    assert_eq!(
+        (r["code"].as_str(), r["error"].as_str()),
+        (None, None),
+        "{r}"
+    );
+    assert_eq!(
+        (r["bytes_up"].as_u64(), r["bytes_down"].as_u64()),
+        (Some(4), Some(4)),
+        "{r}"
+    );
+    assert_eq!(sc.admin().metric(SPLICED).await, 1);
+}
+
+#[tokio::test]
+async fn an_upstream_that_resets_while_the_client_still_sends_fails_the_tunnel() {
+    let port = resetting_upstream(4).await;
+    let dns = resolver(vec![(HOST, vec![upstream_ip()])]).await;
+    let sc = Sidecar::start(&Setup::new(&egress(&[(HOST, "allow")]), dns.addr)).await;
+    let (_, mut s) = connect_tunnel(sc.proxy(), &format!("{HOST}:{port}")).await;
+    s.write_all(b"ping").await.unwrap();
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(PATIENCE, s.read_to_end(&mut rest)).await;
+    let r = record(&sc).await;
+    assert_eq!(r["outcome"], "failed", "{r}");
+    assert_eq!(r["code"], "AF-NET-013", "{r}");
+    assert!(
+        r["error"].as_str().unwrap().starts_with("the upstream: "),
+        "{r}"
+    );
+}

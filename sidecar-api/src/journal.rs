@@ -132,7 +132,9 @@ pub struct DecisionRecord {
     /// The rule that decided (`rules[N] host`) or `default`; absent before deciding. Shared
     /// with the sidecar's catalogue when it writes the record (no copy per request).
     pub rule: Option<Arc<str>>,
-    /// Why. From the catalogue: `rule`, `default`, `invalid-host`, `non-canonical-path`.
+    /// Why. From the catalogue: `rule`, `default`, `narrowed` (a connection no rule takes whole,
+    /// opened for the rule with paths or methods named in `rule`), `invalid-host`,
+    /// `non-canonical-path`.
     /// From the sidecar: `guard:<class>`, `mode_unserved`, `resolve`, `connect`, `upstream`,
     /// `tunnel`, `client_gone`, `shutdown`, `loop`, `no_sni`, `not_tls`, `client_hello_timeout`,
     /// `not_proxy_request`, `bad_request`, `bad_port`, `bad_body`, `head_too_large`,

@@ -54,6 +54,10 @@ pub enum Reason {
     Rule,
     /// No rule matched; the catalogue's default decided.
     Default,
+    /// A host decided before any request (a CONNECT, an SNI) that no rule names as a whole, but
+    /// that a rule with `paths` or `methods` names: that rule decided to open it, and each
+    /// request inside is decided on its own.
+    Narrowed,
     /// The host cannot be a host name (empty, too long, not valid IDN): refused.
     InvalidHost,
     /// The path has dot segments or needless escapes while a path rule applies to the host:
@@ -67,6 +71,7 @@ impl Reason {
         match self {
             Reason::Rule => "rule",
             Reason::Default => "default",
+            Reason::Narrowed => "narrowed",
             Reason::InvalidHost => "invalid-host",
             Reason::NonCanonicalPath => "non-canonical-path",
         }
@@ -344,7 +349,17 @@ impl Catalogue {
             return self.refusal(Reason::InvalidHost);
         };
         let best = self.scan(&host, port, None);
-        self.conclude(best.host, &best)
+        match (best.host.index(), best.narrowing.index()) {
+            // No rule takes the host as a whole, but one takes some of its requests: the host
+            // is that rule's, which opens it, not the default's.
+            (None, Some(index)) => Decision {
+                mode: self.rules[index as usize].spec.mode,
+                rule: Some(RuleId(index)),
+                open_tls: true,
+                reason: Reason::Narrowed,
+            },
+            _ => self.conclude(best.host, &best),
+        }
     }
 
     fn refusal(&self, reason: Reason) -> Decision {
@@ -806,7 +821,19 @@ mod tests {
             let expected = winner_by_judging(&catalogue, host, port, Some((method, path)));
             proptest::prop_assert_eq!(decision.rule, expected);
             let decision = catalogue.decide_host(host, port);
-            proptest::prop_assert_eq!(decision.rule, winner_by_judging(&catalogue, host, port, None));
+            let whole = winner_by_judging(&catalogue, host, port, None);
+            if decision.reason == Reason::Narrowed {
+                // No rule takes the host whole; the one named takes some of its requests.
+                proptest::prop_assert_eq!(whole, None);
+                let id = decision.rule.unwrap();
+                let mut buf = None;
+                let canonical = canonicalize(host, &mut buf).unwrap();
+                let judged = catalogue.judge(id, &canonical, port, None);
+                proptest::prop_assert!(matches!(judged, Some(Err(Miss::PerRequest))), "{judged:?}");
+                proptest::prop_assert!(decision.open_tls);
+            } else {
+                proptest::prop_assert_eq!(decision.rule, whole);
+            }
         }
     }
 }

@@ -240,6 +240,13 @@ impl Catalogue {
                 rule_list(missed),
                 self.default_mode()
             ),
+            Reason::Narrowed => format!(
+                "{} names paths or methods for this host and no rule takes it whole, so its TLS is \
+                 opened and each request inside is decided on its own; a request outside them \
+                 goes to the default ({}).",
+                decision.rule.map_or_else(String::new, |r| r.to_string()),
+                self.default_mode()
+            ),
             Reason::InvalidHost => "The host is not a valid host name, so it is refused.".into(),
             Reason::NonCanonicalPath => "The path has dot segments or needless escapes while a \
                                          path rule applies to this host, so it is refused."

@@ -166,7 +166,7 @@ fn blocked(ask: &Ask<'_>, host: &str, label: &str, reason: Reason) -> Refusal {
             "because its path has dot segments or needless escapes where a path rule applies"
                 .to_owned()
         }
-        Reason::Rule | Reason::Default => format!("by {label}"),
+        Reason::Rule | Reason::Default | Reason::Narrowed => format!("by {label}"),
     };
     Refusal {
         decision: "block",

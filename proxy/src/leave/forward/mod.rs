@@ -3,6 +3,7 @@
 pub(crate) mod client;
 pub(crate) mod connector;
 pub(crate) mod http;
+mod sides;
 #[cfg(target_os = "linux")]
 mod splice;
 pub(crate) mod tunnel;

@@ -17,6 +17,7 @@ use socket2::SockRef;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
+use super::sides::{Finished, Side};
 use crate::limits::Activity;
 
 /// Never block in the kernel (the sockets are non-blocking too); move pages, do not copy.
@@ -82,30 +83,49 @@ pub(crate) async fn pump(
     upstream: &TcpStream,
     pipes: &Pipes,
     moved: &Moved,
+    finished: &Finished,
     activity: &Activity,
 ) -> io::Result<()> {
+    let up = Way {
+        from: (client, Side::Client),
+        to: (upstream, Side::Upstream),
+    };
+    let down = Way {
+        from: (upstream, Side::Upstream),
+        to: (client, Side::Client),
+    };
     tokio::try_join!(
-        one_way(client, upstream, &pipes.up, &moved.up, activity),
-        one_way(upstream, client, &pipes.down, &moved.down, activity),
+        one_way(up, &pipes.up, &moved.up, finished, activity),
+        one_way(down, &pipes.down, &moved.down, finished, activity),
     )?;
     Ok(())
 }
 
-/// `from` → pipe → `to` until `from` ends, then shut `to`'s write side.
+/// One direction of a tunnel: the socket read and the socket written, each with its side.
+struct Way<'a> {
+    from: (&'a TcpStream, Side),
+    to: (&'a TcpStream, Side),
+}
+
+/// `from` → pipe → `to` until `from` ends (noted in `finished`), then shut `to`'s write side.
+/// An error is tagged with the side whose socket made it.
 async fn one_way(
-    from: &TcpStream,
-    to: &TcpStream,
+    way: Way<'_>,
     pipe: &Pipe,
     moved: &AtomicU64,
+    finished: &Finished,
     activity: &Activity,
 ) -> io::Result<()> {
+    let ((from, from_side), (to, to_side)) = (way.from, way.to);
     loop {
         let filled = when_ready(from, Interest::READABLE, || {
             rustix::pipe::splice(from, None, &pipe.write, None, pipe.capacity, FLAGS)
         })
-        .await?;
+        .await
+        .map_err(|e| from_side.tag(e))?;
         if filled == 0 {
-            return end_writes(to);
+            finished.set(from_side);
+            return end_writes(to).map_err(|e| to_side.tag(e));
         }
         activity.touch();
         let mut left = filled;
@@ -113,9 +133,10 @@ async fn one_way(
             let n = when_ready(to, Interest::WRITABLE, || {
                 rustix::pipe::splice(&pipe.read, None, to, None, left, FLAGS)
             })
-            .await?;
+            .await
+            .map_err(|e| to_side.tag(e))?;
             if n == 0 {
-                return Err(io::ErrorKind::WriteZero.into());
+                return Err(to_side.tag(io::ErrorKind::WriteZero.into()));
             }
             left -= n;
             moved.fetch_add(n as u64, Relaxed);

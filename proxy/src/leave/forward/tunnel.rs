@@ -12,6 +12,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::sides::{self, Finished, Side, SideIo};
 use crate::decide::Ticket;
 use crate::limits::{Activity, IdleIo, UpstreamConn};
 use crate::metrics::TunnelCopy;
@@ -82,14 +83,18 @@ pub(crate) async fn run(
         activity.touch();
     }
     let mut end = match client {
-        Client::Socket(mut socket) => match zero_copy(&socket, &upstream, state, &activity).await {
+        Client::Socket(socket) => match zero_copy(&socket, &upstream, state, &activity).await {
             Ok(end) => end,
             Err(e) => {
                 tracing::debug!(error = %e, "no pipe for a tunnel: copying it through buffers");
-                buffered(&mut socket, upstream, state, activity).await
+                state.metrics.tunnel(TunnelCopy::Buffered);
+                buffered(socket, upstream, state, activity).await
             }
         },
-        Client::Upgraded(mut io) => buffered(&mut io, upstream, state, activity).await,
+        Client::Upgraded(io) => {
+            state.metrics.tunnel(TunnelCopy::Buffered);
+            buffered(io, upstream, state, activity).await
+        }
     };
     end.up += replay.len() as u64;
     end
@@ -108,8 +113,16 @@ async fn zero_copy(
     let pipes = Pipes::new(state.tuning.tunnel_buffer_bytes)?;
     state.metrics.tunnel(TunnelCopy::Splice);
     let moved = Moved::default();
-    let pumped = pump(client, upstream.socket(), &pipes, &moved, activity);
-    let closed = watched(pumped, state, activity).await;
+    let finished = Finished::default();
+    let pumped = pump(
+        client,
+        upstream.socket(),
+        &pipes,
+        &moved,
+        &finished,
+        activity,
+    );
+    let closed = watched(pumped, &finished, state, activity).await;
     Ok(TunnelEnd {
         up: moved.up.load(Relaxed),
         down: moved.down.load(Relaxed),
@@ -128,37 +141,43 @@ async fn zero_copy(
     Err(io::ErrorKind::Unsupported.into())
 }
 
-/// Copy through a buffer of `limits.tunnel_buffer_bytes` each way.
-async fn buffered<C>(
-    client: &mut C,
-    upstream: UpstreamConn,
+/// Copy through a buffer of `limits.tunnel_buffer_bytes` each way, counting what the
+/// upstream was sent and sent back (a tunnel without splice, a switched protocol's relay).
+pub(crate) async fn buffered<C, U>(
+    client: C,
+    upstream: U,
     state: &State,
     activity: Arc<Activity>,
 ) -> TunnelEnd
 where
     C: AsyncRead + AsyncWrite + Unpin,
+    U: AsyncRead + AsyncWrite + Unpin,
 {
-    state.metrics.tunnel(TunnelCopy::Buffered);
     let buffer = state.tuning.tunnel_buffer_bytes;
-    let mut upstream = IdleIo::new(upstream, activity.clone());
-    let copy = tokio::io::copy_bidirectional_with_sizes(client, &mut upstream, buffer, buffer);
-    let closed = watched(async { copy.await.map(drop) }, state, &activity).await;
+    let finished = Finished::default();
+    let mut client = SideIo::new(client, Side::Client, &finished);
+    let upstream = IdleIo::new(upstream, activity.clone());
+    let mut upstream = SideIo::new(upstream, Side::Upstream, &finished);
+    let copy = tokio::io::copy_bidirectional_with_sizes(&mut client, &mut upstream, buffer, buffer);
+    let closed = watched(async { copy.await.map(drop) }, &finished, state, &activity).await;
     TunnelEnd {
-        up: upstream.written(),
-        down: upstream.read(),
+        up: upstream.get_ref().written(),
+        down: upstream.get_ref().read(),
         closed,
     }
 }
 
-/// How `copy` ended, or the idle watchdog, or the drain cut, whichever came first.
-pub(crate) async fn watched(
+/// How `copy` ended ([`sides::ended`]: a reset that ends the client's exchange is a close),
+/// or the idle watchdog, or the drain cut, whichever came first.
+async fn watched(
     copy: impl Future<Output = io::Result<()>>,
+    finished: &Finished,
     state: &State,
     activity: &Activity,
 ) -> Closed {
     let idle = state.tuning.idle_timeout;
     tokio::select! {
-        r = copy => r.map_or_else(|e| Closed::Failed(e.to_string()), |()| Closed::Done),
+        r = copy => sides::ended(r, finished),
         () = activity.idle_for(idle) => Closed::Failed(format!("closed after {} s without traffic", idle.as_secs())),
         () = state.drain.cut() => Closed::Cut,
     }

@@ -18,7 +18,7 @@ use super::client::SentBytes;
 use super::tunnel::{self, Closed, TunnelEnd};
 use crate::answer::body::ProxyBody;
 use crate::decide::Ticket;
-use crate::limits::{Activity, IdleIo};
+use crate::limits::Activity;
 use crate::state::State;
 
 /// The switch a request asks for, taken from it before its hop-by-hop headers go.
@@ -119,15 +119,11 @@ async fn relay(client: OnUpgrade, upstream: OnUpgrade, state: &State) -> TunnelE
         (Err(e), _) => return failed(format!("the client's switched connection: {e}")),
         (_, Err(e)) => return failed(format!("the upstream's switched connection: {e}")),
     };
-    let activity = Activity::new();
-    let mut client = TokioIo::new(client);
-    let mut upstream = IdleIo::new(TokioIo::new(upstream), activity.clone());
-    let buffer = state.tuning.tunnel_buffer_bytes;
-    let copy = tokio::io::copy_bidirectional_with_sizes(&mut client, &mut upstream, buffer, buffer);
-    let closed = tunnel::watched(async { copy.await.map(drop) }, state, &activity).await;
-    TunnelEnd {
-        up: upstream.written(),
-        down: upstream.read(),
-        closed,
-    }
+    tunnel::buffered(
+        TokioIo::new(client),
+        TokioIo::new(upstream),
+        state,
+        Activity::new(),
+    )
+    .await
 }
