@@ -1,8 +1,9 @@
 //! WebSocket through the sidecar with a real client and server (tokio-tungstenite): in the
 //! clear on the transparent HTTP listener, and inside a TLS connection the sidecar opened
-//! (CONNECT, then the environment CA's leaf). The upgrade is decided like any request (its
-//! rule's paths), forwarded with its headers, and then text, binary, ping and close frames
-//! cross both ways; its one record comes at the close, with the bytes that moved.
+//! (CONNECT, then the environment CA's leaf), opened over HTTP/1.1 or over HTTP/2 (RFC 8441).
+//! The upgrade is decided like any request (its rule's paths), forwarded with its headers, and
+//! then text, binary, ping and close frames cross both ways; its one record comes at the
+//! close, with the bytes that moved.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -294,4 +295,99 @@ async fn a_sandboxed_websocket_reaches_the_server_with_the_test_credential_only(
         (record["mode"].as_str(), record["status"].as_u64()),
         (Some("sandbox"), Some(101))
     );
+}
+
+/// An HTTP/2 connection through the proxy's CONNECT to `authority`, opened by the sidecar.
+async fn h2_via_connect(
+    sc: &Sidecar,
+    ca: &TestCa,
+    authority: &str,
+    name: &str,
+) -> hyper::client::conn::http2::SendRequest<http_body_util::Empty<bytes::Bytes>> {
+    let connector = client(&[&ca.cert_der], &[b"h2"]);
+    let tls = tls_via_connect(sc.proxy(), authority, name, &connector)
+        .await
+        .unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tls),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    send
+}
+
+/// RFC 8441's opening of a WebSocket on `url`: `CONNECT` with `:protocol: websocket`.
+fn extended_connect(url: &str) -> http::Request<http_body_util::Empty<bytes::Bytes>> {
+    let mut req = http::Request::builder()
+        .method(http::Method::CONNECT)
+        .uri(url)
+        .header("sec-websocket-version", "13")
+        .body(http_body_util::Empty::new())
+        .unwrap();
+    req.extensions_mut()
+        .insert(hyper::ext::Protocol::from_static("websocket"));
+    req
+}
+
+#[tokio::test]
+async fn a_websocket_over_http2_is_decided_as_its_upgrade_and_relayed_to_an_http1_server() {
+    let (up, cert) = echo_server(true).await;
+    let table = NAMES.iter().map(|n| (*n, vec![upstream_ip()])).collect();
+    let dns = resolver(table).await;
+    let ca = TestCa::new();
+    let mut setup = Setup::new(EGRESS, dns.addr);
+    setup.extra = ca.tls_yaml(64, &[cert.unwrap()]);
+    let sc = Sidecar::start(&setup).await;
+    let authority = format!("ws.paths.test:{}", up.port());
+    let mut h2 = h2_via_connect(&sc, &ca, &authority, "ws.paths.test").await;
+
+    h2.ready().await.unwrap();
+    let resp = h2
+        .send_request(extended_connect(&format!("https://{authority}/socket")))
+        .await
+        .unwrap_or_else(|e| panic!("the extended CONNECT failed: {e}"));
+    assert_eq!(resp.status(), 200, "{resp:?}");
+    assert!(
+        !resp.headers().contains_key("sec-websocket-accept"),
+        "no proof of a key the client never sent"
+    );
+    let stream = hyper::upgrade::on(resp).await.unwrap();
+    let ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
+        hyper_util::rt::TokioIo::new(stream),
+        tokio_tungstenite::tungstenite::protocol::Role::Client,
+        None,
+    )
+    .await;
+    converse(ws).await;
+    let record = record_of(&sc, "ws.paths.test", "/socket").await;
+    assert_eq!(record["via"], "intercept", "{record}");
+    assert_eq!(
+        record["method"], "GET",
+        "decided as the upgrade it is: {record}"
+    );
+    assert_eq!(record["status"], 200, "{record}");
+    assert!(record["bytes_up"].as_u64().unwrap() > 0, "{record}");
+    assert!(record["bytes_down"].as_u64().unwrap() > 0, "{record}");
+
+    // On the same connection, a path outside the rule is refused as the upgrade would be.
+    h2.ready().await.unwrap();
+    let refused = h2
+        .send_request(extended_connect(&format!("https://{authority}/other")))
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403);
+
+    // A host answered locally: the coded refusal of a switch.
+    let mock = format!("ws.mock.test:{}", up.port());
+    let mut h2 = h2_via_connect(&sc, &ca, &mock, "ws.mock.test").await;
+    h2.ready().await.unwrap();
+    let unanswered = h2
+        .send_request(extended_connect(&format!("https://{mock}/socket")))
+        .await
+        .unwrap();
+    assert_eq!(unanswered.status(), 501);
+    assert_eq!(unanswered.headers()["x-af-code"], "AF-NET-049");
 }

@@ -48,10 +48,12 @@ pub(crate) struct Origin {
 pub(crate) async fn respond(
     state: &Arc<State>,
     origin: Origin,
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
     host: &str,
     authority: &str,
 ) -> Response<ProxyBody> {
+    // A WebSocket over HTTP/2 is decided and forwarded as its HTTP/1.1 upgrade.
+    Upgrade::read_extended_connect(&mut req);
     // The record redacts live secrets from the path (`Ticket`); the request keeps them, and
     // the tripwire below refuses it.
     let full_path = req.uri().path_and_query().map_or("/", |p| p.as_str());

@@ -48,6 +48,8 @@ where
     builder
         .timer(TokioTimer::new())
         .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+        // RFC 8441: WebSockets over HTTP/2 (`upgrade.rs`).
+        .enable_connect_protocol()
         .max_header_list_size(u32::try_from(t.max_header_bytes).unwrap_or(u32::MAX));
     let served = builder.serve_connection(io, svc);
     tokio::pin!(served);

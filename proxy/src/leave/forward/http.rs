@@ -186,7 +186,7 @@ pub(crate) async fn forward(
             refuse(ticket, &refusal)
         }
         Ok(mut resp) => {
-            if let Some(upgrade) = upgrade.filter(|_| Upgrade::switched(&resp)) {
+            if let Some(upgrade) = upgrade.filter(|u| u.switched(&resp)) {
                 return upgrade.switch(&mut resp, ticket, &up, state);
             }
             let (mut parts, body) = resp.into_parts();
