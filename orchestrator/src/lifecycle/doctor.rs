@@ -8,7 +8,8 @@ use futures_util::StreamExt;
 use serde::Serialize;
 
 use super::output::{Format, print_json};
-use crate::runtime::local::{LocalOptions, client, host, images, networks};
+use crate::runtime::local::{LocalOptions, host, networks};
+use crate::runtime::{docker_client, images};
 
 /// One check.
 #[derive(Debug, Serialize)]
@@ -30,7 +31,7 @@ pub async fn run(
     out: &mut dyn Write,
 ) -> Result<Vec<Check>, Report> {
     let mut checks = Vec::new();
-    let docker = match client::connect().await {
+    let docker = match docker_client::connect().await {
         Ok(d) => {
             let version = d.version().await.ok();
             checks.push(Check {

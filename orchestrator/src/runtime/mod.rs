@@ -6,13 +6,21 @@
 //! same conformance suite (`orchestrator/tests/conformance`). What a runtime cannot do it says
 //! in [`Capabilities`]; nothing about containment can be declared away.
 //!
+//! Beside the two runtimes is what they share, the runtime-neutral core, which neither runtime
+//! reaches past: the plan they are given ([`EnvPlan`]), the sidecar's document and secrets
+//! ([`sidecar_doc`]), each service's provisions ([`service_env`]), the labels every object
+//! carries ([`labels`]), and the image supply ([`images`], on this machine's Docker daemon
+//! through [`docker_client`]). A runtime never imports the other.
+//!
 //! Every command gets its runtime from [`factory::connect`], for the placement
 //! [`factory::decide`] judged: the organization policy ([`org_policy`]) first, and
 //! `provider: ecs` refused with its report ([`ecs`]).
 
+pub mod docker_client;
 pub mod ecs;
 pub mod error;
 pub mod factory;
+pub mod images;
 pub mod kubernetes;
 pub mod local;
 pub mod org_policy;

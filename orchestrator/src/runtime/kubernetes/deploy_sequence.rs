@@ -10,11 +10,10 @@ use super::deploy::Deployer;
 use super::deploy::cron::{self, CronApi};
 use super::deploy::ingress::IngressOptions;
 use super::golden::Fixture;
-use super::images::Delivery;
 use super::mock::{Fake, JobEnd};
 use super::sequence::changes;
 use crate::plan::{Kind, ServicePlan};
-use crate::runtime::local::images::SidecarSource;
+use crate::runtime::images::{Delivery, SidecarSource};
 use crate::runtime::{Action, Quiet, Runtime, RuntimeError, ServiceUp};
 
 const JOBS: &str = "/apis/batch/v1/namespaces/af-pr-42/jobs";

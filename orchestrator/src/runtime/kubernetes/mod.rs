@@ -2,11 +2,12 @@
 //! runs.
 //!
 //! `af up` asks the cluster what it serves ([`discovery`]), makes the probe image available to
-//! the nodes ([`images`]), makes or reuses the namespace ([`namespace`]) and its
-//! NetworkPolicies ([`policies`]), then runs the containment probe ([`probe`]): one pod under
-//! exactly the services' rules ([`confinement`]) trying every route out. A cluster whose
-//! policies do not hold is refused with AF-RUN-043 before any sidecar or service exists.
-//! `af down` deletes the namespace, if it is ours, and waits until it is gone ([`teardown`]).
+//! the nodes ([`probe::image`], through the image supply's [`Delivery`]), makes or reuses the
+//! namespace ([`namespace`]) and its NetworkPolicies ([`policies`]), then runs the containment
+//! probe ([`probe`]): one pod under exactly the services' rules ([`confinement`]) trying every
+//! route out. A cluster whose policies do not hold is refused with AF-RUN-043 before any
+//! sidecar or service exists. `af down` deletes the namespace, if it is ours, and waits until
+//! it is gone ([`teardown`]).
 //!
 //! What runs in the namespace is reached through the API server, found by its labels
 //! ([`inspect`]): the sidecar's admin API, bound to the pod's own loopback, through a
@@ -33,7 +34,6 @@ pub mod confinement;
 pub mod deploy;
 pub mod discovery;
 pub mod forward;
-pub mod images;
 pub mod inspect;
 pub mod names;
 pub mod namespace;
@@ -72,14 +72,14 @@ use kube::Client;
 use kube::api::{Api, ListParams};
 
 use self::cluster::{ClusterId, refused};
-use self::images::{Delivery, ProbeSource};
 use self::names::{Names, kind};
+use self::probe::image::ProbeSource;
 use self::probe::targets::ProbeTargets;
 use crate::env_id::EnvId;
 use crate::plan::EnvPlan;
 use crate::runtime::error::NamespaceFate;
+use crate::runtime::images::{Delivery, SidecarSource};
 use crate::runtime::labels::{KIND, SERVICE};
-use crate::runtime::local::images::SidecarSource;
 use crate::runtime::{
     Action, AdminEndpoint, Capabilities, DownReport, EnvStatus, ExecOutput, LineStream,
     OwnedObject, PhasesOnly, Progress, Runtime, RuntimeError, UpReport,
@@ -343,7 +343,7 @@ impl KubernetesRuntime {
         discovery::require_network_policy(client).await?;
         let cron = deploy::cron::preflight(client, plan).await?;
         let image =
-            images::probe_image(&self.delivery, &self.options.probe_source, progress).await?;
+            probe::image::probe_image(&self.delivery, &self.options.probe_source, progress).await?;
 
         let action = namespace::ensure(client, &names, &self.options.timeouts, progress).await?;
         progress.step(&format!(

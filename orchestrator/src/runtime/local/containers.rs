@@ -13,8 +13,8 @@ use bollard::query_parameters::{
 };
 use futures_util::StreamExt;
 
-use super::client::is_not_found;
 use super::labels::{Names, Owner, owner};
+use crate::runtime::docker_client::is_not_found;
 use crate::runtime::labels::{KIND, SERVICE};
 use crate::runtime::{ExecOutput, RuntimeError};
 use crate::trust::store::{ImageFile, MAX_STORE_BYTES};

@@ -24,10 +24,6 @@ pub mod kind {
     pub const MIGRATE: &str = "migrate";
     /// The sidecar's journal volume.
     pub const JOURNAL: &str = "journal-volume";
-    /// The sidecar image (shared by environments, so it carries no env label).
-    pub const SIDECAR_IMAGE: &str = "sidecar-image";
-    /// A service image, the build of one context (shared by environments, no env label).
-    pub const SERVICE_IMAGE: &str = "service-image";
 }
 
 /// The names of one environment's objects.
@@ -85,11 +81,6 @@ impl Names {
     /// A service's migration container.
     pub fn migrate(&self, service: &str) -> String {
         format!("af-{}-migrate-{service}", self.env)
-    }
-
-    /// A service's image.
-    pub fn image(&self, service: &str) -> String {
-        format!("af/{}/{service}:latest", self.env)
     }
 
     /// Whether `name` is one this environment's objects could have (container or network).

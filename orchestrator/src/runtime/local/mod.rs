@@ -9,11 +9,9 @@
 //! `AF_PROXY_IMAGE`, `AF_PROXY_BINARY`, `AF_UPSTREAM_RESOLVER`, `AF_ADDRESS_POOL`,
 //! `AF_SIDECAR_NETWORKS`.
 
-pub mod client;
 pub mod containers;
 pub mod hardening;
 pub mod host;
-pub mod images;
 pub mod labels;
 pub mod networks;
 pub mod preflight;
@@ -34,17 +32,17 @@ use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use ipnet::{IpNet, Ipv4Net};
 
-use self::images::SidecarSource;
 use self::labels::{Names, kind};
 use self::sidecar::SidecarSettings;
 use crate::env_id::EnvId;
 use crate::plan::{EnvPlan, Kind, short_digest};
+use crate::runtime::images::{self, SidecarSource};
 use crate::runtime::service_env::Provisions;
 use crate::runtime::sidecar_doc::{self, InsideNames, Placement, Secrets};
 use crate::runtime::{
     Action, AdminEndpoint, Capabilities, DownReport, EnvStatus, ExecOutput, JournalPlace,
     JournalStorage, LineStream, LogLine, OwnedObject, Phase, Progress, Quiet, Runtime,
-    RuntimeError, ServiceStatus, ServiceUp, UpReport,
+    RuntimeError, ServiceStatus, ServiceUp, UpReport, docker_client,
 };
 use crate::trust::{self, TrustFiles};
 use crate::webhook::WebhookSecrets;
@@ -134,7 +132,7 @@ impl LocalRuntime {
     /// Connect to the local Docker daemon.
     pub async fn connect(options: LocalOptions) -> Result<Self, RuntimeError> {
         Ok(Self {
-            docker: client::connect().await?,
+            docker: docker_client::connect().await?,
             options,
         })
     }

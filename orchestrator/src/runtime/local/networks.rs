@@ -17,10 +17,10 @@ use bollard::models::{Ipam, IpamConfig, NetworkCreateRequest};
 use bollard::query_parameters::ListNetworksOptionsBuilder;
 use ipnet::Ipv4Net;
 
-use super::client::is_not_found;
 use super::labels::{Names, Owner, owner};
 use crate::plan::short_digest;
 use crate::runtime::RuntimeError;
+use crate::runtime::docker_client::is_not_found;
 
 /// The default pool environments' subnets come from.
 pub const DEFAULT_POOL: &str = "10.213.0.0/16";

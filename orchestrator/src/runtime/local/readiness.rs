@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use bollard::Docker;
 
 use super::containers;
-use super::images::FORWARD_BINARY;
 use super::labels::Names;
 use crate::plan::ServicePlan;
+use crate::runtime::images::FORWARD_BINARY;
 use crate::runtime::{Phase, Progress, RuntimeError};
 
 /// The first wait between two checks; each wait doubles it, up to [`LONGEST_WAIT`].

@@ -16,12 +16,12 @@ use bollard::Docker;
 use bollard::models::{ContainerCreateBody, EndpointSettings, HostConfig, NetworkingConfig};
 use futures_util::StreamExt;
 
-use super::images::{FORWARD_BINARY, tar_of};
 use super::labels::{Names, kind};
 use super::sidecar::connect;
 use super::{containers, hardening};
 use crate::plan::{EnvPlan, ServicePlan};
 use crate::runtime::RuntimeError;
+use crate::runtime::images::{FORWARD_BINARY, tar_of};
 use crate::runtime::service_env::{Provisions, environment};
 use crate::trust::store::{self, SYSTEM_STORES};
 use crate::trust::{self, TrustFiles};

@@ -23,11 +23,11 @@ use bollard::query_parameters::DownloadFromContainerOptionsBuilder;
 use futures_util::StreamExt;
 use ipnet::IpNet;
 
-use super::images::tar_of;
 use super::labels::{Names, kind};
 use super::{containers, hardening};
+use crate::runtime::images::tar_of;
 use crate::runtime::sidecar_doc::{self, ALIAS, Kept};
-use crate::runtime::{AdminEndpoint, RuntimeError};
+use crate::runtime::{AdminEndpoint, RuntimeError, docker_client};
 
 /// Where the configuration is written inside the sidecar.
 pub const CONFIG_PATH: &str = "/etc/af/sidecar.json";
@@ -130,7 +130,7 @@ async fn ensure_journal_volume(docker: &Docker, names: &Names) -> Result<String,
             }
             Ok(name)
         }
-        Err(e) if super::client::is_not_found(&e) => {
+        Err(e) if docker_client::is_not_found(&e) => {
             docker
                 .create_volume(VolumeCreateRequest {
                     name: Some(name.clone()),

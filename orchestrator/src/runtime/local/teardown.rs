@@ -11,9 +11,9 @@ use bollard::query_parameters::{
     RemoveVolumeOptions,
 };
 
-use super::client::is_not_found;
 use super::labels::Names;
 use super::{containers, networks};
+use crate::runtime::docker_client::is_not_found;
 use crate::runtime::{DownReport, Phase, Progress, RuntimeError};
 
 /// Names of the volumes carrying the environment's labels.

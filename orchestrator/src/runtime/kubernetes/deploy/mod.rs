@@ -44,17 +44,15 @@ use self::journal::Journal;
 use self::services::{Gate, Spec};
 use super::Timeouts;
 use super::cluster::refused;
-use super::images::{self, Delivery};
 use super::names::{self, Names, kind};
 use super::selection;
 use super::wait::{self, Poll};
 use crate::plan::{EnvPlan, Kind, ServicePlan};
+use crate::runtime::images::{self, Delivery, SidecarSource};
 use crate::runtime::labels::SERVICE;
-use crate::runtime::local::images::SidecarSource;
-use crate::runtime::local::{client, images as local_images, labels as local_labels};
 use crate::runtime::service_env::Provisions;
 use crate::runtime::sidecar_doc::{self, ALIAS, InsideNames, Kept, Placement, Secrets};
-use crate::runtime::{Action, Phase, Progress, RuntimeError, ServiceUp, UpReport};
+use crate::runtime::{Action, Phase, Progress, RuntimeError, ServiceUp, UpReport, docker_client};
 use crate::trust::{self, TrustFiles};
 use crate::webhook::WebhookSecrets;
 
@@ -121,9 +119,8 @@ impl Deployer<'_> {
                 "This cluster's nodes pull their images from a registry, and af builds the services' images on this machine without pushing them anywhere yet. Use a cluster whose nodes use this Docker daemon, or a k3d or kind cluster (AF_KUBE_IMAGES=daemon|k3d|kind), or the local runtime.".to_owned(),
             ));
         }
-        let docker = client::connect().await?;
-        let image =
-            local_images::ensure_sidecar_image(&docker, self.sidecar_source, progress).await?;
+        let docker = docker_client::connect().await?;
+        let image = images::ensure_sidecar_image(&docker, self.sidecar_source, progress).await?;
         images::to_nodes(self.delivery, "sidecar", &image, progress).await?;
 
         // The Services first: their addresses are the sidecar's, and the environment's names.
@@ -185,11 +182,10 @@ impl Deployer<'_> {
             services: Vec::new(),
             admin: None,
         };
-        let local = local_labels::Names::new(&plan.env);
         for service in &plan.services {
-            let built = local_images::build_service_image(&docker, service, progress).await?;
-            let reference = local.image(&service.name);
-            local_images::tag(&docker, &built, &reference).await?;
+            let built = images::build_service_image(&docker, service, progress).await?;
+            let reference = images::service_reference(&plan.env, &service.name);
+            images::tag(&docker, &built, &reference).await?;
             images::to_nodes(self.delivery, &service.name, &reference, progress).await?;
             let spec = Spec {
                 plan,

@@ -5,8 +5,9 @@
 //! first answers and the second does not ([`pod`]). A pod never governed aims nothing outside.
 //! Any route that got out, a pod never governed, or any route the probe could not answer for,
 //! refuses the environment (AF-RUN-043) naming each; the pods are removed either way, the
-//! namespace stays for `af down`.
+//! namespace stays for `af down`. The probe's image reaches the nodes first ([`image`]).
 
+pub mod image;
 pub mod pod;
 pub mod targets;
 pub mod verdict;

@@ -1,6 +1,6 @@
-//! How the cluster's nodes get af's images. A node cannot see the Docker daemon on the machine
-//! that ran `af`, so an image that built here is an image a node reports as `ErrImagePull`
-//! minutes later, unless it is delivered:
+//! How a cluster's nodes get the images made here. A node cannot see the Docker daemon on the
+//! machine that ran `af`, so an image that built here is an image a node reports as
+//! `ErrImagePull` minutes later, unless it is delivered:
 //!
 //! - `daemon`: the nodes use this machine's Docker daemon (Docker Desktop, Rancher Desktop
 //!   with moby, the project's local test cluster `local-af`): used as built, `Never` pulled;
@@ -11,18 +11,10 @@
 //! `local-af`) unless `AF_KUBE_IMAGES` names one. Everything here happens before anything is
 //! created on the cluster.
 
-use std::path::PathBuf;
-
 use tokio::process::Command;
 
-use super::probe::ProbeImage;
-use crate::runtime::local::{client, images};
 use crate::runtime::{Progress, RuntimeError};
 
-/// The probe binary's file name (from the `af-fixtures` package).
-pub const PROBE_BINARY: &str = "af-probe";
-/// The `dev.antifailure.kind` of the probe image (shared by environments, like the sidecar's).
-const PROBE_IMAGE_KIND: &str = "probe-image";
 /// Contexts whose nodes run on this machine's Docker daemon.
 const DAEMON_CONTEXTS: [&str; 3] = ["docker-desktop", "rancher-desktop", "local-af"];
 
@@ -67,38 +59,6 @@ impl Delivery {
     }
 }
 
-/// Where the probe image comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProbeSource {
-    /// A prebuilt image holding `/af-probe` (`AF_PROBE_IMAGE`).
-    Image(String),
-    /// The static `af-probe` to build it from (`AF_PROBE_BINARY`), or found like af-proxy.
-    Binary(Option<PathBuf>),
-}
-
-/// Make the probe image available to the nodes.
-pub async fn probe_image(
-    delivery: &Delivery,
-    source: &ProbeSource,
-    progress: &dyn Progress,
-) -> Result<ProbeImage, RuntimeError> {
-    let reference = match (delivery, source) {
-        (Delivery::Registry, ProbeSource::Image(image)) => image.clone(),
-        (Delivery::Registry, ProbeSource::Binary(_)) => {
-            return Err(RuntimeError::Unsupported(
-                "This cluster's nodes pull their images from a registry, and no probe image is named; set AF_PROBE_IMAGE to a pullable image holding /af-probe (or AF_KUBE_IMAGES=daemon if the nodes use this machine's Docker daemon). Nothing was created.".to_owned(),
-            ));
-        }
-        (_, ProbeSource::Image(image)) => here(image).await?,
-        (_, ProbeSource::Binary(explicit)) => build(explicit.as_deref(), progress).await?,
-    };
-    to_nodes(delivery, "probe", &reference, progress).await?;
-    Ok(ProbeImage {
-        reference,
-        pull_policy: delivery.pull_policy(),
-    })
-}
-
 /// Copy `reference` (an image on this machine's Docker daemon, of `what`) into the nodes the
 /// way `delivery` says; nothing to do when the nodes use this daemon or pull.
 pub async fn to_nodes(
@@ -128,40 +88,6 @@ pub async fn to_nodes(
         }
         Delivery::Daemon | Delivery::Registry => Ok(()),
     }
-}
-
-/// `image`, if it is on this machine's Docker daemon (whence the nodes get it): a missing one
-/// is refused now, not found as `ErrImageNeverPull` on a node later.
-async fn here(image: &str) -> Result<String, RuntimeError> {
-    let docker = client::connect().await?;
-    match docker.inspect_image(image).await {
-        Ok(_) => Ok(image.to_owned()),
-        Err(e) if client::is_not_found(&e) => Err(RuntimeError::ImageBuild {
-            service: "probe".to_owned(),
-            message: format!(
-                "AF_PROBE_IMAGE names {image}, which is not on this Docker host (nothing is pulled); nothing was created"
-            ),
-            tail: Vec::new(),
-        }),
-        Err(e) => Err(RuntimeError::engine("inspect the probe image", e)),
-    }
-}
-
-async fn build(
-    explicit: Option<&std::path::Path>,
-    progress: &dyn Progress,
-) -> Result<String, RuntimeError> {
-    let binary = images::find_static_binary(PROBE_BINARY, "af-fixtures", "probe", explicit)?;
-    let docker = client::connect().await?;
-    images::ensure_scratch_image(
-        &docker,
-        "probe",
-        PROBE_BINARY,
-        &[(PROBE_BINARY, &binary)],
-        PROBE_IMAGE_KIND,
-        progress,
-    )
-    .await
 }
 
 /// Run the cluster tool that copies an image into its nodes.

@@ -1,5 +1,6 @@
-//! The Docker connection: local defaults (`DOCKER_HOST` or the Unix socket), with the API
-//! version negotiated so an older engine (20.10 speaks 1.41) is spoken to in its own version.
+//! The connection to this machine's Docker daemon, shared by the image supply and the local
+//! runtime: local defaults (`DOCKER_HOST` or the Unix socket), with the API version negotiated
+//! so an older engine (20.10 speaks 1.41) is spoken to in its own version.
 
 use std::time::Duration;
 

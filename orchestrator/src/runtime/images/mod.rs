@@ -1,0 +1,37 @@
+//! The image supply: every image a runtime runs, made on this machine's Docker daemon and, for
+//! a cluster, delivered to its nodes. Both runtimes call it; it knows neither. No registry is
+//! assumed: nothing is pulled.
+//!
+//! - `static_binaries`: the project's static binaries found, and a file judged static;
+//! - `scratch`: images `FROM scratch` of those binaries, the sidecar's among them
+//!   ([`ensure_sidecar_image`], [`ensure_scratch_image`]);
+//! - `service`: service images built from their contexts, cached by build input, named for an
+//!   environment, pruned ([`build_service_image`]);
+//! - `build`: one build on the daemon, its output streamed; `archive`: contexts as tar;
+//! - `delivery`: how a cluster's nodes get them ([`Delivery`], [`to_nodes`]).
+
+mod archive;
+mod build;
+mod delivery;
+mod scratch;
+mod service;
+mod static_binaries;
+
+pub use self::archive::tar_of;
+pub use self::delivery::{Delivery, to_nodes};
+pub use self::scratch::{SidecarSource, ensure_scratch_image, ensure_sidecar_image};
+pub use self::service::{
+    SERVICE_IMAGES_KEPT, SERVICE_REPO, build_service_image, service_reference, tag,
+};
+pub use self::static_binaries::{
+    FORWARD_BINARY, PROXY_BINARY, STATIC_TARGET, find_proxy_binary, find_static_binary,
+    is_static_elf,
+};
+
+/// The `dev.antifailure.kind` of the images made here.
+pub mod kind {
+    /// The sidecar image (shared by environments, so it carries no env label).
+    pub const SIDECAR_IMAGE: &str = "sidecar-image";
+    /// A service image, the build of one context (shared by environments, no env label).
+    pub const SERVICE_IMAGE: &str = "service-image";
+}
