@@ -19,8 +19,9 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use af_fixtures::grpc_echo::{Raw, serve};
 use af_fixtures::test_resolver::TestResolver;
-use bytes::{Buf, BufMut, Bytes};
+use bytes::Bytes;
 use common::intercept::{TestCa, client, tls_direct, tls_via_connect};
 use common::*;
 use futures_util::StreamExt;
@@ -31,9 +32,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder, Streaming};
 use tonic::{Code, Status};
-use tower::service_fn;
 
 const EGRESS: &str = r#"  default: block
   rules:
@@ -55,40 +54,6 @@ const NAMES: [&str; 4] = [
     "grpc.blocked.test",
     "grpc.mock.test",
 ];
-
-/// Messages are their bytes: no protobuf to generate.
-#[derive(Clone, Copy, Default)]
-struct Raw;
-
-impl Codec for Raw {
-    type Encode = Bytes;
-    type Decode = Bytes;
-    type Encoder = Raw;
-    type Decoder = Raw;
-    fn encoder(&mut self) -> Raw {
-        Raw
-    }
-    fn decoder(&mut self) -> Raw {
-        Raw
-    }
-}
-
-impl Encoder for Raw {
-    type Item = Bytes;
-    type Error = Status;
-    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        dst.put_slice(&item);
-        Ok(())
-    }
-}
-
-impl Decoder for Raw {
-    type Item = Bytes;
-    type Error = Status;
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
-        Ok(Some(src.copy_to_bytes(src.remaining())))
-    }
-}
 
 /// What the server saw: each call's `authorization` (empty if none) and its connections.
 #[derive(Clone, Default)]
@@ -143,7 +108,7 @@ async fn grpc_server() -> (SocketAddr, CertificateDer<'static>, Seen) {
     (addr, cert, seen)
 }
 
-/// `af.test.Echo`'s methods.
+/// `af.test.Echo` ([`serve`]), each call's `authorization` noted first.
 async fn echo(
     req: http::Request<Incoming>,
     seen: Seen,
@@ -155,93 +120,7 @@ async fn echo(
         .unwrap_or("")
         .to_owned();
     seen.auth.lock().unwrap().push(auth);
-    let mut grpc = tonic::server::Grpc::new(Raw);
-    let resp = match req.uri().path() {
-        "/af.test.Echo/Unary" => {
-            let svc = service_fn(|r: tonic::Request<Bytes>| async move {
-                Ok::<_, Status>(tonic::Response::new(r.into_inner()))
-            });
-            grpc.unary(svc, req).await
-        }
-        // As many messages as the request's one byte says, each its own index.
-        "/af.test.Echo/Count" => {
-            let svc = service_fn(|r: tonic::Request<Bytes>| async move {
-                let n = r.into_inner()[0];
-                let out = tokio_stream::iter((0..n).map(|i| Ok::<_, Status>(Bytes::from(vec![i]))));
-                Ok::<_, Status>(tonic::Response::new(out))
-            });
-            grpc.server_streaming(svc, req).await
-        }
-        // Every message the client streamed, joined.
-        "/af.test.Echo/Join" => {
-            let svc = service_fn(|r: tonic::Request<Streaming<Bytes>>| async move {
-                let mut messages = r.into_inner();
-                let mut all = Vec::new();
-                while let Some(m) = messages.message().await? {
-                    all.extend_from_slice(&m);
-                }
-                Ok::<_, Status>(tonic::Response::new(Bytes::from(all)))
-            });
-            grpc.client_streaming(svc, req).await
-        }
-        // Each message answered as it comes, upper-cased.
-        "/af.test.Echo/Shout" => {
-            let svc = service_fn(|r: tonic::Request<Streaming<Bytes>>| async move {
-                let out = r
-                    .into_inner()
-                    .map(|m| m.map(|b| Bytes::from(b.to_ascii_uppercase())));
-                Ok::<_, Status>(tonic::Response::new(out))
-            });
-            grpc.streaming(svc, req).await
-        }
-        // Works longer than any deadline the test sets; answers DEADLINE_EXCEEDED once the
-        // client's `grpc-timeout` (which the sidecar must pass) has passed.
-        "/af.test.Echo/Slow" => {
-            let svc = service_fn(|r: tonic::Request<Bytes>| async move {
-                let timeout = r
-                    .metadata()
-                    .get("grpc-timeout")
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_owned);
-                let Some(timeout) = timeout else {
-                    tokio::time::sleep(Duration::from_secs(30)).await;
-                    return Err(Status::internal("no grpc-timeout arrived"));
-                };
-                let Some(timeout) = grpc_timeout(&timeout) else {
-                    return Err(Status::invalid_argument(format!("grpc-timeout {timeout}?")));
-                };
-                tokio::time::sleep(timeout).await;
-                Err::<tonic::Response<Bytes>, _>(Status::deadline_exceeded(format!(
-                    "the deadline of {} ms passed",
-                    timeout.as_millis()
-                )))
-            });
-            grpc.unary(svc, req).await
-        }
-        "/af.test.Echo/Fail" => {
-            let svc = service_fn(|_: tonic::Request<Bytes>| async move {
-                Err::<tonic::Response<Bytes>, _>(Status::not_found("no such order"))
-            });
-            grpc.unary(svc, req).await
-        }
-        _ => Status::unimplemented("no such method").into_http(),
-    };
-    Ok(resp)
-}
-
-/// A `grpc-timeout` value: digits and a unit (gRPC over HTTP/2, "Timeout").
-fn grpc_timeout(value: &str) -> Option<Duration> {
-    let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
-    let n: u64 = digits.parse().ok()?;
-    Some(match unit {
-        "H" => Duration::from_secs(n * 3600),
-        "M" => Duration::from_secs(n * 60),
-        "S" => Duration::from_secs(n),
-        "m" => Duration::from_millis(n),
-        "u" => Duration::from_micros(n),
-        "n" => Duration::from_nanos(n),
-        _ => return None,
-    })
+    Ok(serve(req).await)
 }
 
 /// A gRPC client's transport: one HTTP/2 connection, as a client library keeps it.

@@ -6,16 +6,20 @@
 //! variables `af` sets. Then a mail over SMTP with STARTTLS, the inbox read message by message,
 //! the journal read record by record ([`journal`]), `af up` again (nothing changed) and
 //! `af down` (nothing left with the environment's label). Everything runs through the `af`
-//! command line, as a user would.
+//! command line, as a user would. The protocol rows ([`protocols`]) run Python's WebSocket,
+//! gRPC and HTTP/2 clients through interception to a real upstream of the simulated internet.
 
 pub(crate) mod journal;
+mod protocols;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::SystemTime;
 
 use af_orchestrator::env_id::EnvId;
 use af_orchestrator::runtime::labels::ENV;
+use af_orchestrator::trust::EnvCa;
 use af_policy::egress::Mode;
 use af_sidecar_api::journal::{Entry, Record};
 use bollard::Docker;
@@ -57,15 +61,18 @@ const SMTP_HOST: &str = "smtp.mail.test";
 
 const SERVICE: &str = "clients";
 
-/// The manifest: one service from the Debian image, the three hosts answered here, the rest
-/// refused.
-const MANIFEST: &str = "version: 1
+/// The manifest: one service from the Debian image, the three hosts answered here, the
+/// protocol host's three rules ([`protocols::RULES`]) trusting its CA, the rest refused.
+fn manifest() -> String {
+    format!(
+        "version: 1
 name: clients
 services:
   - name: clients
     kind: worker
 egress:
   default: block
+  upstream_roots: [{SIM_CA}]
   rules:
     - host: api.github.com
       mode: mock
@@ -74,7 +81,27 @@ egress:
     - host: api.shop.example
       mode: synth
       openapi: shop.yaml
-";
+{}",
+        protocols::RULES
+    )
+}
+
+/// The simulated internet's CA, as the repository keeps it for `egress.upstream_roots`.
+const SIM_CA: &str = "sim-ca.pem";
+
+/// The start of a command that runs without the proxy variables: its client goes by the
+/// environment's DNS alone.
+const BY_DNS: [&str; 9] = [
+    "env",
+    "-u",
+    "HTTP_PROXY",
+    "-u",
+    "HTTPS_PROXY",
+    "-u",
+    "http_proxy",
+    "-u",
+    "https_proxy",
+];
 
 /// How a client reaches the sidecar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,17 +133,7 @@ impl Client {
     fn argv(self, route: Route, method: &str, url: &str, body: Option<&str>) -> Vec<String> {
         let mut argv: Vec<&str> = match route {
             Route::Proxy => Vec::new(),
-            Route::Transparent => vec![
-                "env",
-                "-u",
-                "HTTP_PROXY",
-                "-u",
-                "HTTPS_PROXY",
-                "-u",
-                "http_proxy",
-                "-u",
-                "https_proxy",
-            ],
+            Route::Transparent => BY_DNS.to_vec(),
         };
         match self {
             Client::Curl => {
@@ -276,12 +293,19 @@ struct Repo {
 }
 
 impl Repo {
-    fn new(env: &EnvId, image: &str) -> Repo {
+    fn new(env: &EnvId, image: &str, sim_ca_pem: &str) -> Repo {
         let dir = std::env::temp_dir().join(format!("af-real-clients-{env}"));
         let root = repo_root();
         let clients = root.join("fixtures/images/debian-clients/clients");
         std::fs::create_dir_all(dir.join("clients")).unwrap_or_else(|e| panic!("{e}"));
-        for file in ["fetch.py", "fetch.js", "send_mail.py"] {
+        for file in [
+            "fetch.py",
+            "fetch.js",
+            "send_mail.py",
+            "ws_echo.py",
+            "grpc_calls.py",
+            "h2_burst.py",
+        ] {
             std::fs::copy(clients.join(file), dir.join("clients").join(file))
                 .unwrap_or_else(|e| panic!("{file}: {e}"));
         }
@@ -290,7 +314,8 @@ impl Repo {
             dir.join("shop.yaml"),
         )
         .unwrap_or_else(|e| panic!("shop.yaml: {e}"));
-        std::fs::write(dir.join("af.yaml"), MANIFEST).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.join("af.yaml"), manifest()).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.join(SIM_CA), sim_ca_pem).unwrap_or_else(|e| panic!("{e}"));
         std::fs::write(
             dir.join("Dockerfile"),
             format!("FROM {image}\nCOPY clients/ /clients/\nCMD [\"sleep\", \"infinity\"]\n"),
@@ -308,6 +333,7 @@ impl Repo {
             .envs(h.af_variables().iter().map(|(k, v)| (k, v)))
             // Synth stays offline: no model is asked.
             .env_remove("AF_SYNTH_MODEL_URL")
+            .env(protocols::TEST_KEY.0, protocols::TEST_KEY.1)
             .output()
             .unwrap_or_else(|e| panic!("af {args:?}: {e}"))
     }
@@ -363,7 +389,10 @@ pub(crate) async fn real_debian_clients_are_answered_by_proxy_and_by_dns_and_jou
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let env = h.env("clients");
-    let repo = Repo::new(&env, &image);
+    let sim_ca = EnvCa::generate(&env, SystemTime::now()).unwrap_or_else(|e| panic!("{e}"));
+    h.start_protocol_host(sim_ca.cert_pem(), sim_ca.key_pem())
+        .await;
+    let repo = Repo::new(&env, &image, sim_ca.cert_pem());
 
     let first = repo.af_json(h, &env, &["up"]);
     assert!(
@@ -417,6 +446,7 @@ pub(crate) async fn real_debian_clients_are_answered_by_proxy_and_by_dns_and_jou
 
     check_inbox(&repo, h, &env, &requests);
     check_journal(&repo, h, &env, &requests);
+    protocols::rows(&repo, h, &env).await;
     // TLS really is verified: given one public root and not the environment CA, curl refuses
     // the sidecar's certificate (60: peer certificate cannot be authenticated).
     let refused = h

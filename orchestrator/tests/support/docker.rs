@@ -43,7 +43,20 @@ pub(crate) struct DockerHarness {
     envs: Arc<Mutex<Vec<EnvId>>>,
     foreign: Arc<Mutex<Vec<String>>>,
     af_variables: Vec<(&'static str, String)>,
+    sim_image: String,
+    inet: String,
+    /// The address [`PROTOCOL_NAMES`] resolve to, where [`DockerHarness::start_protocol_host`]
+    /// puts the host that speaks them.
+    protocols: IpAddr,
 }
+
+/// The simulated internet's names of its protocol host (TLS, HTTP/2, WebSocket, gRPC): one
+/// server, a name per rule a test gives it.
+pub(crate) const PROTOCOL_NAMES: [&str; 3] = [
+    "proto.allowed.test",
+    "proto.sandbox.test",
+    "proto.blocked.test",
+];
 
 impl DockerHarness {
     /// Build the images, start the simulated internet (and, with `metadata`, the metadata
@@ -125,6 +138,13 @@ impl DockerHarness {
         .await;
         let a = format!("api.allowed.test={}", internet.allowed.1);
         let o = format!("other.test={}", internet.unlisted.1);
+        let protocols = ip(12);
+        let p: Vec<String> = PROTOCOL_NAMES
+            .iter()
+            .map(|n| format!("{n}={protocols}"))
+            .collect();
+        let mut resolved = vec!["/af-sim-resolver", &a, &o];
+        resolved.extend(p.iter().map(String::as_str));
         run_host(
             &docker,
             &sim_image,
@@ -132,7 +152,7 @@ impl DockerHarness {
             "resolver",
             &inet,
             internet.resolver,
-            &["/af-sim-resolver", &a, &o],
+            &resolved,
         )
         .await;
         if metadata {
@@ -186,7 +206,32 @@ impl DockerHarness {
             envs: Arc::default(),
             foreign: Arc::default(),
             af_variables,
+            sim_image,
+            inet,
+            protocols,
         }
+    }
+
+    /// Start the simulated internet's protocol host (`af-sim-upstream --tls`) at the address
+    /// [`PROTOCOL_NAMES`] resolve to, its leaf for those names signed by the CA
+    /// `ca_cert_pem`/`ca_key_pem` (the sidecar trusts it through `egress.upstream_roots`).
+    pub(crate) async fn start_protocol_host(&self, ca_cert_pem: &str, ca_key_pem: &str) {
+        let env = [
+            format!("AF_SIM_CA_CERT_PEM={ca_cert_pem}"),
+            format!("AF_SIM_CA_KEY_PEM={ca_key_pem}"),
+            format!("AF_SIM_NAMES={}", PROTOCOL_NAMES.join(",")),
+        ];
+        run_host_with(
+            &self.docker,
+            &self.sim_image,
+            &self.run,
+            "protocols",
+            &self.inet,
+            self.protocols,
+            &["/af-sim-upstream", PROTOCOL_NAMES[0], "--tls"],
+            &env,
+        )
+        .await;
     }
 
     /// The variables that give the `af` command line this harness's runtime: the same sidecar
@@ -534,9 +579,28 @@ async fn run_host(
     addr: IpAddr,
     cmd: &[&str],
 ) {
+    run_host_with(docker, image, run, role, network, addr, cmd, &[]).await;
+}
+
+/// [`run_host`] with environment variables (`NAME=value`).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "a container's few facts, each named"
+)]
+async fn run_host_with(
+    docker: &Docker,
+    image: &str,
+    run: &str,
+    role: &str,
+    network: &str,
+    addr: IpAddr,
+    cmd: &[&str],
+    env: &[String],
+) {
     let name = format!("aft-{run}-{role}");
     let body = ContainerCreateBody {
         image: Some(image.to_owned()),
+        env: (!env.is_empty()).then(|| env.to_vec()),
         entrypoint: Some(vec![cmd[0].to_owned()]),
         cmd: Some(cmd[1..].iter().map(|s| (*s).to_owned()).collect()),
         labels: Some(HashMap::from([(TEST_LABEL.to_owned(), run.to_owned())])),
