@@ -38,6 +38,17 @@ async fn workload_pods(
     names: &Names,
     service: Option<&str>,
 ) -> Result<Vec<(String, Pod)>, RuntimeError> {
+    service_pods(client, names, service, &[kind::SIDECAR, kind::SERVICE]).await
+}
+
+/// The pods of `service` (or of the sidecar and every service) whose kind is one of `kinds`,
+/// each with its service's name.
+async fn service_pods(
+    client: &Client,
+    names: &Names,
+    service: Option<&str>,
+    kinds: &[&str],
+) -> Result<Vec<(String, Pod)>, RuntimeError> {
     let selector = match service {
         Some(s) => service_selector(names, s),
         None => names.selector(),
@@ -47,12 +58,11 @@ async fn workload_pods(
         .into_iter()
         .filter_map(|pod| {
             let labels = pod.metadata.labels.as_ref()?;
-            let workload = matches!(
-                labels.get(KIND).map(String::as_str),
-                Some(kind::SIDECAR | kind::SERVICE)
-            );
+            let wanted = labels
+                .get(KIND)
+                .is_some_and(|k| kinds.contains(&k.as_str()));
             let service = labels.get(SERVICE)?.clone();
-            workload.then_some((service, pod))
+            wanted.then_some((service, pod))
         })
         .collect())
 }
@@ -128,7 +138,9 @@ async fn admin_token(client: &Client, names: &Names) -> Result<String, RuntimeEr
 }
 
 /// What the pods of `service` (or of the sidecar and every service) wrote, each line with its
-/// service; with `follow`, streamed until the pods end.
+/// service; with `follow`, streamed until the pods end. A service's migration and cron runs are
+/// its pods too (every one is its one template, its container named as the service): a cron
+/// service's runs are read oldest first, newest last.
 pub async fn logs(
     client: &Client,
     names: &Names,
@@ -137,7 +149,8 @@ pub async fn logs(
     tail: Option<usize>,
 ) -> Result<LineStream<'static>, RuntimeError> {
     present(client, names).await?;
-    let mut started: Vec<(String, Pod)> = workload_pods(client, names, service)
+    let kinds = [kind::SIDECAR, kind::SERVICE, kind::MIGRATION, kind::CRON];
+    let mut started: Vec<(String, Pod)> = service_pods(client, names, service, &kinds)
         .await?
         .into_iter()
         // A pod still pending has no log to read yet.

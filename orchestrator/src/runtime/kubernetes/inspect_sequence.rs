@@ -202,10 +202,20 @@ async fn logs_read_every_started_pod_of_the_sidecar_and_services_each_under_its_
     };
     put_pod(&fake, "worker-1", "worker", kind::SERVICE, pending);
     put_pod(&fake, "af-probe-1", "", kind::PROBE, UP);
+    // A service's migration and its cron runs are its pods too, read under its name.
+    let done = Shape {
+        phase: "Succeeded",
+        running: false,
+        ready: false,
+        ..UP
+    };
+    put_pod(&fake, "web-migrate-1", "web", kind::MIGRATION, done);
+    put_pod(&fake, "report-1", "report", kind::CRON, done);
     fake.with(|s| {
         s.logs
             .insert("sidecar".to_owned(), "sidecar says".to_owned());
         s.logs.insert("web".to_owned(), "web says".to_owned());
+        s.logs.insert("report".to_owned(), "report ran".to_owned());
     });
     use futures_util::StreamExt;
     let mut lines: Vec<(String, String)> = rt
@@ -222,7 +232,9 @@ async fn logs_read_every_started_pod_of_the_sidecar_and_services_each_under_its_
     assert_eq!(
         lines,
         vec![
+            ("report".to_owned(), "report ran".to_owned()),
             ("sidecar".to_owned(), "sidecar says".to_owned()),
+            ("web".to_owned(), "web says".to_owned()),
             ("web".to_owned(), "web says".to_owned()),
         ]
     );
@@ -234,11 +246,22 @@ async fn logs_read_every_started_pod_of_the_sidecar_and_services_each_under_its_
     assert_eq!(
         read,
         vec![
+            format!("GET {PODS}/report-1/log"),
             format!("GET {PODS}/af-sidecar-1/log"),
             format!("GET {PODS}/web-1/log"),
+            format!("GET {PODS}/web-migrate-1/log"),
         ],
         "the pending pod and the probe are not read"
     );
+    // A cron service has no Deployment: its runs are what `af logs SERVICE` shows.
+    let runs: Vec<String> = rt
+        .logs(&env(), Some("report"), false, None)
+        .await
+        .expect("the cron service's runs")
+        .map(|l| l.expect("line").line)
+        .collect()
+        .await;
+    assert_eq!(runs, ["report ran"]);
     let worker = rt
         .logs(&env(), Some("worker"), false, None)
         .await
