@@ -347,15 +347,40 @@ impl Harness for KubeHarness {
     fn service_file<'a>(
         &'a self,
         env: &'a EnvId,
-        _service: &'a str,
+        service: &'a str,
         path: &'a str,
     ) -> BoxFuture<'a, Option<Vec<u8>>> {
-        // The only files the runtime gives a service are the CA files, from its ConfigMap.
+        // The files the runtime gives a service are ConfigMap keys its pod mounts: the file at
+        // `path` is the key its Deployment's pod mounts there (the CA files at /etc/af, each
+        // system store over the image's own).
         Box::pin(async move {
-            let file = path.strip_prefix("/etc/af/")?;
-            let maps: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.namespace(env));
-            let map = maps.get_opt("af-trust").await.ok()??;
-            map.data?.get(file).map(|text| text.clone().into_bytes())
+            let namespace = self.namespace(env);
+            let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), &namespace);
+            let pod = deployments
+                .get_opt(service)
+                .await
+                .ok()??
+                .spec
+                .template
+                .spec?;
+            let main = pod.containers.iter().find(|c| c.name == service)?;
+            let (mount, key) = main.volume_mounts.iter().flatten().find_map(|m| {
+                if m.mount_path == path {
+                    Some((m, m.sub_path.clone()?))
+                } else {
+                    let file = path.strip_prefix(&format!("{}/", m.mount_path))?;
+                    Some((m, file.to_owned()))
+                }
+            })?;
+            let volume = pod
+                .volumes
+                .iter()
+                .flatten()
+                .find(|v| v.name == mount.name)?;
+            let map_name = volume.config_map.as_ref()?.name.clone();
+            let maps: Api<ConfigMap> = Api::namespaced(self.client.clone(), &namespace);
+            let map = maps.get_opt(&map_name).await.ok()??;
+            map.data?.get(&key).map(|text| text.clone().into_bytes())
         })
     }
 

@@ -246,7 +246,7 @@ async fn an_image_is_built_once_per_context_and_down_keeps_it_for_the_next_up() 
     // A context of this test's own (the probe's, and a file no other test has), so the first
     // up has to build it: the control that building is seen at all.
     let context = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    for file in ["af-probe", "Dockerfile"] {
+    for file in ["af-probe", "Dockerfile", support::docker::PROBE_STORE_FILE] {
         std::fs::copy(
             support::Harness::probe_context(&h).join(file),
             context.path().join(file),

@@ -32,6 +32,7 @@ use af_sidecar_api::admin::{DecisionsQuery, InboxQuery};
 use af_sidecar_api::journal::{DecisionRecord, Record};
 use futures_util::StreamExt;
 
+use crate::support::docker::{PROBE_STORE, PROBE_STORE_ROOT};
 use crate::support::{Harness, field, probe, probe_plan};
 
 /// Start an environment of probe services, panicking with the coded report if it fails.
@@ -719,6 +720,14 @@ pub(crate) async fn services_get_the_ca_bundle_and_variables(h: &dyn Harness) {
     assert!(
         !bundle.contains("PRIVATE KEY") && !ca.contains("PRIVATE KEY"),
         "the service never gets the CA's key"
+    );
+    // The image's own system store keeps its roots and gains the CA, for a client that reads
+    // only its system store.
+    let store = read(PROBE_STORE).await;
+    assert!(store.starts_with(PROBE_STORE_ROOT), "{store}");
+    assert!(
+        store.trim_end().ends_with(ca.trim_end()),
+        "the environment CA comes last in the image's store: {store}"
     );
 
     let vars = h.service_env(&env, "probe").await;

@@ -674,13 +674,25 @@ pub(crate) fn probe_context(bins: &Path, run: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
     std::fs::copy(bins.join("af-probe"), dir.join("af-probe"))
         .unwrap_or_else(|e| panic!("af-probe: {e}"));
+    std::fs::write(dir.join(PROBE_STORE_FILE), PROBE_STORE_ROOT).unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(
         dir.join("Dockerfile"),
-        "FROM scratch\nCOPY af-probe /af-probe\nCMD [\"/af-probe\", \"serve\"]\n",
+        format!(
+            "FROM scratch\nCOPY af-probe /af-probe\nCOPY {PROBE_STORE_FILE} {PROBE_STORE}\nCMD [\"/af-probe\", \"serve\"]\n"
+        ),
     )
     .unwrap_or_else(|e| panic!("{e}"));
     dir
 }
+
+/// The probe image's system store (Debian's path), so the runtimes' writing the environment CA
+/// into an image's own store is seen: it holds [`PROBE_STORE_ROOT`] alone in the image.
+pub(crate) const PROBE_STORE: &str = "/etc/ssl/certs/ca-certificates.crt";
+/// The probe context's file that becomes [`PROBE_STORE`].
+pub(crate) const PROBE_STORE_FILE: &str = "ca-certificates.crt";
+/// The one root the probe image's store holds (a stand-in: nothing verifies with it).
+pub(crate) const PROBE_STORE_ROOT: &str =
+    "-----BEGIN CERTIFICATE-----\nUFJPQkUgUk9PVA==\n-----END CERTIFICATE-----\n";
 
 /// The linux bridge a Docker network of this id is.
 fn bridge_of(id: &str) -> String {

@@ -8,7 +8,8 @@
 //! - `service`: service images built from their contexts, cached by build input, named for an
 //!   environment, pruned ([`build_service_image`]);
 //! - `build`: one build on the daemon, its output streamed; `archive`: contexts as tar;
-//! - `delivery`: how a cluster's nodes get them ([`Delivery`], [`to_nodes`]).
+//! - `delivery`: how a cluster's nodes get them ([`Delivery`], [`to_nodes`]);
+//! - `stores`: the system CA stores an image has ([`system_stores`]), for the environment CA.
 
 mod archive;
 mod build;
@@ -16,6 +17,7 @@ mod delivery;
 mod scratch;
 mod service;
 mod static_binaries;
+mod stores;
 
 pub use self::archive::tar_of;
 pub use self::delivery::{Delivery, to_nodes};
@@ -27,6 +29,7 @@ pub use self::static_binaries::{
     FORWARD_BINARY, PROXY_BINARY, STATIC_TARGET, find_proxy_binary, find_static_binary,
     is_static_elf,
 };
+pub use self::stores::{read_file, system_stores};
 
 /// The `dev.antifailure.kind` of the images made here.
 pub mod kind {

@@ -251,6 +251,7 @@ impl Fixture {
             gate: &self.gate,
             fence: &self.fence,
             watch_period_secs: 10,
+            stores: &[],
         }
     }
 }
@@ -529,6 +530,7 @@ fn a_service_pod_resolves_through_the_sidecar_only_and_starts_after_its_gate() {
         gate: &gate,
         fence: &fence(),
         watch_period_secs: 10,
+        stores: &[],
     };
     check(
         "service-service.json",
@@ -664,4 +666,66 @@ fn a_service_without_limits_has_no_resources_and_one_replica() {
     assert_eq!(deployment.spec.replicas, Some(1));
     let pod = deployment.spec.template.spec.as_ref().expect("pod");
     assert_eq!(pod.containers[0].resources, None);
+}
+
+#[test]
+fn the_images_system_stores_are_mounted_over_with_the_environment_ca_appended() {
+    use crate::plan::{Kind, ServicePlan};
+    use crate::trust::store::{ImageFile, SYSTEM_STORES, replacements};
+    let mut web = ServicePlan::new("web", Kind::Web, "/src/web");
+    web.port = Some(8080);
+    let fixture = Fixture::new(vec![web]);
+    let root = "-----BEGIN CERTIFICATE-----\nUk9PVA==\n-----END CERTIFICATE-----\n";
+    // A Debian-style image: its one store.
+    let found = [
+        (SYSTEM_STORES[0], ImageFile::File(root.to_owned())),
+        (SYSTEM_STORES[1], ImageFile::Leave),
+        (SYSTEM_STORES[2], ImageFile::Leave),
+    ];
+    let stores = replacements(found, &fixture.trust.ca_pem);
+    let config_map = deploy::services::system_store(&names(), "web", &stores);
+    assert_eq!(config_map.metadata.name.as_deref(), Some("af-store-web"));
+    let data = config_map.data.expect("data");
+    let pem = &data["etc_ssl_certs_ca-certificates.crt"];
+    assert!(
+        pem.starts_with(root) && pem.ends_with(&fixture.trust.ca_pem),
+        "{pem}"
+    );
+
+    let paths = [SYSTEM_STORES[0]];
+    let spec = deploy::services::Spec {
+        stores: &paths,
+        ..fixture.spec("web")
+    };
+    let deployment = deploy::services::deployment(&names(), &spec);
+    let pod = deployment.spec.template.spec.clone().expect("pod");
+    let volumes = pod.volumes.expect("volumes");
+    let store = volumes
+        .iter()
+        .find(|v| v.name == "af-store")
+        .expect("the store volume");
+    assert_eq!(
+        store.config_map.as_ref().map(|c| c.name.as_str()),
+        Some("af-store-web")
+    );
+    let main = &pod.containers[0];
+    let mount = main
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| m.mount_path == SYSTEM_STORES[0])
+        .expect("mounted over the image's store");
+    assert_eq!(
+        (mount.sub_path.as_deref(), mount.read_only),
+        (Some("etc_ssl_certs_ca-certificates.crt"), Some(true))
+    );
+    // An image without a store gets neither the volume nor a mount.
+    let bare = deploy::services::deployment(&names(), &fixture.spec("web"));
+    let pod = bare.spec.template.spec.clone().expect("pod");
+    assert!(
+        pod.volumes
+            .expect("volumes")
+            .iter()
+            .all(|v| v.name != "af-store")
+    );
 }

@@ -25,6 +25,8 @@ pub mod kind {
     pub const SERVICE: &str = "service";
     /// The environment CA files every service mounts.
     pub const TRUST: &str = "trust";
+    /// A service's system CA stores with the environment CA appended, mounted over its image's.
+    pub const STORE: &str = "system-store";
     /// A service's migration Job and its pod.
     pub const MIGRATION: &str = "migration";
     /// A cron service's CronJob, its Jobs and their pods.
@@ -34,6 +36,11 @@ pub mod kind {
     pub const INGRESS: &str = "ingress";
     /// The Secret of the secret variables every service gets.
     pub const SERVICE_ENV: &str = "service-env";
+}
+
+/// The ConfigMap of `service`'s system CA stores ([`kind::STORE`]).
+pub fn system_store(service: &str) -> String {
+    format!("af-store-{service}")
 }
 
 /// The sidecar's objects: its Deployment and Service.

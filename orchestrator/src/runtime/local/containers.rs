@@ -7,9 +7,8 @@ use bollard::Docker;
 use bollard::exec::{CreateExecOptions, StartExecResults};
 use bollard::models::{ContainerCreateBody, ContainerInspectResponse, ContainerSummary};
 use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, DownloadFromContainerOptionsBuilder,
-    ListContainersOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder,
-    StopContainerOptionsBuilder, UploadToContainerOptionsBuilder,
+    CreateContainerOptionsBuilder, ListContainersOptionsBuilder, LogsOptionsBuilder,
+    RemoveContainerOptionsBuilder, StopContainerOptionsBuilder, UploadToContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
 
@@ -17,7 +16,6 @@ use super::labels::{Names, Owner, owner};
 use crate::runtime::docker_client::is_not_found;
 use crate::runtime::labels::{KIND, SERVICE};
 use crate::runtime::{ExecOutput, RuntimeError};
-use crate::trust::store::{ImageFile, MAX_STORE_BYTES};
 
 /// One of our containers as found.
 #[derive(Debug, Clone)]
@@ -234,45 +232,6 @@ pub async fn upload(
         .map_err(|e| RuntimeError::engine(format!("write {what} into {name}"), e))
 }
 
-/// The text of the regular file at `path` in a (created, not yet started) container, read
-/// through the Docker API; [`ImageFile::Leave`] when it is absent, a link, not UTF-8, or
-/// larger than [`MAX_STORE_BYTES`] (the download stops there).
-pub async fn read_file(docker: &Docker, name: &str, path: &str) -> Result<ImageFile, RuntimeError> {
-    let options = DownloadFromContainerOptionsBuilder::default()
-        .path(path)
-        .build();
-    let mut archive = Vec::new();
-    let mut stream = docker.download_from_container(name, Some(options));
-    while let Some(chunk) = stream.next().await {
-        match chunk {
-            Ok(bytes) => archive.extend_from_slice(&bytes),
-            Err(e) if is_not_found(&e) => return Ok(ImageFile::Leave),
-            Err(e) => return Err(RuntimeError::engine(format!("read {path} in {name}"), e)),
-        }
-        // The tar headers and padding are a few KiB above the file itself.
-        if archive.len() > MAX_STORE_BYTES + 64 * 1024 {
-            return Ok(ImageFile::Leave);
-        }
-    }
-    Ok(regular_file(&archive))
-}
-
-/// The first entry of a tar archive when it is a regular file of UTF-8 text.
-fn regular_file(archive: &[u8]) -> ImageFile {
-    let mut archive = tar::Archive::new(archive);
-    let Some(Ok(mut entry)) = archive.entries().ok().and_then(|mut e| e.next()) else {
-        return ImageFile::Leave;
-    };
-    if !entry.header().entry_type().is_file() {
-        return ImageFile::Leave;
-    }
-    let mut text = String::new();
-    match std::io::Read::read_to_string(&mut entry, &mut text) {
-        Ok(_) if text.len() <= MAX_STORE_BYTES => ImageFile::File(text),
-        _ => ImageFile::Leave,
-    }
-}
-
 /// Start a created container.
 pub async fn start(docker: &Docker, name: &str) -> Result<(), RuntimeError> {
     docker
@@ -348,45 +307,4 @@ pub async fn tail(docker: &Docker, container: &str, n: usize) -> Vec<String> {
     }
     let skip = lines.len().saturating_sub(n);
     lines.split_off(skip)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn archive(entry_type: tar::EntryType, bytes: &[u8]) -> Vec<u8> {
-        let mut builder = tar::Builder::new(Vec::new());
-        let mut header = tar::Header::new_gnu();
-        header.set_entry_type(entry_type);
-        header.set_size(bytes.len() as u64);
-        header.set_mode(0o644);
-        if entry_type == tar::EntryType::Symlink {
-            header
-                .set_link_name("../../pki/ca-trust/extracted/pem/tls-ca-bundle.pem")
-                .expect("link");
-        }
-        header.set_cksum();
-        builder
-            .append_data(&mut header, "ca-bundle.crt", bytes)
-            .expect("append");
-        builder.into_inner().expect("tar")
-    }
-
-    #[test]
-    fn a_regular_store_is_read_and_a_link_or_binary_is_left_alone() {
-        let pem = "-----BEGIN CERTIFICATE-----\nUk9PVA==\n-----END CERTIFICATE-----\n";
-        assert_eq!(
-            regular_file(&archive(tar::EntryType::Regular, pem.as_bytes())),
-            ImageFile::File(pem.to_owned())
-        );
-        assert_eq!(
-            regular_file(&archive(tar::EntryType::Symlink, b"")),
-            ImageFile::Leave
-        );
-        assert_eq!(
-            regular_file(&archive(tar::EntryType::Regular, &[0xff, 0xfe, 0x00])),
-            ImageFile::Leave
-        );
-        assert_eq!(regular_file(b"not a tar archive"), ImageFile::Leave);
-    }
 }

@@ -21,7 +21,7 @@ use super::sidecar::connect;
 use super::{containers, hardening};
 use crate::plan::{EnvPlan, ServicePlan};
 use crate::runtime::RuntimeError;
-use crate::runtime::images::{FORWARD_BINARY, tar_of};
+use crate::runtime::images::{self, FORWARD_BINARY, tar_of};
 use crate::runtime::service_env::{Provisions, environment};
 use crate::trust::store::{self, SYSTEM_STORES};
 use crate::trust::{self, TrustFiles};
@@ -126,7 +126,7 @@ async fn create_and_start(
     containers::create(docker, name, body).await?;
     let mut found = Vec::with_capacity(SYSTEM_STORES.len());
     for path in SYSTEM_STORES {
-        found.push((path, containers::read_file(docker, name, path).await?));
+        found.push((path, images::read_file(docker, name, path).await?));
     }
     let stores = store::replacements(found, &trust.ca_pem);
     containers::upload(docker, name, ca_archive(trust, &stores)?, "the CA files").await?;

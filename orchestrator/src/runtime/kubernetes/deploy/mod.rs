@@ -30,10 +30,11 @@ use std::time::{Duration, SystemTime};
 use std::num::NonZeroU32;
 
 use af_sidecar_api::config::{Admin, Containment};
+use bollard::Docker;
 use ipnet::IpNet;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use k8s_openapi::api::networking::v1::{Ingress, NetworkPolicy};
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
@@ -53,7 +54,7 @@ use crate::runtime::labels::SERVICE;
 use crate::runtime::service_env::Provisions;
 use crate::runtime::sidecar_doc::{self, ALIAS, InsideNames, Kept, Placement, Secrets};
 use crate::runtime::{Action, Phase, Progress, RuntimeError, ServiceUp, UpReport, docker_client};
-use crate::trust::{self, TrustFiles};
+use crate::trust::{self, TrustFiles, store};
 use crate::webhook::WebhookSecrets;
 
 /// What deploying needs besides the plan.
@@ -187,6 +188,9 @@ impl Deployer<'_> {
             let reference = images::service_reference(&plan.env, &service.name);
             images::tag(&docker, &built, &reference).await?;
             images::to_nodes(self.delivery, &service.name, &reference, progress).await?;
+            let stores = self
+                .ensure_system_store(&docker, &service.name, &reference, &trust_files)
+                .await?;
             let spec = Spec {
                 plan,
                 service,
@@ -197,6 +201,7 @@ impl Deployer<'_> {
                 gate: &self.gate,
                 fence: &fence,
                 watch_period_secs: self.watch_period().get(),
+                stores: &stores,
             };
             let up = self.start(&spec, progress).await?;
             progress.service(&up);
@@ -279,6 +284,31 @@ impl Deployer<'_> {
             url,
             action,
         })
+    }
+
+    /// The system CA stores `image` has, written with the environment CA appended into the
+    /// service's ConfigMap that its pods mount over them; their paths (none, and no
+    /// ConfigMap, for an image without a store).
+    async fn ensure_system_store(
+        &self,
+        docker: &Docker,
+        service: &str,
+        image: &str,
+        trust_files: &TrustFiles,
+    ) -> Result<Vec<&'static str>, RuntimeError> {
+        let reader = format!("af-store-{}-{service}", self.names.env());
+        let found = images::system_stores(docker, image, &reader).await?;
+        let stores = store::replacements(found, &trust_files.ca_pem);
+        if !stores.is_empty() {
+            objects::ensure(
+                self.client,
+                self.names.namespace(),
+                services::system_store(self.names, service, &stores),
+                |_, _| {},
+            )
+            .await?;
+        }
+        Ok(stores.into_iter().map(|(path, _)| path).collect())
     }
 
     /// Seconds between two checks of a containment watcher, at least one.
@@ -503,6 +533,11 @@ impl Deployer<'_> {
         stale::remove(&deployments, "Deployment", &selector, &serving, progress).await?;
         let services: Api<Service> = Api::namespaced(client.clone(), namespace);
         stale::remove(&services, "Service", &selector, &serving, progress).await?;
+
+        let every = kept(|_| true);
+        let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+        let selector = self.names.selector_of(kind::STORE);
+        stale::remove(&config_maps, "ConfigMap", &selector, &every, progress).await?;
 
         let migrating = kept(|s| !s.migrate.is_empty());
         let jobs: Api<Job> = Api::namespaced(client.clone(), namespace);

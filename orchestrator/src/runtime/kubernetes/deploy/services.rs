@@ -82,7 +82,13 @@ pub struct Spec<'a> {
     pub fence: &'a [String],
     /// Seconds between the containment watcher's checks in the Deployment's pods.
     pub watch_period_secs: u32,
+    /// The system CA stores its image has, each mounted over from its ConfigMap
+    /// ([`system_store`]) with the environment CA appended; none for an image without one.
+    pub stores: &'a [&'static str],
 }
+
+/// The volume of a service's system CA stores ([`system_store`]).
+const STORE_VOLUME: &str = "af-store";
 
 /// The labels of a service's pods, which its Service and Deployment select.
 pub fn pod_labels(names: &Names, service: &str) -> BTreeMap<String, String> {
@@ -113,6 +119,28 @@ pub fn trust_files(names: &Names, files: &TrustFiles) -> ConfigMap {
         ])),
         ..ConfigMap::default()
     })
+}
+
+/// The ConfigMap of `service`'s system CA stores, each the image's own with the environment CA
+/// appended (`trust::store::replacements`), under [`store_key`]: mounted over the image's
+/// files, so a client that reads only its system store (Java's default store, Go, `requests`
+/// with `trust_env=False`) trusts intercepted answers too.
+pub fn system_store(names: &Names, service: &str, stores: &[(&str, String)]) -> ConfigMap {
+    stamp(ConfigMap {
+        metadata: meta(names, &names::system_store(service), kind::STORE, service),
+        data: Some(
+            stores
+                .iter()
+                .map(|(path, pem)| (store_key(path), pem.clone()))
+                .collect(),
+        ),
+        ..ConfigMap::default()
+    })
+}
+
+/// A store's key in its ConfigMap: its path, `/` as `_` (`etc_ssl_certs_ca-certificates.crt`).
+fn store_key(path: &str) -> String {
+    path.trim_start_matches('/').replace('/', "_")
 }
 
 /// The Secret of the variables every service gets that are secret (the webhook secrets),
@@ -245,12 +273,23 @@ pub fn pod_template(names: &Names, spec: &Spec<'_>, role: Role) -> PodTemplateSp
         }),
         readiness_probe: if serves { readiness(service) } else { None },
         resources: resources(service.resources),
-        volume_mounts: Some(vec![VolumeMount {
-            name: "af-trust".to_owned(),
-            mount_path: "/etc/af".to_owned(),
-            read_only: Some(true),
-            ..VolumeMount::default()
-        }]),
+        volume_mounts: Some(
+            [VolumeMount {
+                name: "af-trust".to_owned(),
+                mount_path: "/etc/af".to_owned(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            }]
+            .into_iter()
+            .chain(spec.stores.iter().map(|path| VolumeMount {
+                name: STORE_VOLUME.to_owned(),
+                mount_path: (*path).to_owned(),
+                sub_path: Some(store_key(path)),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            }))
+            .collect(),
+        ),
         ..Container::default()
     };
     let gate = gate_container(spec.gate, spec.sidecar);
@@ -272,14 +311,25 @@ pub fn pod_template(names: &Names, spec: &Spec<'_>, role: Role) -> PodTemplateSp
             spec.watch_period_secs,
         ));
     }
-    pod.volumes = Some(vec![Volume {
-        name: "af-trust".to_owned(),
-        config_map: Some(ConfigMapVolumeSource {
-            name: names::TRUST.to_owned(),
-            ..ConfigMapVolumeSource::default()
-        }),
+    let config_map = |name: String| ConfigMapVolumeSource {
+        name,
+        ..ConfigMapVolumeSource::default()
+    };
+    let store = (!spec.stores.is_empty()).then(|| Volume {
+        name: STORE_VOLUME.to_owned(),
+        config_map: Some(config_map(names::system_store(&service.name))),
         ..Volume::default()
-    }]);
+    });
+    pod.volumes = Some(
+        [Volume {
+            name: "af-trust".to_owned(),
+            config_map: Some(config_map(names::TRUST.to_owned())),
+            ..Volume::default()
+        }]
+        .into_iter()
+        .chain(store)
+        .collect(),
+    );
     if !serves {
         // Run once: a failure is reported, never retried in place.
         pod.restart_policy = Some("Never".to_owned());
