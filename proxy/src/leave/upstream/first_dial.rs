@@ -44,8 +44,9 @@ pub(crate) struct Lead {
     gate: Arc<FirstDial>,
     authority: Box<str>,
     capture: CaptureConnection,
-    /// Closes every waiter's receiver when dropped.
-    _done: watch::Sender<()>,
+    /// Wakes every waiter when the first connection is made ([`Lead::settle`]), or when
+    /// dropped.
+    done: watch::Sender<()>,
 }
 
 impl FirstDial {
@@ -102,7 +103,7 @@ impl FirstDial {
             gate: self.clone(),
             authority: authority.into(),
             capture: capture_connection(req),
-            _done: done,
+            done,
         }
     }
 
@@ -147,6 +148,8 @@ impl Lead {
         }
     }
 
+    /// Record what the first connection spoke, and let the waiters go: they need not wait for
+    /// this request's answer, only for its connection.
     fn settle(&self) {
         let learnt = self.capture.connection_metadata().as_ref().map(|c| {
             if c.is_negotiated_h2() {
@@ -156,6 +159,7 @@ impl Lead {
             }
         });
         self.gate.settle(&self.authority, learnt);
+        self.done.send_replace(());
     }
 }
 
@@ -220,6 +224,29 @@ mod tests {
             stale.turn("h2.test:443", &mut req()).await.is_some(),
             "an HTTP/2 upstream not used lately is led again"
         );
+    }
+
+    #[tokio::test]
+    async fn the_waiters_go_once_the_first_connection_is_made_not_when_its_answer_comes() {
+        let gate = FirstDial::new(8, Duration::from_secs(60), Duration::from_secs(60));
+        let lead = gate.turn("a.test:443", &mut req()).await.expect("leads");
+        let waiter = {
+            let gate = gate.clone();
+            tokio::spawn(async move { gate.turn("a.test:443", &mut req()).await.is_none() })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            !waiter.is_finished(),
+            "it waits while the first dial is made"
+        );
+        // Settled (no connection was captured here: the entry is forgotten), lead still held.
+        lead.settle();
+        let went = tokio::time::timeout(Duration::from_secs(5), waiter).await;
+        assert!(
+            went.expect("it went before the lead was dropped")
+                .expect("joined")
+        );
+        drop(lead);
     }
 
     #[tokio::test]
