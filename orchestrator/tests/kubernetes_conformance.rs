@@ -534,6 +534,7 @@ async fn a_service_and_its_migration_cannot_open_a_raw_or_packet_socket() {
 async fn services_get_the_ca_bundle_and_variables_and_their_logs_are_read() {
     let h = KubeHarness::start("trust", 15).await;
     conformance::services_get_the_ca_bundle_and_variables(&h).await;
+    conformance::a_client_reading_only_its_system_store_trusts_intercepted_answers(&h).await;
     conformance::logs_return_what_a_service_wrote(&h).await;
 }
 

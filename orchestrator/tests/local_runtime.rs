@@ -132,6 +132,7 @@ async fn a_service_that_never_listens_is_not_ready() {
 async fn services_get_the_ca_bundle_and_variables() {
     let h = harness("trust").await;
     conformance::services_get_the_ca_bundle_and_variables(&h).await;
+    conformance::a_client_reading_only_its_system_store_trusts_intercepted_answers(&h).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

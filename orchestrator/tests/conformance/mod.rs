@@ -24,6 +24,7 @@ use af_orchestrator::env_id::EnvId;
 use af_orchestrator::lifecycle::inbox::{self, Wait};
 use af_orchestrator::lifecycle::output::Format;
 use af_orchestrator::lifecycle::webhook::{self, Prepared, Trigger};
+use af_orchestrator::plan::{EnvPlan, Kind, ServicePlan};
 use af_orchestrator::runtime::{Action, Progress, Quiet, ServiceUp};
 use af_orchestrator::trust;
 use af_orchestrator::webhook::{Provider, WebhookSecrets};
@@ -747,6 +748,82 @@ pub(crate) async fn services_get_the_ca_bundle_and_variables(h: &dyn Harness) {
         let want = format!("{upper}_WEBHOOK_SECRET={}", secrets.get(provider));
         assert!(vars.contains(&want), "{upper}_WEBHOOK_SECRET: {vars:?}");
     }
+}
+
+/// A client that reads only its system store (Debian's curl with every trust variable unset)
+/// gets an intercepted answer, verified: the runtime wrote the environment CA into the image's
+/// own store. The control in the same run: told to trust one public root alone, the same curl
+/// refuses the sidecar's certificate (60).
+pub(crate) async fn a_client_reading_only_its_system_store_trusts_intercepted_answers(
+    h: &dyn Harness,
+) {
+    let image = tokio::task::spawn_blocking(crate::support::debian_clients_image)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let context = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        context.path().join("Dockerfile"),
+        format!("FROM {image}\nCMD [\"sleep\", \"infinity\"]\n"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let env = h.env("store");
+    let service = ServicePlan::new("clients", Kind::Worker, context.path());
+    let mut egress = crate::support::egress(h.internet());
+    egress
+        .rules
+        .push(RuleSpec::new("api.github.com", Mode::Mock));
+    let plan = EnvPlan::new(env.clone(), "conformance", vec![service], egress)
+        .unwrap_or_else(|r| panic!("plan: {r}"));
+    h.runtime()
+        .up(&plan, &Quiet)
+        .await
+        .unwrap_or_else(|e| panic!("up {env}: {}", e.report()));
+    let curl = |trusting: &[&str]| {
+        let mut argv: Vec<String> = vec!["env".to_owned()];
+        for name in trust::BUNDLE_VARIABLES.iter().chain([&trust::CA_VARIABLE]) {
+            argv.extend(["-u".to_owned(), (*name).to_owned()]);
+        }
+        argv.extend(
+            [
+                "curl",
+                "--silent",
+                "--show-error",
+                "--write-out",
+                "\n%{http_code}",
+            ]
+            .into_iter()
+            .chain(trusting.iter().copied())
+            .chain(["https://api.github.com/users/store"])
+            .map(str::to_owned),
+        );
+        argv
+    };
+    let run = |argv: Vec<String>| {
+        let env = env.clone();
+        async move {
+            h.runtime()
+                .exec(&env, "clients", &argv)
+                .await
+                .unwrap_or_else(|e| panic!("exec {argv:?}: {}", e.report()))
+        }
+    };
+    let answered = run(curl(&[])).await;
+    assert_eq!(answered.exit, Some(0), "{answered:?}");
+    let (body, status) = answered
+        .stdout
+        .trim_end()
+        .rsplit_once('\n')
+        .unwrap_or_else(|| panic!("{answered:?}"));
+    assert_eq!(status, "200", "{answered:?}");
+    let user: serde_json::Value =
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    assert_eq!(user["login"], "store", "the GitHub pack answered: {body}");
+    let control = run(curl(&[
+        "--cacert",
+        "/usr/share/ca-certificates/mozilla/ISRG_Root_X1.crt",
+    ]))
+    .await;
+    assert_eq!(control.exit, Some(60), "the control refuses: {control:?}");
 }
 
 /// A signed webhook reaches the service through the sidecar's delivery; `af inbox` reads the

@@ -13,7 +13,7 @@ pub(crate) mod journal;
 mod protocols;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::SystemTime;
 
@@ -28,8 +28,8 @@ use bollard::query_parameters::{
 };
 use serde_json::Value;
 
-use crate::support::Harness;
 use crate::support::docker::DockerHarness;
+use crate::support::{Harness, debian_clients_image, repo_root};
 
 /// A host of the manifest's catalogue, answered by the sidecar itself.
 #[derive(Debug)]
@@ -261,29 +261,6 @@ impl Answer {
             synth: trailer["synth"].as_str()?.to_owned(),
         })
     }
-}
-
-/// The Debian clients' image, built by the fixture's script (at once when it exists).
-fn debian_clients_image() -> String {
-    let script = repo_root().join("fixtures/images/debian-clients/build.sh");
-    let out = Command::new(&script)
-        .output()
-        .unwrap_or_else(|e| panic!("{}: {e}", script.display()));
-    assert!(
-        out.status.success(),
-        "{} failed (fixtures/test/run installs debootstrap, which it needs): {}",
-        script.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .last()
-        .unwrap_or_else(|| panic!("{} printed no tag", script.display()))
-        .to_owned()
-}
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 /// A repository holding the manifest, the OpenAPI description synth answers from, and the

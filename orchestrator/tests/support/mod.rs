@@ -8,7 +8,8 @@ pub(crate) mod docker;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -233,4 +234,28 @@ pub(crate) async fn probe(h: &dyn Harness, env: &EnvId, service: &str, args: &[&
 /// A field of a probe answer as text.
 pub(crate) fn field<'a>(v: &'a Value, k: &str) -> &'a str {
     v[k].as_str().unwrap_or("")
+}
+
+/// The Debian clients' image, built by the fixture's script (at once when it exists).
+pub(crate) fn debian_clients_image() -> String {
+    let script = repo_root().join("fixtures/images/debian-clients/build.sh");
+    let out = Command::new(&script)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "{} failed (fixtures/test/run installs debootstrap, which it needs): {}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .unwrap_or_else(|| panic!("{} printed no tag", script.display()))
+        .to_owned()
+}
+
+/// The repository's root (for the fixtures' files).
+pub(crate) fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
