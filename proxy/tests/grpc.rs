@@ -195,22 +195,6 @@ async fn unary(
         .map(tonic::Response::into_inner)
 }
 
-/// The record of the call to `host` at `path`, once it ended.
-async fn record_of(sc: &Sidecar, host: &str, path: &str) -> Value {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let records = sc.admin().records(&format!("host={host}")).await;
-        if let Some(record) = records.into_iter().find(|r| r["path"] == path) {
-            return record;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no record of {host}{path} within 10 s"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// A sidecar with the environment CA, trusting the server's certificate, its transparent TLS
 /// listener forwarding to the server's port.
 async fn sidecar(
@@ -327,7 +311,7 @@ async fn every_kind_of_call(
         ("/af.test.Echo/Slow", Code::DeadlineExceeded as u64, false),
         ("/af.test.Echo/Fail", Code::NotFound as u64, false),
     ] {
-        let record = record_of(sc, host, path).await;
+        let record = sc.admin().wait_path_record(host, path).await;
         assert_eq!(record["via"], "intercept", "{record}");
         assert_eq!(record["mode"], mode, "{record}");
         assert_eq!(record["rule"], format!("rules[0] {host}"), "{record}");
@@ -338,12 +322,21 @@ async fn every_kind_of_call(
         assert_eq!(down > 0, answered, "{record}");
     }
     let bytes_up = |r: Value| r["bytes_up"].as_u64().unwrap();
-    assert!(bytes_up(record_of(sc, host, "/af.test.Echo/Join").await) >= 13 + 3 * 5);
+    assert!(
+        bytes_up(
+            sc.admin()
+                .wait_path_record(host, "/af.test.Echo/Join")
+                .await
+        ) >= 13 + 3 * 5
+    );
 
     // The connection's own record, at its close, names the host's rule (whose paths opened
     // it), not the default that takes the requests outside them.
     drop(c);
-    let opened = connection_record(sc, host).await;
+    let opened = sc
+        .admin()
+        .wait_record(host, "connection", |r| r["intercepted"] == true)
+        .await;
     assert_eq!(opened["outcome"], "opened", "{opened}");
     assert_eq!(opened["rule"], format!("rules[0] {host}"), "{opened}");
     assert_eq!(
@@ -351,22 +344,6 @@ async fn every_kind_of_call(
         (Some(mode), Some("narrowed")),
         "{opened}"
     );
-}
-
-/// The record of the intercepted connection to `host`, once it closed.
-async fn connection_record(sc: &Sidecar, host: &str) -> Value {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let records = sc.admin().records(&format!("host={host}")).await;
-        if let Some(record) = records.into_iter().find(|r| r["intercepted"] == true) {
-            return record;
-        }
-        if std::time::Instant::now() > deadline {
-            let records = sc.admin().records(&format!("host={host}")).await;
-            panic!("no connection record of {host}: {records:#?}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test]
@@ -416,7 +393,10 @@ async fn a_sandboxed_grpc_call_carries_the_test_credential_only() {
         .unwrap();
     assert_eq!(echoed.into_inner(), "charge");
     assert_eq!(*seen.auth.lock().unwrap(), ["Bearer sk_test_sandbox_key"]);
-    let record = record_of(&sc, "grpc.sandbox.test", "/af.test.Echo/Unary").await;
+    let record = sc
+        .admin()
+        .wait_path_record("grpc.sandbox.test", "/af.test.Echo/Unary")
+        .await;
     assert_eq!(
         (record["mode"].as_str(), record["status"].as_u64()),
         (Some("sandbox"), Some(200))
@@ -448,7 +428,10 @@ async fn what_the_sidecar_refuses_a_grpc_client_reads_in_grpc_terms() {
         .unwrap()
         .to_owned();
     assert!(outside.message().starts_with(&code), "{outside:?}");
-    let record = record_of(&sc, "grpc.paths.test", "/af.test.Other/Call").await;
+    let record = sc
+        .admin()
+        .wait_path_record("grpc.paths.test", "/af.test.Other/Call")
+        .await;
     assert_eq!(record["code"], code.as_str(), "{record}");
     assert_eq!(record["allowed"], false, "{record}");
 
@@ -462,7 +445,10 @@ async fn what_the_sidecar_refuses_a_grpc_client_reads_in_grpc_terms() {
         unanswered.message().starts_with("AF-NET-050 "),
         "{unanswered:?}"
     );
-    let record = record_of(&sc, "grpc.mock.test", "/af.test.Echo/Unary").await;
+    let record = sc
+        .admin()
+        .wait_path_record("grpc.mock.test", "/af.test.Echo/Unary")
+        .await;
     assert_eq!(record["code"], "AF-NET-050", "{record}");
 
     // A blocked host through the transparent listener: the TLS is opened to answer the call.

@@ -12,11 +12,13 @@ mod common;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use common::intercept::{TestCa, client, tls_via_connect};
+use af_fixtures::test_resolver::TestResolver;
+use bytes::Bytes;
+use common::intercept::{TestCa, client, h2, tls_via_connect};
 use common::*;
 use futures_util::{SinkExt, StreamExt};
+use http_body_util::Full;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_tungstenite::tungstenite::Message;
@@ -130,6 +132,16 @@ async fn echo<S>(
     }
 }
 
+/// A sidecar with the environment CA, trusting the echo server's certificate `cert`.
+async fn intercepting(cert: CertificateDer<'static>) -> (Sidecar, TestCa, TestResolver) {
+    let table = NAMES.iter().map(|n| (*n, vec![upstream_ip()])).collect();
+    let dns = resolver(table).await;
+    let ca = TestCa::new();
+    let mut setup = Setup::new(EGRESS, dns.addr);
+    setup.extra = ca.tls_yaml(64, &[cert]);
+    (Sidecar::start(&setup).await, ca, dns)
+}
+
 /// One conversation on `ws`: a text and a binary frame echoed, a ping answered, a close.
 async fn converse<S>(mut ws: tokio_tungstenite::WebSocketStream<S>)
 where
@@ -152,25 +164,6 @@ where
     while let Some(Ok(_)) = ws.next().await {}
 }
 
-/// The record of the upgrade to `host` at `path`, once its connection closed.
-///
-/// An intercepted connection is recorded twice (its CONNECT, then each request inside it),
-/// so this waits for the record of the path, not for the first record of the host.
-async fn record_of(sc: &Sidecar, host: &str, path: &str) -> Value {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let records = sc.admin().records(&format!("host={host}")).await;
-        if let Some(record) = records.into_iter().find(|r| r["path"] == path) {
-            return record;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no record of {host}{path} within 10 s"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test]
 async fn a_websocket_in_the_clear_is_decided_then_relayed_both_ways() {
     let (up, _) = echo_server(false).await;
@@ -189,7 +182,10 @@ async fn a_websocket_in_the_clear_is_decided_then_relayed_both_ways() {
         .unwrap_or_else(|e| panic!("the upgrade through the sidecar failed: {e}"));
     assert_eq!(answer.status(), 101);
     converse(ws).await;
-    let record = record_of(&sc, "ws.paths.test", "/socket").await;
+    let record = sc
+        .admin()
+        .wait_path_record("ws.paths.test", "/socket")
+        .await;
     assert_eq!(record["status"], 101, "{record}");
     assert_eq!(record["mode"], "allow", "{record}");
     assert!(record["bytes_up"].as_u64().unwrap() > 0, "{record}");
@@ -225,19 +221,14 @@ async fn a_websocket_in_the_clear_is_decided_then_relayed_both_ways() {
         }
         other => panic!("a mock host switched protocols: {other:?}"),
     }
-    let refused = record_of(&sc, "ws.mock.test", "/socket").await;
+    let refused = sc.admin().wait_path_record("ws.mock.test", "/socket").await;
     assert_eq!(refused["code"], "AF-NET-049", "{refused}");
 }
 
 #[tokio::test]
 async fn a_websocket_inside_an_intercepted_connection_is_relayed_and_a_blocked_one_refused() {
     let (up, cert) = echo_server(true).await;
-    let table = NAMES.iter().map(|n| (*n, vec![upstream_ip()])).collect();
-    let dns = resolver(table).await;
-    let ca = TestCa::new();
-    let mut setup = Setup::new(EGRESS, dns.addr);
-    setup.extra = ca.tls_yaml(64, &[cert.unwrap()]);
-    let sc = Sidecar::start(&setup).await;
+    let (sc, ca, _dns) = intercepting(cert.unwrap()).await;
     let connector = client(&[&ca.cert_der], &[b"http/1.1"]);
 
     let authority = format!("ws.paths.test:{}", up.port());
@@ -252,7 +243,10 @@ async fn a_websocket_inside_an_intercepted_connection_is_relayed_and_a_blocked_o
         .unwrap_or_else(|e| panic!("the upgrade inside the opened TLS failed: {e}"));
     assert_eq!(answer.status(), 101);
     converse(ws).await;
-    let record = record_of(&sc, "ws.paths.test", "/socket").await;
+    let record = sc
+        .admin()
+        .wait_path_record("ws.paths.test", "/socket")
+        .await;
     assert_eq!(record["via"], "intercept", "{record}");
     assert_eq!(record["status"], 101, "{record}");
     assert!(record["bytes_down"].as_u64().unwrap() > 0, "{record}");
@@ -290,7 +284,10 @@ async fn a_sandboxed_websocket_reaches_the_server_with_the_test_credential_only(
         ["Bearer sk_test_sandbox_key"],
         "the server saw the rule's test credential and never the service's own"
     );
-    let record = record_of(&sc, "ws.sandbox.test", "/socket").await;
+    let record = sc
+        .admin()
+        .wait_path_record("ws.sandbox.test", "/socket")
+        .await;
     assert_eq!(
         (record["mode"].as_str(), record["status"].as_u64()),
         (Some("sandbox"), Some(101))
@@ -303,29 +300,22 @@ async fn h2_via_connect(
     ca: &TestCa,
     authority: &str,
     name: &str,
-) -> hyper::client::conn::http2::SendRequest<http_body_util::Empty<bytes::Bytes>> {
+) -> hyper::client::conn::http2::SendRequest<Full<Bytes>> {
     let connector = client(&[&ca.cert_der], &[b"h2"]);
     let tls = tls_via_connect(sc.proxy(), authority, name, &connector)
         .await
         .unwrap();
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-    let (send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(tls),
-    )
-    .await
-    .unwrap();
-    tokio::spawn(conn);
-    send
+    h2(tls).await
 }
 
 /// RFC 8441's opening of a WebSocket on `url`: `CONNECT` with `:protocol: websocket`.
-fn extended_connect(url: &str) -> http::Request<http_body_util::Empty<bytes::Bytes>> {
+fn extended_connect(url: &str) -> http::Request<Full<Bytes>> {
     let mut req = http::Request::builder()
         .method(http::Method::CONNECT)
         .uri(url)
         .header("sec-websocket-version", "13")
-        .body(http_body_util::Empty::new())
+        .body(Full::new(Bytes::new()))
         .unwrap();
     req.extensions_mut()
         .insert(hyper::ext::Protocol::from_static("websocket"));
@@ -335,12 +325,7 @@ fn extended_connect(url: &str) -> http::Request<http_body_util::Empty<bytes::Byt
 #[tokio::test]
 async fn a_websocket_over_http2_is_decided_as_its_upgrade_and_relayed_to_an_http1_server() {
     let (up, cert) = echo_server(true).await;
-    let table = NAMES.iter().map(|n| (*n, vec![upstream_ip()])).collect();
-    let dns = resolver(table).await;
-    let ca = TestCa::new();
-    let mut setup = Setup::new(EGRESS, dns.addr);
-    setup.extra = ca.tls_yaml(64, &[cert.unwrap()]);
-    let sc = Sidecar::start(&setup).await;
+    let (sc, ca, _dns) = intercepting(cert.unwrap()).await;
     let authority = format!("ws.paths.test:{}", up.port());
     let mut h2 = h2_via_connect(&sc, &ca, &authority, "ws.paths.test").await;
 
@@ -362,7 +347,10 @@ async fn a_websocket_over_http2_is_decided_as_its_upgrade_and_relayed_to_an_http
     )
     .await;
     converse(ws).await;
-    let record = record_of(&sc, "ws.paths.test", "/socket").await;
+    let record = sc
+        .admin()
+        .wait_path_record("ws.paths.test", "/socket")
+        .await;
     assert_eq!(record["via"], "intercept", "{record}");
     assert_eq!(
         record["method"], "GET",

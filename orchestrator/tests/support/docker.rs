@@ -124,6 +124,7 @@ impl DockerHarness {
             &inet,
             internet.allowed.1,
             &["/af-sim-upstream", "api.allowed.test"],
+            &[],
         )
         .await;
         run_host(
@@ -134,6 +135,7 @@ impl DockerHarness {
             &inet,
             internet.unlisted.1,
             &["/af-sim-upstream", "other.test"],
+            &[],
         )
         .await;
         let a = format!("api.allowed.test={}", internet.allowed.1);
@@ -153,6 +155,7 @@ impl DockerHarness {
             &inet,
             internet.resolver,
             &resolved,
+            &[],
         )
         .await;
         if metadata {
@@ -168,6 +171,7 @@ impl DockerHarness {
                 &meta,
                 internet.metadata,
                 &["/af-sim-upstream", "metadata"],
+                &[],
             )
             .await;
             sidecar_networks.push(meta);
@@ -221,7 +225,7 @@ impl DockerHarness {
             format!("AF_SIM_CA_KEY_PEM={ca_key_pem}"),
             format!("AF_SIM_NAMES={}", PROTOCOL_NAMES.join(",")),
         ];
-        run_host_with(
+        run_host(
             &self.docker,
             &self.sim_image,
             &self.run,
@@ -569,25 +573,12 @@ async fn create_network(
         .map_err(|e| e.to_string())
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn run_host(
-    docker: &Docker,
-    image: &str,
-    run: &str,
-    role: &str,
-    network: &str,
-    addr: IpAddr,
-    cmd: &[&str],
-) {
-    run_host_with(docker, image, run, role, network, addr, cmd, &[]).await;
-}
-
-/// [`run_host`] with environment variables (`NAME=value`).
+/// Start a host of the simulated internet; `env` its environment variables (`NAME=value`).
 #[allow(
     clippy::too_many_arguments,
     reason = "a container's few facts, each named"
 )]
-async fn run_host_with(
+async fn run_host(
     docker: &Docker,
     image: &str,
     run: &str,
@@ -913,6 +904,7 @@ impl DockerHarness {
             &net,
             addr,
             &["/af-probe", "udp-listen", "9999"],
+            &[],
         )
         .await;
         let container = format!("aft-{}-island", self.run);

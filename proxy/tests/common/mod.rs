@@ -435,6 +435,33 @@ impl Admin {
         }
     }
 
+    /// Wait for the record of `host` that `wanted` picks (e.g. a path's, where a connection's
+    /// own record may come first), `what` naming it in the failure.
+    pub(crate) async fn wait_record(
+        &self,
+        host: &str,
+        what: &str,
+        wanted: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let records = self.records(&format!("host={host}")).await;
+            if let Some(record) = records.iter().find(|r| wanted(r)) {
+                return record.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no record of {host} {what} within 10 s: {records:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Wait for the record of the request to `host` at `path`.
+    pub(crate) async fn wait_path_record(&self, host: &str, path: &str) -> Value {
+        self.wait_record(host, path, |r| r["path"] == path).await
+    }
+
     /// Wait until at least `n` inbox messages match `query` (e.g. `to=ada%40example.test`).
     pub(crate) async fn wait_inbox(&self, query: &str, n: usize) -> Vec<Value> {
         let deadline = Instant::now() + Duration::from_secs(10);
