@@ -68,7 +68,7 @@ impl FirstDial {
         authority: &str,
         req: &mut Request<B>,
     ) -> Option<Lead> {
-        let waiting = {
+        let mut waiting = {
             let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
             match seen.get_mut(authority) {
                 Some(Seen::Http1) => return None,
@@ -82,7 +82,6 @@ impl FirstDial {
         };
         // Whatever the first connection turned out to be (or after `wait`), go: the pool has
         // it, or it is HTTP/1.1, or it failed and this request tries on its own.
-        let mut waiting = waiting;
         let _ = tokio::time::timeout(self.wait, waiting.changed()).await;
         None
     }
