@@ -29,7 +29,7 @@ pub use self::static_binaries::{
     FORWARD_BINARY, PROXY_BINARY, STATIC_TARGET, find_proxy_binary, find_static_binary,
     is_static_elf,
 };
-pub use self::stores::{read_file, system_stores};
+pub use self::stores::{stores_in, system_stores};
 
 /// The `dev.antifailure.kind` of the images made here.
 pub mod kind {

@@ -45,22 +45,22 @@ pub async fn system_stores(
         .create_container(Some(options), body)
         .await
         .map_err(|e| RuntimeError::engine(format!("create container {reader} of {image}"), e))?;
-    let mut found = Vec::with_capacity(SYSTEM_STORES.len());
-    let mut failed = None;
-    for path in SYSTEM_STORES {
-        match read_file(docker, reader, path).await {
-            Ok(file) => found.push((path, file)),
-            Err(e) => {
-                failed = Some(e);
-                break;
-            }
-        }
-    }
+    let found = stores_in(docker, reader).await;
     let removed = remove(docker, reader).await;
-    match failed {
-        Some(e) => Err(e),
-        None => removed.map(|()| found),
+    let found = found?;
+    removed.map(|()| found)
+}
+
+/// Each of [`SYSTEM_STORES`] as the created (not yet started) container `name` has it.
+pub async fn stores_in(
+    docker: &Docker,
+    name: &str,
+) -> Result<Vec<(&'static str, ImageFile)>, RuntimeError> {
+    let mut found = Vec::with_capacity(SYSTEM_STORES.len());
+    for path in SYSTEM_STORES {
+        found.push((path, read_file(docker, name, path).await?));
     }
+    Ok(found)
 }
 
 /// Remove the reader container `name`, if it is there.
@@ -77,7 +77,7 @@ async fn remove(docker: &Docker, name: &str) -> Result<(), RuntimeError> {
 /// The text of the regular file at `path` in a (created, not yet started) container, read
 /// through the Docker API; [`ImageFile::Leave`] when it is absent, a link, not UTF-8, or
 /// larger than [`MAX_STORE_BYTES`] (the download stops there).
-pub async fn read_file(docker: &Docker, name: &str, path: &str) -> Result<ImageFile, RuntimeError> {
+async fn read_file(docker: &Docker, name: &str, path: &str) -> Result<ImageFile, RuntimeError> {
     let options = DownloadFromContainerOptionsBuilder::default()
         .path(path)
         .build();

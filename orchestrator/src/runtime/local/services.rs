@@ -23,7 +23,7 @@ use crate::plan::{EnvPlan, ServicePlan};
 use crate::runtime::RuntimeError;
 use crate::runtime::images::{self, FORWARD_BINARY, tar_of};
 use crate::runtime::service_env::{Provisions, environment};
-use crate::trust::store::{self, SYSTEM_STORES};
+use crate::trust::store;
 use crate::trust::{self, TrustFiles};
 
 /// How a service container (or its migration) is made.
@@ -124,10 +124,7 @@ async fn create_and_start(
     trust: &TrustFiles,
 ) -> Result<(), RuntimeError> {
     containers::create(docker, name, body).await?;
-    let mut found = Vec::with_capacity(SYSTEM_STORES.len());
-    for path in SYSTEM_STORES {
-        found.push((path, images::read_file(docker, name, path).await?));
-    }
+    let found = images::stores_in(docker, name).await?;
     let stores = store::replacements(found, &trust.ca_pem);
     containers::upload(docker, name, ca_archive(trust, &stores)?, "the CA files").await?;
     containers::start(docker, name).await
