@@ -72,6 +72,41 @@ pub enum RuntimeError {
         /// The last lines of the build log.
         tail: Vec<String>,
     },
+    /// An image could not be pushed to the registry the user named, or its place there read.
+    #[error("the image of {image} could not be pushed to {repository}: {message}")]
+    ImagePush {
+        /// Whose image (`sidecar`, `probe`, a service).
+        image: String,
+        /// The repository (`AF_IMAGE_REPOSITORY`).
+        repository: String,
+        /// What the registry or the daemon said; never a credential.
+        message: String,
+        /// What to do about it.
+        next: String,
+    },
+    /// The nodes could not pull an image.
+    #[error("the nodes could not pull {image} for {service}: {message}")]
+    ImagePull {
+        /// The service whose pod it was (`sidecar`, `probe`).
+        service: String,
+        /// The image reference.
+        image: String,
+        /// What the kubelet said (its event, else the container's waiting reason).
+        message: String,
+    },
+    /// A registry cluster with no registry named.
+    #[error("this cluster's nodes pull from a registry and none is named")]
+    NoRegistry,
+    /// The tool that copies images into the nodes (k3d, kind) could not do it.
+    #[error("{tool} could not copy images into the cluster {cluster}: {message}")]
+    ImageTool {
+        /// `k3d` or `kind`.
+        tool: &'static str,
+        /// The cluster's name for the tool.
+        cluster: String,
+        /// Why.
+        message: String,
+    },
     /// A service did not become ready in time.
     #[error("{service} was not ready after {seconds} s")]
     NotReady {
@@ -305,6 +340,23 @@ impl RuntimeError {
             RuntimeError::ImageBuild { service, message, tail } => Report::new(
                 &codes::RUN_IMAGE_BUILD,
                 format!("The image of {service} did not build: {message}.{}", lines(tail)),
+            ),
+            RuntimeError::ImagePush { image, repository, message, next } => Report::new(
+                &codes::RUN_IMAGE_PUSH,
+                format!("The image of {image} could not be pushed to {repository}: {message}; nothing was created on the cluster."),
+            )
+            .with_next(next.clone()),
+            RuntimeError::ImagePull { service, image, message } => Report::new(
+                &codes::RUN_IMAGE_PULL,
+                format!("The cluster's nodes could not pull {image} for {service}: {message}."),
+            ),
+            RuntimeError::NoRegistry => Report::new(
+                &codes::RUN_NO_REGISTRY,
+                "This cluster's nodes pull their images from a registry, and no registry is named to push af's images to; nothing was created.".to_owned(),
+            ),
+            RuntimeError::ImageTool { tool, cluster, message } => Report::new(
+                &codes::RUN_IMAGE_TOOL,
+                format!("{tool} could not copy images into the cluster {cluster}: {message}; nothing was created."),
             ),
             RuntimeError::NotReady { service, seconds, tail } => Report::new(
                 &codes::RUN_NOT_READY,

@@ -138,6 +138,18 @@ catalogue! {
     RUN_IMAGE_BUILD = "AF-RUN-010", Runtime,
         "An image could not be built.",
         "Read the build log lines shown, fix the Dockerfile or context, and run af up again.";
+    RUN_IMAGE_PUSH = "AF-RUN-011", Runtime,
+        "An image could not be pushed to the registry AF_IMAGE_REPOSITORY names, so nothing was created on the cluster.",
+        "Check that the registry answers from this machine's Docker daemon and that `docker login` holds credentials for it that may push.";
+    RUN_IMAGE_PULL = "AF-RUN-012", Runtime,
+        "The cluster's nodes could not pull an image of the environment.",
+        "Check that the nodes reach the registry and that the pull credentials (AF_IMAGE_PULL_CREDENTIALS) may read the image named.";
+    RUN_NO_REGISTRY = "AF-RUN-013", Runtime,
+        "This cluster's nodes pull their images from a registry, and none is named, so nothing was created.",
+        "Set AF_IMAGE_REPOSITORY to a repository the nodes pull from (registry.example.com/team/af), or AF_KUBE_IMAGES=daemon, k3d or kind if the nodes get images that way.";
+    RUN_IMAGE_TOOL = "AF-RUN-014", Runtime,
+        "The tool that copies images into this cluster's nodes (k3d or kind) could not be run, or does not know the cluster, so nothing was created.",
+        "Install the tool the context names and check `k3d cluster list` or `kind get clusters`, or push through a registry (AF_KUBE_IMAGES=registry, AF_IMAGE_REPOSITORY).";
     RUN_NOT_READY = "AF-RUN-020", Runtime,
         "A service did not become ready in time.",
         "Read the service's last log lines shown; raise health_timeout if it is only slow.";

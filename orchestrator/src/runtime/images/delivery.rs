@@ -5,14 +5,19 @@
 //! - `daemon`: the nodes use this machine's Docker daemon (Docker Desktop, Rancher Desktop
 //!   with moby, the project's local test cluster `local-af`): used as built, `Never` pulled;
 //! - `k3d` / `kind`: copied into the nodes with `k3d image import` / `kind load docker-image`;
-//! - `registry`: any other cluster; the image must be named (`AF_PROBE_IMAGE`) and pullable.
+//! - `registry`: any other cluster; pushed to the repository the user names
+//!   ([`Registry`]) and pulled by digest.
 //!
 //! Chosen by the context's name (`k3d-*`, `kind-*`, `docker-desktop`, `rancher-desktop`,
 //! `local-af`) unless `AF_KUBE_IMAGES` names one. Everything here happens before anything is
-//! created on the cluster.
+//! created on the cluster: [`Delivery::preflight`] first, then [`Delivery::deliver`] for each
+//! image.
 
 use tokio::process::Command;
 
+use bollard::Docker;
+
+use super::registry::Registry;
 use crate::runtime::{Progress, RuntimeError};
 
 /// Contexts whose nodes run on this machine's Docker daemon.
@@ -59,68 +64,96 @@ impl Delivery {
     }
 }
 
-/// Copy `reference` (an image on this machine's Docker daemon, of `what`) into the nodes the
-/// way `delivery` says; nothing to do when the nodes use this daemon or pull.
-pub async fn to_nodes(
-    delivery: &Delivery,
-    what: &str,
-    reference: &str,
-    progress: &dyn Progress,
-) -> Result<(), RuntimeError> {
-    match delivery {
-        Delivery::K3d(cluster) => {
-            load(
-                progress,
-                what,
-                "k3d",
-                &["image", "import", reference, "-c", cluster],
-            )
-            .await
+impl Delivery {
+    /// Refuse, before anything is built or made, a delivery that cannot work: a k3d or kind
+    /// cluster whose tool is missing or does not know it.
+    pub async fn preflight(&self) -> Result<(), RuntimeError> {
+        let (tool, cluster, args): (_, _, &[&str]) = match self {
+            Delivery::K3d(cluster) => ("k3d", cluster, &["cluster", "list", "--no-headers"]),
+            Delivery::Kind(cluster) => ("kind", cluster, &["get", "clusters"]),
+            Delivery::Daemon | Delivery::Registry => return Ok(()),
+        };
+        let listed = run(tool, cluster, args).await?;
+        let known = listed
+            .lines()
+            .any(|line| line.split_whitespace().next() == Some(cluster.as_str()));
+        if known {
+            return Ok(());
         }
-        Delivery::Kind(cluster) => {
-            load(
-                progress,
-                what,
+        Err(RuntimeError::ImageTool {
+            tool,
+            cluster: cluster.clone(),
+            message: format!("`{tool} {}` does not list it", args.join(" ")),
+        })
+    }
+
+    /// Deliver the image `local` (on this machine's Docker daemon, of `what`, a `kind` of
+    /// image): returns the reference the nodes run. The daemon's nodes run it as it is; k3d's
+    /// and kind's once copied in; a registry's pull it by digest once `registry` holds it.
+    pub async fn deliver(
+        &self,
+        registry: Option<&Registry>,
+        docker: &Docker,
+        image: Image<'_>,
+        progress: &dyn Progress,
+    ) -> Result<String, RuntimeError> {
+        let Image { what, kind, local } = image;
+        let (tool, cluster, args): (_, _, &[&str]) = match self {
+            Delivery::Daemon => return Ok(local.to_owned()),
+            Delivery::Registry => {
+                let registry = registry.ok_or(RuntimeError::NoRegistry)?;
+                return registry.publish(docker, what, kind, local, progress).await;
+            }
+            Delivery::K3d(cluster) => ("k3d", cluster, &["image", "import", local, "-c", cluster]),
+            Delivery::Kind(cluster) => (
                 "kind",
-                &["load", "docker-image", reference, "--name", cluster],
-            )
-            .await
-        }
-        Delivery::Daemon | Delivery::Registry => Ok(()),
+                cluster,
+                &["load", "docker-image", local, "--name", cluster],
+            ),
+        };
+        progress.step(&format!("{what}: {tool} {}", args.join(" ")));
+        run(tool, cluster, args).await?;
+        Ok(local.to_owned())
     }
 }
 
-/// Run the cluster tool that copies an image into its nodes.
-async fn load(
-    progress: &dyn Progress,
-    what: &str,
-    tool: &str,
-    args: &[&str],
-) -> Result<(), RuntimeError> {
-    progress.step(&format!("{tool} {}", args.join(" ")));
-    let failed = |message: String, tail: Vec<String>| RuntimeError::ImageBuild {
-        service: what.to_owned(),
+/// An image to deliver.
+#[derive(Debug, Clone, Copy)]
+pub struct Image<'a> {
+    /// Whose (`sidecar`, `probe`, a service's name).
+    pub what: &'a str,
+    /// What kind of image, the start of its tag in a registry (`sidecar`, `probe`, `service`).
+    pub kind: &'a str,
+    /// Its reference on this machine's Docker daemon.
+    pub local: &'a str,
+}
+
+/// Run the cluster tool that copies images into `cluster`'s nodes; its standard output.
+async fn run(tool: &'static str, cluster: &str, args: &[&str]) -> Result<String, RuntimeError> {
+    let failed = |message: String| RuntimeError::ImageTool {
+        tool,
+        cluster: cluster.to_owned(),
         message,
-        tail,
     };
     let out = Command::new(tool)
         .args(args)
         .output()
         .await
-        .map_err(|e| failed(format!("{tool} could not be run: {e}"), Vec::new()))?;
+        .map_err(|e| failed(format!("{tool} could not be run ({e})")))?;
     if out.status.success() {
-        return Ok(());
+        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
     }
     let text = String::from_utf8_lossy(&out.stderr);
-    let lines: Vec<&str> = text.lines().collect();
-    let tail = lines[lines.len().saturating_sub(10)..]
-        .iter()
-        .map(|l| (*l).to_owned())
-        .collect();
-    Err(failed(
-        format!("{tool} {} failed ({})", args.join(" "), out.status),
-        tail,
-    ))
+    let last = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    Err(failed(format!(
+        "`{tool} {}` failed ({}): {last}",
+        args.join(" "),
+        out.status
+    )))
 }
 
 #[cfg(test)]
@@ -153,5 +186,29 @@ mod tests {
         assert!(Delivery::choose("x", Some("ftp")).is_err());
         assert_eq!(Delivery::Daemon.pull_policy(), "Never");
         assert_eq!(Delivery::Registry.pull_policy(), "IfNotPresent");
+    }
+
+    #[tokio::test]
+    async fn a_cluster_tool_that_is_missing_or_does_not_know_the_cluster_is_refused() {
+        for delivery in [
+            Delivery::K3d("af-test-no-such-cluster".to_owned()),
+            Delivery::Kind("af-test-no-such-cluster".to_owned()),
+        ] {
+            let refused = delivery.preflight().await.expect_err("refused");
+            let report = refused.report();
+            assert_eq!(report.code.code, "AF-RUN-014", "{report:?}");
+            assert!(
+                report.statement.contains("af-test-no-such-cluster"),
+                "{report:?}"
+            );
+        }
+        Delivery::Daemon
+            .preflight()
+            .await
+            .expect("nothing to check");
+        Delivery::Registry
+            .preflight()
+            .await
+            .expect("nothing to check");
     }
 }

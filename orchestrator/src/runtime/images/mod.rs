@@ -1,6 +1,6 @@
 //! The image supply: every image a runtime runs, made on this machine's Docker daemon and, for
-//! a cluster, delivered to its nodes. Both runtimes call it; it knows neither. No registry is
-//! assumed: nothing is pulled.
+//! a cluster, delivered to its nodes. Both runtimes call it; it knows neither. Nothing is
+//! pulled: a registry is only pushed to, when the user names one.
 //!
 //! - `static_binaries`: the project's static binaries found, and a file judged static;
 //! - `scratch`: images `FROM scratch` of those binaries, the sidecar's among them
@@ -8,19 +8,22 @@
 //! - `service`: service images built from their contexts, cached by build input, named for an
 //!   environment, pruned ([`build_service_image`]);
 //! - `build`: one build on the daemon, its output streamed; `archive`: contexts as tar;
-//! - `delivery`: how a cluster's nodes get them ([`Delivery`], [`to_nodes`]);
+//! - `delivery`: how a cluster's nodes get them ([`Delivery`], [`Image`]);
+//! - `registry`: a registry the user names, pushed to by content, pulled by digest ([`Registry`]);
 //! - `stores`: the system CA stores an image has ([`system_stores`]), for the environment CA.
 
 mod archive;
 mod build;
 mod delivery;
+mod registry;
 mod scratch;
 mod service;
 mod static_binaries;
 mod stores;
 
 pub use self::archive::tar_of;
-pub use self::delivery::{Delivery, to_nodes};
+pub use self::delivery::{Delivery, Image};
+pub use self::registry::{Credentials, PULL_CREDENTIALS_VAR, REPOSITORY_VAR, Registry, Repository};
 pub use self::scratch::{SidecarSource, ensure_scratch_image, ensure_sidecar_image};
 pub use self::service::{
     SERVICE_IMAGES_KEPT, SERVICE_REPO, build_service_image, service_reference, tag,

@@ -12,8 +12,8 @@ use super::deploy::ingress::IngressOptions;
 use super::golden::Fixture;
 use super::mock::{Fake, JobEnd};
 use super::sequence::changes;
+use super::supply::Supplied;
 use crate::plan::{Kind, ServicePlan};
-use crate::runtime::images::{Delivery, SidecarSource};
 use crate::runtime::{Action, Quiet, Runtime, RuntimeError, ServiceUp};
 
 const JOBS: &str = "/apis/batch/v1/namespaces/af-pr-42/jobs";
@@ -50,8 +50,7 @@ async fn start(
     let deployer = Deployer {
         client: &client,
         names: &fixture.names,
-        delivery: &Delivery::Registry,
-        sidecar_source: &SidecarSource::Lookup,
+        images: &Supplied::default(),
         upstream_resolver: "10.96.0.10:53".parse().expect("addr"),
         trusted_networks: &[],
         pod_layer: true,

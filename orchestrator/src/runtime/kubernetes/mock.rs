@@ -1,7 +1,8 @@
 //! A fake API server for the call-sequence tests: kube's own client over tower-test's mock
 //! service, answering from an in-memory store of objects keyed by their paths, and recording
 //! every call in order. It does what the tests need of a cluster and no more: create, read,
-//! list by labels, replace, delete; a namespace brings its default service account; a pod
+//! list by labels, replace, delete; a Service gets a cluster address; a namespace brings its
+//! default service account; a pod
 //! ends as the test says; a Deployment is available at once; a Job runs one pod and ends as
 //! the test says; the batch group serves CronJob under the versions the test says; a
 //! namespace's deletion completes at once or is held by a finalizer.
@@ -132,7 +133,7 @@ impl Fake {
 }
 
 /// Resource names that end a collection's path.
-const COLLECTIONS: [&str; 15] = [
+const COLLECTIONS: [&str; 16] = [
     "namespaces",
     "nodes",
     "pods",
@@ -148,6 +149,7 @@ const COLLECTIONS: [&str; 15] = [
     "secrets",
     "persistentvolumeclaims",
     "storageclasses",
+    "events",
 ];
 
 impl State {
@@ -298,6 +300,11 @@ impl State {
         }
         if collection.ends_with("/deployments") {
             object["status"] = available(&object);
+        }
+        if collection.ends_with("/services") && object["spec"]["clusterIP"].is_null() {
+            let ip = format!("10.96.1.{}", self.objects.len() % 250 + 2);
+            object["spec"]["clusterIP"] = json!(ip);
+            object["spec"]["clusterIPs"] = json!([ip]);
         }
         if collection.ends_with("/jobs") {
             self.run_job(collection, &mut object);

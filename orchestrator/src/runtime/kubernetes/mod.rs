@@ -1,8 +1,9 @@
 //! The Kubernetes runtime: an environment is a namespace, proven contained before any service
 //! runs.
 //!
-//! `af up` asks the cluster what it serves ([`discovery`]), makes the probe image available to
-//! the nodes ([`probe::image`], through the image supply's [`Delivery`]), makes or reuses the
+//! `af up` asks the cluster what it serves ([`discovery`]), makes every image the pods run and
+//! delivers it to the nodes, pushed to a registry when they pull from one ([`supply`], through
+//! the runtime-neutral image supply), then makes or reuses the
 //! namespace ([`namespace`]) and its NetworkPolicies ([`policies`]), then runs the containment
 //! probe ([`probe`]): one pod under exactly the services' rules ([`confinement`]) trying every
 //! route out. A cluster whose policies do not hold is refused with AF-RUN-043 before any
@@ -22,6 +23,7 @@
 //! unless `AF_PRESERVE=1`, and the error says which ([`RuntimeError::FailedUp`]).
 //!
 //! Knobs (environment variables, read by [`KubeOptions::from_env`]): `AF_KUBE_IMAGES`,
+//! `AF_IMAGE_REPOSITORY`, `AF_IMAGE_PULL_CREDENTIALS`,
 //! `AF_PROBE_IMAGE`, `AF_PROBE_BINARY`, `AF_PROXY_IMAGE`, `AF_PROXY_BINARY`,
 //! `AF_UPSTREAM_RESOLVER`, `AF_TRUSTED_NETWORKS`, `AF_KUBE_RESOLVER`, `AF_KUBE_NAMESPACE_TIMEOUT`,
 //! `AF_KUBE_PROBE_TIMEOUT`, `AF_KUBE_DOWN_TIMEOUT`, `AF_KUBE_SIDECAR_TIMEOUT`,
@@ -39,9 +41,12 @@ pub mod names;
 pub mod namespace;
 pub mod policies;
 pub mod probe;
+pub mod pull_secret;
+pub mod pulls;
 pub mod restart;
 pub mod selection;
 pub mod status;
+pub mod supply;
 pub mod teardown;
 pub mod wait;
 
@@ -75,10 +80,13 @@ use self::cluster::{ClusterId, refused};
 use self::names::{Names, kind};
 use self::probe::image::ProbeSource;
 use self::probe::targets::ProbeTargets;
+use self::supply::{PullCredentials, Sources, Supplied, Supply};
 use crate::env_id::EnvId;
 use crate::plan::EnvPlan;
 use crate::runtime::error::NamespaceFate;
-use crate::runtime::images::{Delivery, SidecarSource};
+use crate::runtime::images::{
+    Delivery, PULL_CREDENTIALS_VAR, REPOSITORY_VAR, Repository, SidecarSource,
+};
 use crate::runtime::labels::{KIND, SERVICE};
 use crate::runtime::{
     Action, AdminEndpoint, Capabilities, DownReport, EnvStatus, ExecOutput, LineStream,
@@ -140,6 +148,10 @@ pub struct KubeOptions {
     pub namespace_prefix: String,
     /// How images reach the nodes, when not by the context's name (`AF_KUBE_IMAGES`).
     pub images: Option<String>,
+    /// The repository a registry cluster's images are pushed to (`AF_IMAGE_REPOSITORY`).
+    pub repository: Option<Repository>,
+    /// The credentials the nodes pull with (`AF_IMAGE_PULL_CREDENTIALS`).
+    pub pull_credentials: PullCredentials,
     /// Where the probe image comes from.
     pub probe_source: ProbeSource,
     /// Where the probe aims.
@@ -267,6 +279,10 @@ impl KubeOptions {
                 .clone()
                 .unwrap_or_else(|| names::DEFAULT_PREFIX.to_owned()),
             images: var("AF_KUBE_IMAGES"),
+            repository: var(REPOSITORY_VAR)
+                .map(|text| Repository::parse(&text))
+                .transpose()?,
+            pull_credentials: PullCredentials::from_var(var(PULL_CREDENTIALS_VAR).as_deref()),
             probe_source: match var("AF_PROBE_IMAGE") {
                 Some(image) => ProbeSource::Image(image),
                 None => ProbeSource::Binary(var("AF_PROBE_BINARY").map(PathBuf::from)),
@@ -293,7 +309,7 @@ impl KubeOptions {
 pub struct KubernetesRuntime {
     client: Client,
     cluster: ClusterId,
-    delivery: Delivery,
+    images: Box<dyn Supply>,
     options: KubeOptions,
 }
 
@@ -310,11 +326,17 @@ impl KubernetesRuntime {
         cluster: ClusterId,
         options: KubeOptions,
     ) -> Result<Self, RuntimeError> {
-        let delivery = Delivery::choose(&cluster.context, options.images.as_deref())?;
+        let images = Box::new(Sources {
+            delivery: Delivery::choose(&cluster.context, options.images.as_deref())?,
+            repository: options.repository.clone(),
+            pull_credentials: options.pull_credentials.clone(),
+            sidecar: options.sidecar_source.clone(),
+            probe: options.probe_source.clone(),
+        });
         Ok(Self {
             client,
             cluster,
-            delivery,
+            images,
             options,
         })
     }
@@ -342,8 +364,8 @@ impl KubernetesRuntime {
         }
         discovery::require_network_policy(client).await?;
         let cron = deploy::cron::preflight(client, plan).await?;
-        let image =
-            probe::image::probe_image(&self.delivery, &self.options.probe_source, progress).await?;
+        // Every image is made and delivered before anything exists on the cluster.
+        let images = self.images.supply(plan, &names, progress).await?;
 
         let action = namespace::ensure(client, &names, &self.options.timeouts, progress).await?;
         progress.step(&format!(
@@ -352,7 +374,7 @@ impl KubernetesRuntime {
             said(&action)
         ));
         match self
-            .in_namespace(plan, &names, &image, cron, progress)
+            .in_namespace(plan, &names, &images, cron, progress)
             .await
         {
             Ok(report) => Ok(report),
@@ -406,7 +428,7 @@ impl KubernetesRuntime {
         &self,
         plan: &EnvPlan,
         names: &Names,
-        image: &probe::ProbeImage,
+        images: &Supplied,
         cron: Option<deploy::cron::CronApi>,
         progress: &dyn Progress,
     ) -> Result<UpReport, RuntimeError> {
@@ -447,11 +469,22 @@ impl KubernetesRuntime {
         let done = policies::apply(client, names, &wanted, progress).await?;
         progress.step(&format!("network policies: {}", summary(&done)));
 
+        if let Some(secret) = &images.pull_secret {
+            let action = pull_secret::ensure(client, names, secret).await?;
+            progress.step(&format!(
+                "image pull secret {} {}",
+                names::PULL_SECRET,
+                said(&action)
+            ));
+        }
         probe::run(
             client,
             names,
             &self.options.probe,
-            image,
+            &probe::ProbeImage {
+                reference: images.probe.clone(),
+                pull_policy: images.pull_policy,
+            },
             self.options.pod_layer,
             &self.options.timeouts,
             progress,
@@ -467,15 +500,15 @@ impl KubernetesRuntime {
             })?,
         };
         let gate = deploy::services::Gate {
-            image: image.reference.clone(),
-            pull_policy: image.pull_policy.to_owned(),
+            image: images.probe.clone(),
+            pull_policy: images.pull_policy.to_owned(),
             escapes: probe::gate_escapes(client, &self.options.probe).await?,
             rounds: GATE_ROUNDS,
             deadline_secs: self.options.timeouts.gate.as_secs(),
         };
         let keeper = keeper_api.map(|(api_server, _)| deploy::keeper::Keeper {
-            image: image.reference.clone(),
-            pull_policy: image.pull_policy.to_owned(),
+            image: images.probe.clone(),
+            pull_policy: images.pull_policy.to_owned(),
             api_server,
             period_secs: u32::try_from(self.options.timeouts.watch.as_secs())
                 .unwrap_or(u32::MAX)
@@ -485,8 +518,7 @@ impl KubernetesRuntime {
             client,
             names,
             keeper,
-            delivery: &self.delivery,
-            sidecar_source: &self.options.sidecar_source,
+            images,
             upstream_resolver,
             trusted_networks: &self.options.trusted_networks,
             gate,

@@ -27,6 +27,8 @@ pub mod kind {
     pub const TRUST: &str = "trust";
     /// A service's system CA stores with the environment CA appended, mounted over its image's.
     pub const STORE: &str = "system-store";
+    /// The image pull secret ([`super::PULL_SECRET`]).
+    pub const PULL_SECRET: &str = "pull-secret";
     /// A service's migration Job and its pod.
     pub const MIGRATION: &str = "migration";
     /// A cron service's CronJob, its Jobs and their pods.
@@ -55,6 +57,8 @@ pub const JOURNAL_CLAIM: &str = "af-sidecar-journal";
 pub const SERVICE_ENV: &str = "af-service-env";
 /// The ConfigMap of the CA files the services mount at `/etc/af`.
 pub const TRUST: &str = "af-trust";
+/// The image pull secret of a registry the nodes pull from with credentials.
+pub const PULL_SECRET: &str = "af-registry";
 
 /// The values of `dev.antifailure.network`: which rules a pod is under.
 pub mod network {

@@ -2,18 +2,24 @@
 //! the probe, that nothing follows a probe, that a foreign namespace is never touched, and
 //! that teardown waits and names what holds a namespace.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use af_policy::egress::EgressSpec;
 use af_policy::placement::{self, Runtime as Section};
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
 use serde_json::json;
 
 use super::mock::{Fake, PodEnd};
+use super::names::Names;
+use super::probe::image::ProbeSource;
+use super::supply::{PullCredentials, PullSecret, ServiceImage, Sources, Supplied, Supply};
 use super::{ClusterId, KubeOptions, KubernetesRuntime, Timeouts};
 use crate::env_id::EnvId;
 use crate::plan::{EnvPlan, Kind, ServicePlan};
-use crate::runtime::{Quiet, Runtime, RuntimeError};
+use crate::runtime::images::{Delivery, SidecarSource};
+use crate::runtime::{Progress, Quiet, Runtime, RuntimeError};
 
 pub(super) const NS: &str = "/api/v1/namespaces/af-pr-42";
 const POLICIES: &str = "/apis/networking.k8s.io/v1/namespaces/af-pr-42/networkpolicies";
@@ -75,7 +81,39 @@ pub(super) fn runtime(fake: &Fake) -> KubernetesRuntime {
         context: "fake".to_owned(),
         server: "https://fake.test".to_owned(),
     };
-    KubernetesRuntime::new(fake.client(), cluster, options).expect("runtime")
+    let mut rt = KubernetesRuntime::new(fake.client(), cluster, options).expect("runtime");
+    rt.images = Box::new(Fixed(supplied()));
+    rt
+}
+
+/// The images of [`plan`], as a registry cluster's nodes are told them; nothing is built.
+pub(super) fn supplied() -> Supplied {
+    let web = ServiceImage {
+        reference: "registry.test/af@sha256:0b".to_owned(),
+        stores: Vec::new(),
+    };
+    Supplied {
+        pull_policy: "IfNotPresent",
+        probe: "af-probe:test".to_owned(),
+        sidecar: "registry.test/af@sha256:0a".to_owned(),
+        services: BTreeMap::from([("web".to_owned(), web)]),
+        pull_secret: None,
+    }
+}
+
+/// Images supplied as they are: the call-sequence tests build and push nothing.
+pub(super) struct Fixed(pub Supplied);
+
+impl Supply for Fixed {
+    fn supply<'a>(
+        &'a self,
+        _: &'a EnvPlan,
+        _: &'a Names,
+        _: &'a dyn Progress,
+    ) -> BoxFuture<'a, Result<Supplied, RuntimeError>> {
+        let supplied = self.0.clone();
+        async move { Ok(supplied) }.boxed()
+    }
 }
 
 /// The runtime with `AF_PRESERVE=1`: a failed `af up` keeps the namespace it made.
@@ -130,8 +168,18 @@ async fn the_namespace_and_policies_come_before_the_probe_and_nothing_after_it()
     let fake = Fake::new();
     probe_says(&fake, &[]);
     let rt = runtime(&fake);
-    let refused = rt.up(&plan(), &Quiet).await.expect_err("not built yet");
+    // The fake serves no cluster resolver: the first thing after the probe stops there.
+    let refused = rt
+        .up(&plan(), &Quiet)
+        .await
+        .expect_err("no resolver for the sidecar");
     assert_eq!(refused.report().code.code, "AF-RUN-044", "{refused}");
+    assert!(
+        refused
+            .to_string()
+            .contains("no resolver the sidecar can use"),
+        "{refused}"
+    );
 
     let calls = fake.calls();
     let first_change = calls
@@ -157,6 +205,55 @@ async fn the_namespace_and_policies_come_before_the_probe_and_nothing_after_it()
         expected,
         "the namespace this failed up made goes again"
     );
+}
+
+#[tokio::test]
+async fn a_registry_cluster_with_no_repository_named_is_refused_before_anything_is_made() {
+    let fake = Fake::new();
+    let mut rt = runtime(&fake);
+    rt.images = Box::new(Sources {
+        delivery: Delivery::Registry,
+        repository: None,
+        pull_credentials: PullCredentials::Docker,
+        sidecar: SidecarSource::Lookup,
+        probe: ProbeSource::Image("af-probe:test".to_owned()),
+    });
+    let refused = rt.up(&plan(), &Quiet).await.expect_err("refused");
+    let report = refused.report();
+    assert_eq!(report.code.code, "AF-RUN-013", "{report:?}");
+    assert!(
+        report.statement.contains("nothing was created"),
+        "{report:?}"
+    );
+    assert!(report.next.contains("AF_IMAGE_REPOSITORY"), "{report:?}");
+    assert_eq!(changes(&fake.calls()), Vec::<String>::new(), "nothing made");
+}
+
+#[tokio::test]
+async fn a_pull_secret_is_made_and_given_to_every_pod_before_the_probe() {
+    let fake = Fake::new();
+    probe_says(&fake, &[]);
+    let mut rt = preserving(&fake);
+    let mut images = supplied();
+    images.pull_secret = Some(PullSecret(br#"{"auths":{}}"#.to_vec()));
+    rt.images = Box::new(Fixed(images));
+    let _ = rt.up(&plan(), &Quiet).await;
+
+    let calls = changes(&fake.calls());
+    let at = |call: &str| calls.iter().position(|c| c == call);
+    let secret = at(&format!("POST {NS}/secrets")).expect("the secret made");
+    let account = at(&format!("PATCH {NS}/serviceaccounts/default")).expect("the account");
+    let probe = at(&format!("POST {NS}/pods")).expect("the probe");
+    assert!(secret < account && account < probe, "{calls:?}");
+    fake.with(|s| {
+        let made = &s.objects[&format!("{NS}/secrets/af-registry")];
+        assert_eq!(made["type"], "kubernetes.io/dockerconfigjson");
+        let account = &s.objects[&format!("{NS}/serviceaccounts/default")];
+        assert_eq!(
+            account["imagePullSecrets"],
+            json!([{"name": "af-registry"}])
+        );
+    });
 }
 
 #[tokio::test]
@@ -233,7 +330,7 @@ async fn routes_that_got_out_refuse_with_043_naming_each_and_nothing_follows() {
 #[tokio::test]
 async fn a_probe_that_cannot_run_answers_nothing_and_is_refused() {
     let fake = Fake::new();
-    fake.with(|s| s.pods = PodEnd::Stuck("ErrImageNeverPull"));
+    fake.with(|s| s.pods = PodEnd::Stuck("CreateContainerError"));
     let refused = runtime(&fake)
         .up(&plan(), &Quiet)
         .await
@@ -246,9 +343,50 @@ async fn a_probe_that_cannot_run_answers_nothing_and_is_refused() {
         report.statement
     );
     assert!(
-        report.statement.contains("ErrImageNeverPull"),
+        report.statement.contains("CreateContainerError"),
         "{}",
         report.statement
+    );
+}
+
+#[tokio::test]
+async fn an_image_the_nodes_cannot_pull_is_named_with_what_the_kubelet_said() {
+    let fake = Fake::new();
+    let said = "Failed to pull image \"af-probe:test\": rpc error: code = Unknown desc = Error response from daemon: unauthorized: authentication required";
+    fake.with(|s| {
+        s.pods = PodEnd::Stuck("ImagePullBackOff");
+        s.objects.insert(
+            format!("{NS}/events/pull-1"),
+            json!({"apiVersion": "v1", "kind": "Event",
+                   "metadata": {"name": "pull-1", "namespace": "af-pr-42"},
+                   "involvedObject": {"kind": "Pod", "name": "whichever"},
+                   "reason": "Failed", "message": said,
+                   "lastTimestamp": "2026-12-01T00:00:00Z"}),
+        );
+    });
+    let refused = runtime(&fake)
+        .up(&plan(), &Quiet)
+        .await
+        .expect_err("refused");
+    let report = refused.report();
+    assert_eq!(report.code.code, "AF-RUN-012", "{report:?}");
+    assert!(
+        report
+            .statement
+            .contains("could not pull af-probe:test for probe"),
+        "{}",
+        report.statement
+    );
+    assert!(
+        report
+            .statement
+            .contains("unauthorized: authentication required"),
+        "the kubelet's event, not only ImagePullBackOff: {}",
+        report.statement
+    );
+    assert!(
+        report.next.contains("AF_IMAGE_PULL_CREDENTIALS"),
+        "{report:?}"
     );
 }
 

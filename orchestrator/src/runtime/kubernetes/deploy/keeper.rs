@@ -22,6 +22,7 @@ use af_policy::manifest::OnLoss;
 use crate::plan::{EnvPlan, Kind};
 use crate::runtime::kubernetes::names::{Names, kind};
 use crate::runtime::kubernetes::probe::pod::BINARY;
+use crate::runtime::kubernetes::pull_secret;
 use crate::runtime::labels::SERVICE;
 
 /// The keeper's name: its container, service account, role and binding.
@@ -70,10 +71,11 @@ fn meta(names: &Names) -> ObjectMeta {
 }
 
 /// Its service account, whose token is never mounted but where the keeper's container asks.
-pub fn service_account(names: &Names) -> ServiceAccount {
+pub fn service_account(names: &Names, pull_secret: bool) -> ServiceAccount {
     stamp(ServiceAccount {
         metadata: meta(names),
         automount_service_account_token: Some(false),
+        image_pull_secrets: pull_secret.then(|| vec![pull_secret::reference()]),
         ..ServiceAccount::default()
     })
 }

@@ -30,7 +30,6 @@ use std::time::{Duration, SystemTime};
 use std::num::NonZeroU32;
 
 use af_sidecar_api::config::{Admin, Containment};
-use bollard::Docker;
 use ipnet::IpNet;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
@@ -47,13 +46,14 @@ use super::Timeouts;
 use super::cluster::refused;
 use super::names::{self, Names, kind};
 use super::selection;
+use super::supply::Supplied;
 use super::wait::{self, Poll};
 use crate::plan::{EnvPlan, Kind, ServicePlan};
-use crate::runtime::images::{self, Delivery, SidecarSource};
 use crate::runtime::labels::SERVICE;
 use crate::runtime::service_env::Provisions;
 use crate::runtime::sidecar_doc::{self, ALIAS, InsideNames, Kept, Placement, Secrets};
-use crate::runtime::{Action, Phase, Progress, RuntimeError, ServiceUp, UpReport, docker_client};
+use crate::runtime::{Action, Phase, Progress, RuntimeError, ServiceUp, UpReport};
+use crate::trust::store::ImageFile;
 use crate::trust::{self, TrustFiles, store};
 use crate::webhook::WebhookSecrets;
 
@@ -63,10 +63,8 @@ pub struct Deployer<'a> {
     pub client: &'a Client,
     /// The environment's names.
     pub names: &'a Names,
-    /// How images reach the nodes.
-    pub delivery: &'a Delivery,
-    /// Where the sidecar image comes from.
-    pub sidecar_source: &'a SidecarSource,
+    /// The images the pods run, delivered.
+    pub images: &'a Supplied,
     /// The sidecar's resolver for outside names (`ADDR:PORT`).
     pub upstream_resolver: SocketAddr,
     /// Networks the sidecar's guard may dial although private (tests only).
@@ -114,16 +112,6 @@ impl Deployer<'_> {
         plan: &EnvPlan,
         progress: &dyn Progress,
     ) -> Result<UpReport, RuntimeError> {
-        if *self.delivery == Delivery::Registry && !plan.services.is_empty() {
-            // Before any image is built or any object of the sidecar made.
-            return Err(RuntimeError::Unsupported(
-                "This cluster's nodes pull their images from a registry, and af builds the services' images on this machine without pushing them anywhere yet. Use a cluster whose nodes use this Docker daemon, or a k3d or kind cluster (AF_KUBE_IMAGES=daemon|k3d|kind), or the local runtime.".to_owned(),
-            ));
-        }
-        let docker = docker_client::connect().await?;
-        let image = images::ensure_sidecar_image(&docker, self.sidecar_source, progress).await?;
-        images::to_nodes(self.delivery, "sidecar", &image, progress).await?;
-
         // The Services first: their addresses are the sidecar's, and the environment's names.
         progress.begin("sidecar service")?;
         let sidecar_ip = self.ensure_service(sidecar::service(self.names)).await?.0;
@@ -148,7 +136,7 @@ impl Deployer<'_> {
             Vec::new()
         };
         let secrets = self
-            .ensure_sidecar(plan, &image, sidecar_v4, hosts, progress)
+            .ensure_sidecar(plan, &self.images.sidecar, sidecar_v4, hosts, progress)
             .await?;
         let trust_files = TrustFiles::new(&trust::bundle::system_roots()?, &secrets.ca);
         let webhooks = WebhookSecrets::derive(&secrets.token);
@@ -184,18 +172,20 @@ impl Deployer<'_> {
             admin: None,
         };
         for service in &plan.services {
-            let built = images::build_service_image(&docker, service, progress).await?;
-            let reference = images::service_reference(&plan.env, &service.name);
-            images::tag(&docker, &built, &reference).await?;
-            images::to_nodes(self.delivery, &service.name, &reference, progress).await?;
+            let image = self.images.services.get(&service.name).ok_or_else(|| {
+                RuntimeError::engine(
+                    format!("start {}", service.name),
+                    "no image was supplied for it",
+                )
+            })?;
             let stores = self
-                .ensure_system_store(&docker, &service.name, &reference, &trust_files)
+                .ensure_system_store(&service.name, &image.stores, &trust_files)
                 .await?;
             let spec = Spec {
                 plan,
                 service,
-                image: &reference,
-                pull_policy: self.delivery.pull_policy(),
+                image: &image.reference,
+                pull_policy: self.images.pull_policy,
                 sidecar: sidecar_v4,
                 provisions,
                 gate: &self.gate,
@@ -286,19 +276,16 @@ impl Deployer<'_> {
         })
     }
 
-    /// The system CA stores `image` has, written with the environment CA appended into the
-    /// service's ConfigMap that its pods mount over them; their paths (none, and no
-    /// ConfigMap, for an image without a store).
+    /// The system CA stores the service's image has (`found`), written with the environment
+    /// CA appended into the service's ConfigMap that its pods mount over them; their paths
+    /// (none, and no ConfigMap, for an image without a store).
     async fn ensure_system_store(
         &self,
-        docker: &Docker,
         service: &str,
-        image: &str,
+        found: &[(&'static str, ImageFile)],
         trust_files: &TrustFiles,
     ) -> Result<Vec<&'static str>, RuntimeError> {
-        let reader = format!("af-store-{}-{service}", self.names.env());
-        let found = images::system_stores(docker, image, &reader).await?;
-        let stores = store::replacements(found, &trust_files.ca_pem);
+        let stores = store::replacements(found.iter().cloned(), &trust_files.ca_pem);
         if !stores.is_empty() {
             objects::ensure(
                 self.client,
@@ -419,7 +406,7 @@ impl Deployer<'_> {
             sidecar::deployment(
                 self.names,
                 image,
-                self.delivery.pull_policy(),
+                self.images.pull_policy,
                 &digest,
                 &journal,
                 keeper,
@@ -440,7 +427,7 @@ impl Deployer<'_> {
         objects::ensure(
             self.client,
             namespace,
-            keeper::service_account(self.names),
+            keeper::service_account(self.names, self.images.pull_secret.is_some()),
             |_, _| {},
         )
         .await?;

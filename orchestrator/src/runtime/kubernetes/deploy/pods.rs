@@ -1,6 +1,6 @@
 //! What the pods of a Deployment or a Job say about themselves while af waits on them: a fence
-//! that could not be written or a gate that gave up (the pod was never governed), a container
-//! stuck where it will not leave by itself, and a short state for progress lines.
+//! that could not be written or a gate that gave up (the pod was never governed), an image a
+//! node could not pull ([`pulls`]), a container stuck where it will not leave by itself, and a short state for progress lines.
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
@@ -9,6 +9,7 @@ use kube::api::{Api, LogParams};
 use super::services;
 use crate::runtime::RuntimeError;
 use crate::runtime::kubernetes::names::kind;
+use crate::runtime::kubernetes::pulls;
 use crate::runtime::labels::KIND;
 
 /// Container states after which a pod will not start without a change.
@@ -47,6 +48,9 @@ pub async fn refuse_stuck(
                 namespace: namespace.to_owned(),
                 route: log.unwrap_or(route),
             });
+        }
+        if let Some(unpulled) = pulls::refusal(&api.clone().into_client(), pod, service).await {
+            return Err(unpulled);
         }
         if let Some(stuck) = stuck(pod) {
             return Err(RuntimeError::NotReady {

@@ -27,6 +27,7 @@ use super::Timeouts;
 use super::cluster::refused;
 use super::deploy::services::FENCE;
 use super::names::{Names, kind};
+use super::pulls;
 use super::wait::{self, Poll};
 use crate::plan::short_digest;
 use crate::runtime::{Progress, RuntimeError};
@@ -406,6 +407,13 @@ async fn start_witness(
             let found = pods.get_opt(name).await.map_err(refused(format!(
                 "read the probe's witness pod in {namespace}"
             )))?;
+            // An image the node cannot get is named now, not found as a timeout.
+            if let Some(pod) = &found
+                && let Some(unpulled) =
+                    pulls::refusal(&pods.clone().into_client(), pod, "probe").await
+            {
+                return Err(unpulled);
+            }
             let address = found
                 .as_ref()
                 .and_then(|p| p.status.as_ref())
