@@ -44,23 +44,34 @@ pub async fn run(
                 "mode": mode,
                 "rules": suggestion.rules,
                 "requests": suggestion.requests,
+                "not_suggested": suggestion.not_suggested,
             }),
         ),
-        Format::Human if suggestion.rules.is_empty() => {
-            let _ = writeln!(
-                out,
-                "# Nothing to suggest: no request in the journal went to the default ({}).",
-                spec.default_mode()
-            );
-        }
         Format::Human => {
-            let yaml = suggestion.to_yaml().map_err(report)?;
-            let n: usize = suggestion.requests.iter().map(Vec::len).sum();
-            let _ = writeln!(
-                out,
-                "# {n} request(s) went to the default; paste under egress.rules in af.yaml:"
-            );
-            let _ = write!(out, "{yaml}");
+            if suggestion.rules.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "# Nothing to suggest: no request in the journal went to the default ({}) that a rule should let through.",
+                    spec.default_mode()
+                );
+            } else {
+                let yaml = suggestion.to_yaml().map_err(report)?;
+                let n: usize = suggestion.requests.iter().map(Vec::len).sum();
+                let _ = writeln!(
+                    out,
+                    "# {n} request(s) went to the default; paste under egress.rules in af.yaml:"
+                );
+                let _ = write!(out, "{yaml}");
+            }
+            for left in &suggestion.not_suggested {
+                let _ = writeln!(
+                    out,
+                    "# not suggested: {} ({} request(s)): {}",
+                    left.host,
+                    left.requests.len(),
+                    left.why
+                );
+            }
         }
     }
     Ok(())
@@ -75,9 +86,7 @@ fn at_or_after(record: &Record, since: SystemTime) -> bool {
 fn report(e: SuggestError) -> Report {
     let code = match e {
         SuggestError::Catalogue(_) => &codes::MAN_BAD_RULE,
-        SuggestError::Rule(_) | SuggestError::Uncovered(_) | SuggestError::Yaml(_) => {
-            &codes::RUN_SUGGEST
-        }
+        SuggestError::Yaml(_) => &codes::RUN_SUGGEST,
     };
     Report::new(code, format!("No rules were suggested: {e}."))
 }

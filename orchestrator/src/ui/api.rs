@@ -150,9 +150,9 @@ pub(super) async fn record(
     });
     let mode = query.mode.unwrap_or_else(|| snippet::default_mode(d));
     let (yaml, problem) = match crate::suggest::rule_for(d, mode).map(snippet::yaml) {
-        Some(Ok(yaml)) => (Some(yaml), None),
-        Some(Err(problem)) => (None, Some(problem)),
-        None => (None, Some("the record names no host".to_owned())),
+        Ok(Ok(yaml)) => (Some(yaml), None),
+        Ok(Err(problem)) => (None, Some(problem)),
+        Err(why) => (None, Some(why.to_string())),
     };
     let detail = Detail {
         url,

@@ -115,6 +115,40 @@ mod tests {
             ..decision("GET", "api.github.com", 443, "/user")
         };
         assert_eq!(default_mode(&mocked), Mode::Mock);
-        assert!(rule(&decision("", "", 443, ""), Mode::Allow).is_none());
+        assert_eq!(
+            rule(&decision("", "", 443, ""), Mode::Allow),
+            Err(crate::suggest::NoRule::NoHost)
+        );
+    }
+
+    #[test]
+    fn the_page_offers_no_rule_for_what_the_address_guard_refuses() {
+        for host in [
+            "169.254.169.254",
+            "::1",
+            "fe80::1",
+            "10.0.0.1",
+            "100.64.0.1",
+            "[::ffff:127.0.0.1]",
+            "localhost",
+            "metadata.google.internal",
+        ] {
+            let refused = rule(&decision("GET", host, 80, "/"), Mode::Allow);
+            assert!(
+                matches!(refused, Err(crate::suggest::NoRule::RefusedByGuard(_))),
+                "{host}: {refused:?}"
+            );
+            assert!(
+                refused
+                    .err()
+                    .is_some_and(|why| why.to_string().contains("refused by the guard")),
+                "{host}"
+            );
+        }
+        // The control: a public address gets its rule.
+        assert_eq!(
+            rule(&decision("GET", "198.51.100.7", 80, "/"), Mode::Allow).map(|r| r.host),
+            Ok("198.51.100.7".to_owned())
+        );
     }
 }

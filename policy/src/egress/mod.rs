@@ -8,6 +8,7 @@
 //! labels they spell out, then `*`), then a port, then the longest matching path, then methods.
 //! Ties go to the rule written first.
 
+pub mod address;
 mod catalogue;
 mod explain;
 mod host;

@@ -12,7 +12,7 @@
 //! many addresses the name has, and each connection it opens holds a place under the upstream
 //! cap until it closes.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,8 +28,10 @@ use tokio::time::Instant;
 use crate::limits::{UpstreamConn, UpstreamLimit};
 use crate::metrics::Metrics;
 use af_policy::egress::Catalogue;
+use af_policy::egress::address::{self, AddressClass};
 
-/// Why an address is never dialled.
+/// Why an address is never dialled: its class ([`AddressClass`], shared with the policy), or
+/// what only the sidecar knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refusal {
     /// 127.0.0.0/8, ::1.
@@ -57,6 +59,23 @@ pub(crate) enum Refusal {
     Ipv6NotAllowed,
     /// One of the sidecar's own addresses: dialling it would loop through the sidecar.
     Sidecar,
+}
+
+impl From<AddressClass> for Refusal {
+    fn from(class: AddressClass) -> Self {
+        match class {
+            AddressClass::Loopback => Refusal::Loopback,
+            AddressClass::Unspecified => Refusal::Unspecified,
+            AddressClass::LinkLocal => Refusal::LinkLocal,
+            AddressClass::Private => Refusal::Private,
+            AddressClass::SharedCgnat => Refusal::SharedCgnat,
+            AddressClass::Multicast => Refusal::Multicast,
+            AddressClass::Broadcast => Refusal::Broadcast,
+            AddressClass::Reserved => Refusal::Reserved,
+            AddressClass::UniqueLocal => Refusal::UniqueLocal,
+            AddressClass::EmbedsRefusedIpv4 => Refusal::EmbedsRefusedIpv4,
+        }
+    }
 }
 
 impl Refusal {
@@ -90,87 +109,7 @@ impl Refusal {
 
 /// Classify one address on its own: `Ok(())` for an address on the public internet.
 pub(crate) fn classify(ip: IpAddr) -> Result<(), Refusal> {
-    match ip {
-        IpAddr::V4(v4) => classify_v4(v4),
-        IpAddr::V6(v6) => classify_v6(v6),
-    }
-}
-
-fn classify_v4(ip: Ipv4Addr) -> Result<(), Refusal> {
-    let [a, b, c, _] = ip.octets();
-    let refusal = if ip.is_broadcast() {
-        Refusal::Broadcast
-    } else if a == 0 {
-        Refusal::Unspecified
-    } else if a == 127 {
-        Refusal::Loopback
-    } else if a == 169 && b == 254 {
-        Refusal::LinkLocal
-    } else if a == 10 || (a == 172 && (16..=31).contains(&b)) || (a == 192 && b == 168) {
-        Refusal::Private
-    } else if a == 100 && (64..=127).contains(&b) {
-        Refusal::SharedCgnat
-    } else if (224..=239).contains(&a) {
-        Refusal::Multicast
-    } else if a >= 240 || (a == 192 && b == 0 && c == 0) || (a == 198 && (b == 18 || b == 19)) {
-        Refusal::Reserved
-    } else {
-        // Documentation ranges (192.0.2/24, 198.51.100/24, 203.0.113/24) stay dialable on
-        // purpose: tests simulate the internet with them.
-        return Ok(());
-    };
-    Err(refusal)
-}
-
-fn classify_v6(ip: Ipv6Addr) -> Result<(), Refusal> {
-    let seg = ip.segments();
-    let embedded = |v4: Ipv4Addr| classify_v4(v4).map_err(|_| Refusal::EmbedsRefusedIpv4);
-    if ip.is_unspecified() {
-        return Err(Refusal::Unspecified);
-    }
-    if ip.is_loopback() {
-        return Err(Refusal::Loopback);
-    }
-    if let Some(v4) = ip.to_ipv4_mapped() {
-        return embedded(v4);
-    }
-    // IPv4-compatible ::a.b.c.d (deprecated): never dialled.
-    if seg[..6] == [0; 6] {
-        return Err(Refusal::Reserved);
-    }
-    match seg[0] {
-        0x2002 => return embedded(v4_from(seg[1], seg[2])),
-        0x2001 if seg[1] == 0 => {
-            // Teredo: server in bits 32..64, client (inverted) in the last 32 bits.
-            embedded(v4_from(seg[2], seg[3]))?;
-            return embedded(v4_from(!seg[6], !seg[7]));
-        }
-        0x0064 if seg[1] == 0xff9b => {
-            if seg[2] == 1 {
-                return Err(Refusal::Reserved); // 64:ff9b:1::/48, local-use NAT64
-            }
-            if seg[2..6] == [0; 4] {
-                return embedded(v4_from(seg[6], seg[7]));
-            }
-        }
-        0x0100 if seg[1..4] == [0; 3] => return Err(Refusal::Reserved),
-        _ => {}
-    }
-    if seg[0] & 0xff00 == 0xff00 {
-        Err(Refusal::Multicast)
-    } else if seg[0] & 0xfe00 == 0xfc00 {
-        Err(Refusal::UniqueLocal)
-    } else if seg[0] & 0xffc0 == 0xfe80 {
-        Err(Refusal::LinkLocal)
-    } else if seg[0] & 0xffc0 == 0xfec0 {
-        Err(Refusal::Reserved)
-    } else {
-        Ok(())
-    }
-}
-
-fn v4_from(hi: u16, lo: u16) -> Ipv4Addr {
-    Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo))
+    address::classify(ip).map_err(Refusal::from)
 }
 
 /// A mapped address (`::ffff:a.b.c.d`) is the IPv4 address itself; it is checked and dialled
