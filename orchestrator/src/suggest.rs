@@ -165,20 +165,26 @@ fn host_of(d: &DecisionRecord) -> Result<String, NoRule> {
     if d.host.is_empty() {
         return Err(NoRule::NoHost);
     }
-    let literal = d.host.trim_start_matches('[').trim_end_matches(']');
+    if d.host.contains('*') {
+        return Err(NoRule::BadHost);
+    }
+    // Normalised first, as the catalogue reads a rule's host: `169.254.169.254.` and
+    // full-width digits are the address itself, and must be judged as such.
+    let host = match normalize_host(&d.host) {
+        Ok(host) => host.into_owned(),
+        Err(_) => d.host.trim_end_matches('.').to_owned(),
+    };
+    let literal = host.trim_start_matches('[').trim_end_matches(']');
     if let Ok(ip) = literal.parse::<IpAddr>() {
         let ip = ip.to_canonical();
         address::classify(ip).map_err(NoRule::RefusedByGuard)?;
         return Ok(ip.to_string());
     }
-    if d.host.contains('*') {
-        return Err(NoRule::BadHost);
-    }
-    let host = normalize_host(&d.host).map_err(|_| NoRule::BadHost)?;
+    normalize_host(&d.host).map_err(|_| NoRule::BadHost)?;
     if let Some(class) = address::internal_name(&host) {
         return Err(NoRule::RefusedByGuard(class));
     }
-    Ok(host.into_owned())
+    Ok(host)
 }
 
 /// `host` with `port` as a rule writes it (an IPv6 address bracketed).
@@ -444,6 +450,10 @@ mod tests {
             "LOCALHOST.",
             "api.localhost",
             "metadata.google.internal",
+            "169.254.169.254.",
+            "127.0.0.1.",
+            "[::1].",
+            "\u{ff11}\u{ff12}\u{ff17}.\u{ff10}.\u{ff10}.\u{ff11}",
         ];
         let mut records: Vec<Record> = refused
             .iter()
@@ -465,7 +475,7 @@ mod tests {
             .inspect(|n| assert!(matches!(n.why, NoRule::RefusedByGuard(_)), "{n:?}"))
             .flat_map(|n| n.requests.iter().copied())
             .collect();
-        assert_eq!(apart, (1..=13).chain([99]).collect(), "{s:?}");
+        assert_eq!(apart, (1..=17).chain([99]).collect(), "{s:?}");
         assert!(
             s.not_suggested
                 .iter()
@@ -532,7 +542,9 @@ mod tests {
                         "[::ffff:198.51.100.7]", "2001:db8::7", "[2001:db8::7]", "127.0.0.1",
                         "[::ffff:127.0.0.1]", "::1", "fe80::1", "169.254.169.254", "10.0.0.1",
                         "100.64.0.1", "localhost", "metadata.google.internal", "", "bad host",
-                        "a..b", "xn--", "*.x.test", "allowed.test",
+                        "a..b", "xn--", "*.x.test", "allowed.test", "169.254.169.254.",
+                        "127.0.0.1.", "[::1].", "\u{ff11}\u{ff12}\u{ff17}.\u{ff10}.\u{ff10}.\u{ff11}",
+                        "METADATA.google.internal.",
                     ]),
                     proptest::sample::select(vec![0u16, 22, 80, 443, 2375, 8443, 65535]),
                     proptest::sample::select(vec![

@@ -99,6 +99,8 @@ async fn images_go_through_a_registry_by_digest_and_a_bad_registry_creates_nothi
             ("AF_KUBE_IMAGES".to_owned(), "registry".to_owned()),
             ("AF_IMAGE_REPOSITORY".to_owned(), repository.clone()),
             ("DOCKER_CONFIG".to_owned(), config.display().to_string()),
+            // Teardown's pace is not what this test is about (a loaded node takes longer).
+            ("AF_KUBE_DOWN_TIMEOUT".to_owned(), "300".to_owned()),
         ]
     };
     let run = |args: &'static [&'static str], config: &std::path::Path| {
@@ -189,7 +191,12 @@ async fn images_go_through_a_registry_by_digest_and_a_bad_registry_creates_nothi
         "nothing was pushed"
     );
     let pulls = pulled(&world).await;
-    for image in pod_images(&world).await {
+    let running = pod_images(&world).await;
+    assert!(
+        running.len() >= 3,
+        "the probe's, the sidecar's and web's: {running:?}"
+    );
+    for image in running {
         assert!(
             pulls.iter().any(|m| m.contains(&format!("\"{image}\""))),
             "the node pulled {image}: {pulls:?}"
@@ -207,6 +214,36 @@ async fn images_go_through_a_registry_by_digest_and_a_bad_registry_creates_nothi
     assert_eq!(down.code, 0, "{}{}", down.stdout, down.stderr);
     printed.push_str(&down.stdout);
     printed.push_str(&down.stderr);
+
+    // The control for the pull secret: without it (the nodes told to pull on their own) the
+    // kubelet cannot pull, and af up names the image and what the kubelet said.
+    assert!(forget_pushed(&docker, &repository).await >= 3);
+    let mut unpulled = vars(&good);
+    unpulled.push(("AF_IMAGE_PULL_CREDENTIALS".to_owned(), "none".to_owned()));
+    let extra: Vec<(&str, &str)> = unpulled
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let refused = world.af(&["up"], &extra).await;
+    printed.push_str(&refused.stdout);
+    printed.push_str(&refused.stderr);
+    assert_eq!(
+        refused.code, RUNTIME_EXIT,
+        "{}{}",
+        refused.stdout, refused.stderr
+    );
+    assert!(refused.stderr.contains("AF-RUN-012"), "{}", refused.stderr);
+    assert!(
+        refused
+            .stderr
+            .contains(&format!("could not pull {digest_prefix}")),
+        "the image named: {}",
+        refused.stderr
+    );
+    assert!(
+        world.read_namespace().await.is_none(),
+        "the namespace it made is gone"
+    );
 
     // A wrong password is refused, the registry named, and nothing is created.
     let refused = run(&["up"], &wrong).await;

@@ -45,10 +45,11 @@ impl Repository {
     /// Docker Hub by default is never what a cluster's registry means.
     pub fn parse(text: &str) -> Result<Self, RuntimeError> {
         let text = text.trim();
-        let refuse = |why: &str| {
-            RuntimeError::Unsupported(format!(
-                "{REPOSITORY_VAR} {text:?} {why}; name a repository such as registry.example.com/team/af (af tags each image in it)."
-            ))
+        let refuse = |why: &str| RuntimeError::CannotRun {
+            statement: format!("{REPOSITORY_VAR} {text:?} {why}; nothing was created."),
+            next: format!(
+                "Name a repository with its registry host and no tag, such as {REPOSITORY_VAR}=registry.example.com/team/af (af tags each image in it)."
+            ),
         };
         let Some((host, path)) = text.split_once('/') else {
             return Err(refuse("names no registry host"));
@@ -134,12 +135,15 @@ impl Credentials {
     /// The credentials a Docker configuration file at `path` holds for `repository`'s
     /// registry; it must hold some.
     pub fn of_file(repository: &Repository, path: &Path) -> Result<Self, RuntimeError> {
-        let unreadable = |why: String| {
-            RuntimeError::Unsupported(format!(
-                "{PULL_CREDENTIALS_VAR} names {}, which {why}; name a Docker configuration file (config.json) holding credentials for {}, or docker, or none.",
-                path.display(),
+        let unreadable = |why: String| RuntimeError::CannotRun {
+            statement: format!(
+                "{PULL_CREDENTIALS_VAR} names {}, which {why}; nothing was created.",
+                path.display()
+            ),
+            next: format!(
+                "Name a Docker configuration file (config.json) holding credentials for {}, or docker (the ones that push), or none (the nodes pull on their own).",
                 repository.host()
-            ))
+            ),
         };
         let file =
             std::fs::File::open(path).map_err(|e| unreadable(format!("cannot be read ({e})")))?;
@@ -180,6 +184,15 @@ impl Credentials {
                 | CredentialRetrievalError::ConfigNotFound
                 | CredentialRetrievalError::ConfigReadError,
             ) => return Ok(Self(None)),
+            // A store that holds nothing for this registry says so (docker-credential-helpers'
+            // own words): no credentials, as Docker itself takes it.
+            Err(CredentialRetrievalError::HelperFailure { stdout, stderr, .. })
+                if [&stdout, &stderr]
+                    .iter()
+                    .any(|said| said.contains("credentials not found")) =>
+            {
+                return Ok(Self(None));
+            }
             // The helper's own output may hold a secret: only its name is said.
             Err(CredentialRetrievalError::HelperFailure { helper, .. }) => {
                 return Err(unreadable_credentials(
@@ -412,8 +425,13 @@ mod tests {
             "registry.example.com//af",
         ] {
             let refused = Repository::parse(bad).expect_err(bad);
-            assert_eq!(refused.report().code.code, "AF-RUN-044", "{bad}");
-            assert!(refused.to_string().contains(REPOSITORY_VAR), "{refused}");
+            let report = refused.report();
+            assert_eq!(report.code.code, "AF-RUN-044", "{bad}");
+            assert!(report.statement.contains(REPOSITORY_VAR), "{report:?}");
+            assert!(
+                report.next.contains("registry.example.com/team/af"),
+                "{report:?}"
+            );
         }
     }
 
@@ -445,6 +463,22 @@ mod tests {
                 .docker_config_json(&repository)
                 .is_none()
         );
+    }
+
+    #[test]
+    fn a_store_with_nothing_for_the_registry_means_no_credentials() {
+        let repository = Repository::parse("registry.example.com/af").expect("parsed");
+        let none = Credentials::read(
+            &repository,
+            Err(CredentialRetrievalError::HelperFailure {
+                helper: "docker-credential-desktop".to_owned(),
+                stdout: "credentials not found in native keychain\n".to_owned(),
+                stderr: String::new(),
+            }),
+            "test",
+        )
+        .expect("anonymous, as Docker takes it");
+        assert!(!none.is_some());
     }
 
     #[test]

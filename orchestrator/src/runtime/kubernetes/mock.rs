@@ -232,6 +232,9 @@ impl State {
                 Some(v) => reply(200, v),
                 None => not_found(&path),
             },
+            ("POST", _) if query.get("dryRun").is_some_and(|d| d == "All") => {
+                self.admit(&path, body)
+            }
             ("POST", _) => self.create(&path, body),
             ("PUT", _) => {
                 let Ok(mut object) = serde_json::from_slice::<Value>(body) else {
@@ -256,6 +259,26 @@ impl State {
             ("PATCH", _) => self.patch(&path, body),
             _ => reply(405, &json!({"kind": "Status", "code": 405})),
         }
+    }
+
+    /// A dry-run create: the object as admission would make it (a pod gets its service
+    /// account's image pull secrets), stored nowhere.
+    fn admit(&mut self, collection: &str, body: &[u8]) -> (u16, Vec<u8>) {
+        let Ok(mut object) = serde_json::from_slice::<Value>(body) else {
+            return reply(400, &json!({"kind": "Status", "code": 400}));
+        };
+        if let Some(namespace) = collection
+            .strip_suffix("/pods")
+            .filter(|_| object["spec"]["imagePullSecrets"].is_null())
+        {
+            let account = self
+                .objects
+                .get(&format!("{namespace}/serviceaccounts/default"))
+                .map(|a| a["imagePullSecrets"].clone())
+                .unwrap_or(Value::Null);
+            object["spec"]["imagePullSecrets"] = account;
+        }
+        reply(201, &object)
     }
 
     fn create(&mut self, collection: &str, body: &[u8]) -> (u16, Vec<u8>) {

@@ -84,9 +84,7 @@ use self::supply::{PullCredentials, Sources, Supplied, Supply};
 use crate::env_id::EnvId;
 use crate::plan::EnvPlan;
 use crate::runtime::error::NamespaceFate;
-use crate::runtime::images::{
-    Delivery, PULL_CREDENTIALS_VAR, REPOSITORY_VAR, Repository, SidecarSource,
-};
+use crate::runtime::images::{Delivery, PULL_CREDENTIALS_VAR, REPOSITORY_VAR, SidecarSource};
 use crate::runtime::labels::{KIND, SERVICE};
 use crate::runtime::{
     Action, AdminEndpoint, Capabilities, DownReport, EnvStatus, ExecOutput, LineStream,
@@ -148,8 +146,9 @@ pub struct KubeOptions {
     pub namespace_prefix: String,
     /// How images reach the nodes, when not by the context's name (`AF_KUBE_IMAGES`).
     pub images: Option<String>,
-    /// The repository a registry cluster's images are pushed to (`AF_IMAGE_REPOSITORY`).
-    pub repository: Option<Repository>,
+    /// The repository a registry cluster's images are pushed to (`AF_IMAGE_REPOSITORY`), read
+    /// when `af up` needs it.
+    pub repository: Option<String>,
     /// The credentials the nodes pull with (`AF_IMAGE_PULL_CREDENTIALS`).
     pub pull_credentials: PullCredentials,
     /// Where the probe image comes from.
@@ -279,9 +278,7 @@ impl KubeOptions {
                 .clone()
                 .unwrap_or_else(|| names::DEFAULT_PREFIX.to_owned()),
             images: var("AF_KUBE_IMAGES"),
-            repository: var(REPOSITORY_VAR)
-                .map(|text| Repository::parse(&text))
-                .transpose()?,
+            repository: var(REPOSITORY_VAR),
             pull_credentials: PullCredentials::from_var(var(PULL_CREDENTIALS_VAR).as_deref()),
             probe_source: match var("AF_PROBE_IMAGE") {
                 Some(image) => ProbeSource::Image(image),
@@ -470,7 +467,9 @@ impl KubernetesRuntime {
         progress.step(&format!("network policies: {}", summary(&done)));
 
         if let Some(secret) = &images.pull_secret {
-            let action = pull_secret::ensure(client, names, secret).await?;
+            let action =
+                pull_secret::ensure(client, names, secret, &self.options.timeouts, progress)
+                    .await?;
             progress.step(&format!(
                 "image pull secret {} {}",
                 names::PULL_SECRET,

@@ -8,17 +8,21 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{LocalObjectReference, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    Container, LocalObjectReference, Pod, PodSpec, Secret, ServiceAccount,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
+use super::Timeouts;
 use super::cluster::refused;
 use super::deploy::objects::{self, stamp};
 use super::names::{self, Names, kind};
 use super::supply::PullSecret;
-use crate::runtime::{Action, RuntimeError};
+use super::wait::{self, Poll};
+use crate::runtime::{Action, Progress, RuntimeError};
 
 /// The key of a `kubernetes.io/dockerconfigjson` Secret.
 const KEY: &str = ".dockerconfigjson";
@@ -50,26 +54,97 @@ pub fn secret(names: &Names, secret: &PullSecret) -> Secret {
     })
 }
 
-/// Make or update the pull secret, then let the namespace's default account pull with it.
+/// Make or update the pull secret, let the namespace's default account pull with it (added to
+/// the secrets it has), and wait until admission gives it to a new pod: the API server's
+/// ServiceAccount admission reads accounts from a cache, so a pod made the moment after the
+/// change could be admitted without it (a dry run shows what admission does, and makes
+/// nothing).
 pub async fn ensure(
     client: &Client,
     names: &Names,
     pull: &PullSecret,
+    timeouts: &Timeouts,
+    progress: &dyn Progress,
 ) -> Result<Action, RuntimeError> {
     let namespace = names.namespace();
     let (_, action) = objects::ensure(client, namespace, secret(names, pull), |_, _| {}).await?;
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-    let patch = json!({"imagePullSecrets": [{"name": names::PULL_SECRET}]});
-    accounts
-        .patch(
-            DEFAULT_ACCOUNT,
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
+    let account = accounts
+        .get(DEFAULT_ACCOUNT)
         .await
         .map_err(refused(format!(
-            "let the default service account of {namespace} pull with {}",
-            names::PULL_SECRET
+            "read the default service account of {namespace}"
         )))?;
+    let mut secrets = account.image_pull_secrets.unwrap_or_default();
+    if !secrets.contains(&reference()) {
+        secrets.push(reference());
+        let patch = json!({"imagePullSecrets": secrets});
+        accounts
+            .patch(
+                DEFAULT_ACCOUNT,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .map_err(refused(format!(
+                "let the default service account of {namespace} pull with {}",
+                names::PULL_SECRET
+            )))?;
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let trial = trial_pod(names);
+    let given = wait::until(
+        "the pull secret to reach new pods",
+        timeouts.namespace,
+        timeouts.poll,
+        progress,
+        || async {
+            let admitted = pods
+                .create(&dry_run, &trial)
+                .await
+                .map_err(refused(format!("ask admission about a pod in {namespace}")))?;
+            let has = admitted
+                .spec
+                .and_then(|s| s.image_pull_secrets)
+                .is_some_and(|s| s.contains(&reference()));
+            Ok(if has {
+                Poll::Ready(())
+            } else {
+                Poll::Pending("admission does not give it to new pods yet".to_owned())
+            })
+        },
+    )
+    .await?;
+    given.map_err(|state| RuntimeError::Timeout {
+        what: format!("the pull secret to reach new pods in {namespace}"),
+        seconds: timeouts.namespace.as_secs(),
+        state,
+        knob: "AF_KUBE_NAMESPACE_TIMEOUT",
+    })?;
     Ok(action)
+}
+
+/// The pod a dry run shows admission's work on: never made.
+fn trial_pod(names: &Names) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some("af-pull-secret-trial".to_owned()),
+            namespace: Some(names.namespace().to_owned()),
+            labels: Some(names.labels(kind::PULL_SECRET)),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "trial".to_owned(),
+                image: Some("af-pull-secret-trial".to_owned()),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        }),
+        status: None,
+    }
 }

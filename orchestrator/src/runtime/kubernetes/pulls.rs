@@ -1,7 +1,8 @@
 //! Images a node could not pull, named per image: a pod whose container waits on
-//! `ErrImagePull`, `ImagePullBackOff`, `ErrImageNeverPull` or `InvalidImageName` is refused at
-//! once (AF-RUN-012) with the image and what the kubelet said of it, read from the pod's
-//! events ("Failed to pull image …: unauthorized"), rather than left to a timeout.
+//! `ImagePullBackOff`, `ErrImageNeverPull` or `InvalidImageName` is refused (AF-RUN-012) with
+//! the image and what the kubelet said of it, read from the pod's events ("Failed to pull
+//! image …: unauthorized"), rather than left to a timeout. A first `ErrImagePull` is not: the
+//! kubelet retries a network blip or a registry's 5xx, and backs off only once it failed.
 
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, ListParams};
@@ -10,12 +11,7 @@ use kube::{Client, ResourceExt};
 use crate::runtime::RuntimeError;
 
 /// The waiting reasons of a container whose image the node does not have and will not get.
-const UNPULLED: [&str; 4] = [
-    "ErrImagePull",
-    "ImagePullBackOff",
-    "ErrImageNeverPull",
-    "InvalidImageName",
-];
+const UNPULLED: [&str; 3] = ["ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName"];
 
 /// A container of a pod whose image could not be pulled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,17 +134,19 @@ mod tests {
             vec![waiting("af-gate", "PodInitializing", None)],
             vec![waiting(
                 "web",
-                "ErrImagePull",
-                Some("unauthorized: authentication required"),
+                "ImagePullBackOff",
+                Some("Back-off pulling image"),
             )],
         );
         assert_eq!(
             unpulled(&stuck),
             Some(Unpulled {
                 image: "registry.test/af@sha256:02".to_owned(),
-                said: "ErrImagePull: unauthorized: authentication required".to_owned(),
+                said: "ImagePullBackOff: Back-off pulling image".to_owned(),
             })
         );
+        let retrying = pod(vec![], vec![waiting("web", "ErrImagePull", None)]);
+        assert_eq!(unpulled(&retrying), None, "the kubelet tries again first");
         let gate = pod(vec![waiting("af-gate", "ImagePullBackOff", None)], vec![]);
         assert_eq!(
             unpulled(&gate).map(|u| u.image),

@@ -253,6 +253,12 @@ async fn a_pull_secret_is_made_and_given_to_every_pod_before_the_probe() {
             account["imagePullSecrets"],
             json!([{"name": "af-registry"}])
         );
+        assert!(
+            !s.objects
+                .keys()
+                .any(|k| k.ends_with("/af-pull-secret-trial")),
+            "the admission trial is a dry run"
+        );
     });
 }
 

@@ -85,8 +85,9 @@ impl PullCredentials {
 pub struct Sources {
     /// How images reach the nodes.
     pub delivery: Delivery,
-    /// The repository a registry cluster's images go to (`AF_IMAGE_REPOSITORY`).
-    pub repository: Option<Repository>,
+    /// The repository a registry cluster's images go to (`AF_IMAGE_REPOSITORY`), as written:
+    /// read when `af up` needs it, so a typo never stops `af down` or `af status`.
+    pub repository: Option<String>,
     /// The nodes' pull credentials.
     pub pull_credentials: PullCredentials,
     /// The sidecar's image source.
@@ -197,7 +198,7 @@ impl Sources {
         if self.delivery != Delivery::Registry {
             return Ok(None);
         }
-        let Some(repository) = &self.repository else {
+        let Some(written) = &self.repository else {
             let all_named = matches!(self.probe, ProbeSource::Image(_))
                 && matches!(self.sidecar, SidecarSource::Image(_))
                 && plan.services.is_empty();
@@ -207,9 +208,10 @@ impl Sources {
                 Err(RuntimeError::NoRegistry)
             };
         };
+        let repository = Repository::parse(written)?;
         Ok(Some(Registry {
-            repository: repository.clone(),
-            credentials: Credentials::of_docker(repository)?,
+            credentials: Credentials::of_docker(&repository)?,
+            repository,
         }))
     }
 
@@ -229,11 +231,14 @@ impl Sources {
             .docker_config_json(repository)
             .map(PullSecret)
             .map(Some)
-            .ok_or_else(|| {
-                RuntimeError::Unsupported(format!(
-                    "The credentials for {} are an identity token, which a node cannot pull with; set {PULL_CREDENTIALS_VAR} to a Docker configuration file holding a user name and password for it, or none if the nodes pull on their own. Nothing was created.",
+            .ok_or_else(|| RuntimeError::CannotRun {
+                statement: format!(
+                    "The credentials for {} are an identity token, which a node cannot pull with; nothing was created.",
                     repository.host()
-                ))
+                ),
+                next: format!(
+                    "Set {PULL_CREDENTIALS_VAR} to a Docker configuration file holding a user name and password for it, or to none if the nodes pull on their own."
+                ),
             })
     }
 }

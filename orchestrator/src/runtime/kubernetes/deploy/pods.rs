@@ -13,9 +13,8 @@ use crate::runtime::kubernetes::pulls;
 use crate::runtime::labels::KIND;
 
 /// Container states after which a pod will not start without a change.
-const STUCK: [&str; 6] = [
+const STUCK: [&str; 5] = [
     "ErrImageNeverPull",
-    "ErrImagePull",
     "ImagePullBackOff",
     "InvalidImageName",
     "CreateContainerConfigError",

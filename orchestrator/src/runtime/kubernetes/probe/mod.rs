@@ -33,9 +33,8 @@ use crate::plan::short_digest;
 use crate::runtime::{Progress, RuntimeError};
 
 /// Container states after which a probe container will never run.
-const STUCK: [&str; 7] = [
+const STUCK: [&str; 6] = [
     "ErrImageNeverPull",
-    "ErrImagePull",
     "ImagePullBackOff",
     "InvalidImageName",
     "CreateContainerConfigError",
