@@ -215,36 +215,6 @@ async fn images_go_through_a_registry_by_digest_and_a_bad_registry_creates_nothi
     printed.push_str(&down.stdout);
     printed.push_str(&down.stderr);
 
-    // The control for the pull secret: without it (the nodes told to pull on their own) the
-    // kubelet cannot pull, and af up names the image and what the kubelet said.
-    assert!(forget_pushed(&docker, &repository).await >= 3);
-    let mut unpulled = vars(&good);
-    unpulled.push(("AF_IMAGE_PULL_CREDENTIALS".to_owned(), "none".to_owned()));
-    let extra: Vec<(&str, &str)> = unpulled
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    let refused = world.af(&["up"], &extra).await;
-    printed.push_str(&refused.stdout);
-    printed.push_str(&refused.stderr);
-    assert_eq!(
-        refused.code, RUNTIME_EXIT,
-        "{}{}",
-        refused.stdout, refused.stderr
-    );
-    assert!(refused.stderr.contains("AF-RUN-012"), "{}", refused.stderr);
-    assert!(
-        refused
-            .stderr
-            .contains(&format!("could not pull {digest_prefix}")),
-        "the image named: {}",
-        refused.stderr
-    );
-    assert!(
-        world.read_namespace().await.is_none(),
-        "the namespace it made is gone"
-    );
-
     // A wrong password is refused, the registry named, and nothing is created.
     let refused = run(&["up"], &wrong).await;
     printed.push_str(&refused.stdout);
