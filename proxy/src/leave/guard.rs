@@ -30,68 +30,23 @@ use crate::metrics::Metrics;
 use af_policy::egress::Catalogue;
 use af_policy::egress::address::{self, AddressClass};
 
-/// Why an address is never dialled: its class ([`AddressClass`], shared with the policy), or
-/// what only the sidecar knows.
+/// Why an address is never dialled: its class (shared with the policy), or what only the
+/// sidecar knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refusal {
-    /// 127.0.0.0/8, ::1.
-    Loopback,
-    /// 0.0.0.0, ::, and 0.0.0.0/8 ("this network").
-    Unspecified,
-    /// 169.254.0.0/16 (the cloud metadata endpoint), fe80::/10.
-    LinkLocal,
-    /// RFC 1918: 10/8, 172.16/12, 192.168/16.
-    Private,
-    /// Carrier-grade NAT, 100.64.0.0/10.
-    SharedCgnat,
-    /// 224.0.0.0/4, ff00::/8.
-    Multicast,
-    /// 255.255.255.255.
-    Broadcast,
-    /// Reserved or special-purpose: 240/4, 192.0.0/24, 198.18/15, 100::/64, 64:ff9b:1::/48,
-    /// fec0::/10, IPv4-compatible `::a.b.c.d`.
-    Reserved,
-    /// fc00::/7.
-    UniqueLocal,
-    /// An IPv6 form (mapped, 6to4, Teredo, NAT64) embedding a refused IPv4 address.
-    EmbedsRefusedIpv4,
+    /// Not on the public internet ([`AddressClass`]).
+    Class(AddressClass),
     /// Any IPv6 address while the catalogue does not allow IPv6.
     Ipv6NotAllowed,
     /// One of the sidecar's own addresses: dialling it would loop through the sidecar.
     Sidecar,
 }
 
-impl From<AddressClass> for Refusal {
-    fn from(class: AddressClass) -> Self {
-        match class {
-            AddressClass::Loopback => Refusal::Loopback,
-            AddressClass::Unspecified => Refusal::Unspecified,
-            AddressClass::LinkLocal => Refusal::LinkLocal,
-            AddressClass::Private => Refusal::Private,
-            AddressClass::SharedCgnat => Refusal::SharedCgnat,
-            AddressClass::Multicast => Refusal::Multicast,
-            AddressClass::Broadcast => Refusal::Broadcast,
-            AddressClass::Reserved => Refusal::Reserved,
-            AddressClass::UniqueLocal => Refusal::UniqueLocal,
-            AddressClass::EmbedsRefusedIpv4 => Refusal::EmbedsRefusedIpv4,
-        }
-    }
-}
-
 impl Refusal {
     /// Short name for the journal and metrics.
     pub(crate) const fn as_str(self) -> &'static str {
         match self {
-            Refusal::Loopback => "loopback",
-            Refusal::Unspecified => "unspecified",
-            Refusal::LinkLocal => "link_local",
-            Refusal::Private => "private",
-            Refusal::SharedCgnat => "shared_cgnat",
-            Refusal::Multicast => "multicast",
-            Refusal::Broadcast => "broadcast",
-            Refusal::Reserved => "reserved",
-            Refusal::UniqueLocal => "unique_local",
-            Refusal::EmbedsRefusedIpv4 => "embeds_refused_ipv4",
+            Refusal::Class(class) => class.as_str(),
             Refusal::Ipv6NotAllowed => "ipv6_not_allowed",
             Refusal::Sidecar => "sidecar",
         }
@@ -102,14 +57,19 @@ impl Refusal {
     const fn overridable(self) -> bool {
         matches!(
             self,
-            Refusal::Loopback | Refusal::Private | Refusal::SharedCgnat | Refusal::UniqueLocal
+            Refusal::Class(
+                AddressClass::Loopback
+                    | AddressClass::Private
+                    | AddressClass::SharedCgnat
+                    | AddressClass::UniqueLocal
+            )
         )
     }
 }
 
 /// Classify one address on its own: `Ok(())` for an address on the public internet.
 pub(crate) fn classify(ip: IpAddr) -> Result<(), Refusal> {
-    address::classify(ip).map_err(Refusal::from)
+    address::classify(ip).map_err(Refusal::Class)
 }
 
 /// A mapped address (`::ffff:a.b.c.d`) is the IPv4 address itself; it is checked and dialled
@@ -153,7 +113,9 @@ fn admit_by_class(ip: IpAddr, o: &Overrides<'_>) -> Result<IpAddr, Refusal> {
     if o.named_literal
         && !matches!(
             base,
-            Err(Refusal::Unspecified | Refusal::Multicast | Refusal::Broadcast)
+            Err(Refusal::Class(AddressClass::Unspecified)
+                | Refusal::Class(AddressClass::Multicast)
+                | Refusal::Class(AddressClass::Broadcast))
         )
     {
         return Ok(ip);
@@ -432,46 +394,82 @@ mod tests {
     #[test]
     fn refusal_table_classifies_every_special_range() {
         let table: &[(&str, Result<(), Refusal>)] = &[
-            ("127.0.0.1", Err(Refusal::Loopback)),
-            ("127.255.0.9", Err(Refusal::Loopback)),
-            ("10.0.0.1", Err(Refusal::Private)),
-            ("172.16.0.1", Err(Refusal::Private)),
-            ("172.31.255.255", Err(Refusal::Private)),
-            ("192.168.1.1", Err(Refusal::Private)),
-            ("169.254.169.254", Err(Refusal::LinkLocal)),
-            ("100.64.0.1", Err(Refusal::SharedCgnat)),
-            ("100.127.255.254", Err(Refusal::SharedCgnat)),
-            ("0.0.0.0", Err(Refusal::Unspecified)),
-            ("0.1.2.3", Err(Refusal::Unspecified)),
-            ("224.0.0.1", Err(Refusal::Multicast)),
-            ("239.255.255.250", Err(Refusal::Multicast)),
-            ("255.255.255.255", Err(Refusal::Broadcast)),
-            ("240.0.0.1", Err(Refusal::Reserved)),
-            ("198.18.0.1", Err(Refusal::Reserved)),
-            ("::1", Err(Refusal::Loopback)),
-            ("::", Err(Refusal::Unspecified)),
-            ("fe80::1", Err(Refusal::LinkLocal)),
-            ("fc00::1", Err(Refusal::UniqueLocal)),
-            ("fd12:3456::1", Err(Refusal::UniqueLocal)),
-            ("ff02::1", Err(Refusal::Multicast)),
-            ("fec0::1", Err(Refusal::Reserved)),
-            ("::ffff:127.0.0.1", Err(Refusal::EmbedsRefusedIpv4)),
-            ("::ffff:10.1.2.3", Err(Refusal::EmbedsRefusedIpv4)),
-            ("::127.0.0.1", Err(Refusal::Reserved)),
-            ("::8.8.8.8", Err(Refusal::Reserved)),
-            ("2002:7f00:1::", Err(Refusal::EmbedsRefusedIpv4)),
-            ("2002:a9fe:a9fe::1", Err(Refusal::EmbedsRefusedIpv4)),
+            ("127.0.0.1", Err(Refusal::Class(AddressClass::Loopback))),
+            ("127.255.0.9", Err(Refusal::Class(AddressClass::Loopback))),
+            ("10.0.0.1", Err(Refusal::Class(AddressClass::Private))),
+            ("172.16.0.1", Err(Refusal::Class(AddressClass::Private))),
+            ("172.31.255.255", Err(Refusal::Class(AddressClass::Private))),
+            ("192.168.1.1", Err(Refusal::Class(AddressClass::Private))),
+            (
+                "169.254.169.254",
+                Err(Refusal::Class(AddressClass::LinkLocal)),
+            ),
+            ("100.64.0.1", Err(Refusal::Class(AddressClass::SharedCgnat))),
+            (
+                "100.127.255.254",
+                Err(Refusal::Class(AddressClass::SharedCgnat)),
+            ),
+            ("0.0.0.0", Err(Refusal::Class(AddressClass::Unspecified))),
+            ("0.1.2.3", Err(Refusal::Class(AddressClass::Unspecified))),
+            ("224.0.0.1", Err(Refusal::Class(AddressClass::Multicast))),
+            (
+                "239.255.255.250",
+                Err(Refusal::Class(AddressClass::Multicast)),
+            ),
+            (
+                "255.255.255.255",
+                Err(Refusal::Class(AddressClass::Broadcast)),
+            ),
+            ("240.0.0.1", Err(Refusal::Class(AddressClass::Reserved))),
+            ("198.18.0.1", Err(Refusal::Class(AddressClass::Reserved))),
+            ("::1", Err(Refusal::Class(AddressClass::Loopback))),
+            ("::", Err(Refusal::Class(AddressClass::Unspecified))),
+            ("fe80::1", Err(Refusal::Class(AddressClass::LinkLocal))),
+            ("fc00::1", Err(Refusal::Class(AddressClass::UniqueLocal))),
+            (
+                "fd12:3456::1",
+                Err(Refusal::Class(AddressClass::UniqueLocal)),
+            ),
+            ("ff02::1", Err(Refusal::Class(AddressClass::Multicast))),
+            ("fec0::1", Err(Refusal::Class(AddressClass::Reserved))),
+            (
+                "::ffff:127.0.0.1",
+                Err(Refusal::Class(AddressClass::EmbedsRefusedIpv4)),
+            ),
+            (
+                "::ffff:10.1.2.3",
+                Err(Refusal::Class(AddressClass::EmbedsRefusedIpv4)),
+            ),
+            ("::127.0.0.1", Err(Refusal::Class(AddressClass::Reserved))),
+            ("::8.8.8.8", Err(Refusal::Class(AddressClass::Reserved))),
+            (
+                "2002:7f00:1::",
+                Err(Refusal::Class(AddressClass::EmbedsRefusedIpv4)),
+            ),
+            (
+                "2002:a9fe:a9fe::1",
+                Err(Refusal::Class(AddressClass::EmbedsRefusedIpv4)),
+            ),
             // Teredo, client 127.0.0.1 (inverted: 80ff:fffe).
             (
                 "2001:0:4136:e378:8000:63bf:80ff:fffe",
-                Err(Refusal::EmbedsRefusedIpv4),
+                Err(Refusal::Class(AddressClass::EmbedsRefusedIpv4)),
             ),
             // Teredo, server 10.0.0.1.
-            ("2001:0:a00:1::1", Err(Refusal::EmbedsRefusedIpv4)),
-            ("64:ff9b::a00:1", Err(Refusal::EmbedsRefusedIpv4)),
-            ("64:ff9b::7f00:1", Err(Refusal::EmbedsRefusedIpv4)),
-            ("64:ff9b:1::1", Err(Refusal::Reserved)),
-            ("100::1", Err(Refusal::Reserved)),
+            (
+                "2001:0:a00:1::1",
+                Err(Refusal::Class(AddressClass::EmbedsRefusedIpv4)),
+            ),
+            (
+                "64:ff9b::a00:1",
+                Err(Refusal::Class(AddressClass::EmbedsRefusedIpv4)),
+            ),
+            (
+                "64:ff9b::7f00:1",
+                Err(Refusal::Class(AddressClass::EmbedsRefusedIpv4)),
+            ),
+            ("64:ff9b:1::1", Err(Refusal::Class(AddressClass::Reserved))),
+            ("100::1", Err(Refusal::Class(AddressClass::Reserved))),
             // Dialable.
             ("192.0.2.10", Ok(())),
             ("198.51.100.7", Ok(())),
@@ -523,32 +521,62 @@ mod tests {
             ("127.0.0.2", false, false, Ok(())),
             ("10.1.2.3", false, false, Ok(())),
             // ...but never the metadata endpoint, even if listed.
-            ("169.254.169.254", false, false, Err(Refusal::LinkLocal)),
+            (
+                "169.254.169.254",
+                false,
+                false,
+                Err(Refusal::Class(AddressClass::LinkLocal)),
+            ),
             // Inside subnets open the environment's own network only.
             ("172.30.0.9", false, false, Ok(())),
             // The sidecar's own address is never dialled: a tunnel to it would loop.
             ("172.30.0.2", false, false, Err(Refusal::Sidecar)),
             ("172.30.0.2", true, false, Err(Refusal::Sidecar)),
-            ("172.31.0.9", false, false, Err(Refusal::Private)),
-            ("192.168.0.1", false, false, Err(Refusal::Private)),
+            (
+                "172.31.0.9",
+                false,
+                false,
+                Err(Refusal::Class(AddressClass::Private)),
+            ),
+            (
+                "192.168.0.1",
+                false,
+                false,
+                Err(Refusal::Class(AddressClass::Private)),
+            ),
             // A rule naming the literal opens it, but not unspecified/multicast/broadcast.
             ("192.168.0.1", true, false, Ok(())),
             ("169.254.169.254", true, false, Ok(())),
-            ("0.0.0.0", true, false, Err(Refusal::Unspecified)),
-            ("224.0.0.1", true, false, Err(Refusal::Multicast)),
-            ("255.255.255.255", true, false, Err(Refusal::Broadcast)),
+            (
+                "0.0.0.0",
+                true,
+                false,
+                Err(Refusal::Class(AddressClass::Unspecified)),
+            ),
+            (
+                "224.0.0.1",
+                true,
+                false,
+                Err(Refusal::Class(AddressClass::Multicast)),
+            ),
+            (
+                "255.255.255.255",
+                true,
+                false,
+                Err(Refusal::Class(AddressClass::Broadcast)),
+            ),
             // Embedded forms of trusted IPv4 stay refused.
             (
                 "2002:7f00:2::",
                 false,
                 true,
-                Err(Refusal::EmbedsRefusedIpv4),
+                Err(Refusal::Class(AddressClass::EmbedsRefusedIpv4)),
             ),
             (
                 "64:ff9b::7f00:2",
                 false,
                 true,
-                Err(Refusal::EmbedsRefusedIpv4),
+                Err(Refusal::Class(AddressClass::EmbedsRefusedIpv4)),
             ),
             // IPv6 needs allow_ipv6.
             (
@@ -558,7 +586,12 @@ mod tests {
                 Err(Refusal::Ipv6NotAllowed),
             ),
             ("2606:4700::1111", false, true, Ok(())),
-            ("::1", false, true, Err(Refusal::Loopback)),
+            (
+                "::1",
+                false,
+                true,
+                Err(Refusal::Class(AddressClass::Loopback)),
+            ),
         ];
         for (addr, named, v6, want) in table {
             let got = admit(ip(addr), &o(*named, *v6)).map(|_| ());
@@ -574,7 +607,7 @@ mod tests {
         };
         assert_eq!(
             admit(ip("127.0.0.2"), &no_overrides),
-            Err(Refusal::Loopback)
+            Err(Refusal::Class(AddressClass::Loopback))
         );
     }
 }
