@@ -182,5 +182,6 @@ impl Drop for Registry {
     fn drop(&mut self) {
         self.stop();
         let _ = std::fs::remove_dir_all(&self.trust);
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
