@@ -4,7 +4,7 @@
 //! image …: unauthorized"), rather than left to a timeout. A first `ErrImagePull` is not: the
 //! kubelet retries a network blip or a registry's 5xx, and backs off only once it failed.
 
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::{ContainerStatus, Event, Pod};
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
@@ -24,14 +24,29 @@ pub struct Unpulled {
 
 /// The first container (init containers first) of `pod` waiting on an image it cannot get.
 pub fn unpulled(pod: &Pod) -> Option<Unpulled> {
+    let (container, reason, message) = waiting_on(pod, &UNPULLED)?;
+    let specified = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.init_containers.iter().flatten().chain(&s.containers))
+        .find(|c| c.name == container.name)
+        .and_then(|c| c.image.clone());
+    Some(Unpulled {
+        image: specified.unwrap_or_else(|| container.image.clone()),
+        said: match message {
+            Some(message) => format!("{reason}: {message}"),
+            None => reason.to_owned(),
+        },
+    })
+}
+
+/// The first container of `pod` (init containers first) waiting on one of `reasons`: its
+/// status, the reason and the kubelet's message.
+pub fn waiting_on<'a>(
+    pod: &'a Pod,
+    reasons: &[&str],
+) -> Option<(&'a ContainerStatus, &'a str, Option<&'a str>)> {
     let status = pod.status.as_ref()?;
-    let spec = pod.spec.as_ref();
-    let specified = |name: &str| {
-        spec.into_iter()
-            .flat_map(|s| s.init_containers.iter().flatten().chain(&s.containers))
-            .find(|c| c.name == name)
-            .and_then(|c| c.image.clone())
-    };
     status
         .init_container_statuses
         .iter()
@@ -40,13 +55,9 @@ pub fn unpulled(pod: &Pod) -> Option<Unpulled> {
         .find_map(|c| {
             let waiting = c.state.as_ref()?.waiting.as_ref()?;
             let reason = waiting.reason.as_deref()?;
-            UNPULLED.contains(&reason).then(|| Unpulled {
-                image: specified(&c.name).unwrap_or_else(|| c.image.clone()),
-                said: match waiting.message.as_deref() {
-                    Some(message) => format!("{reason}: {message}"),
-                    None => reason.to_owned(),
-                },
-            })
+            reasons
+                .contains(&reason)
+                .then_some((c, reason, waiting.message.as_deref()))
         })
 }
 

@@ -133,36 +133,42 @@ impl Sources {
             None => None,
         };
         let docker = docker_client::connect().await?;
-        let deliver = |what: &'static str, kind: &'static str, local: String| {
-            let (registry, docker) = (registry.as_ref(), &docker);
-            async move {
-                let image = Image {
-                    what,
-                    kind,
-                    local: &local,
-                };
-                self.delivery
-                    .deliver(registry, docker, image, progress)
-                    .await
-            }
-        };
+        let registry = registry.as_ref();
         let named_here = self.delivery == Delivery::Registry;
         let probe = match &self.probe {
             ProbeSource::Image(named) if named_here => named.clone(),
             source => {
-                deliver(
-                    "probe",
-                    "probe",
-                    local_probe_image(&docker, source, progress).await?,
-                )
-                .await?
+                let local = local_probe_image(&docker, source, progress).await?;
+                self.delivery
+                    .deliver(
+                        registry,
+                        &docker,
+                        Image {
+                            what: "probe",
+                            kind: "probe",
+                            local: &local,
+                        },
+                        progress,
+                    )
+                    .await?
             }
         };
         let sidecar = match &self.sidecar {
             SidecarSource::Image(named) if named_here => named.clone(),
             source => {
                 let local = images::ensure_sidecar_image(&docker, source, progress).await?;
-                deliver("sidecar", "sidecar", local).await?
+                self.delivery
+                    .deliver(
+                        registry,
+                        &docker,
+                        Image {
+                            what: "sidecar",
+                            kind: "sidecar",
+                            local: &local,
+                        },
+                        progress,
+                    )
+                    .await?
             }
         };
         let mut services = BTreeMap::new();
@@ -172,14 +178,18 @@ impl Sources {
             images::tag(&docker, &built, &local).await?;
             let reader = format!("af-store-{}-{}", names.env(), service.name);
             let stores = images::system_stores(&docker, &local, &reader).await?;
-            let image = Image {
-                what: &service.name,
-                kind: "service",
-                local: &local,
-            };
             let reference = self
                 .delivery
-                .deliver(registry.as_ref(), &docker, image, progress)
+                .deliver(
+                    registry,
+                    &docker,
+                    Image {
+                        what: &service.name,
+                        kind: "service",
+                        local: &local,
+                    },
+                    progress,
+                )
                 .await?;
             services.insert(service.name.clone(), ServiceImage { reference, stores });
         }

@@ -105,27 +105,12 @@ async fn last_said(pods: &Api<Pod>, pod: &str, container: &str, field: &str) -> 
 
 /// A container of `pod` waiting in a state it will not leave by itself.
 fn stuck(pod: &Pod) -> Option<String> {
-    let status = pod.status.as_ref()?;
-    status
-        .init_container_statuses
-        .iter()
-        .chain(status.container_statuses.iter())
-        .flatten()
-        .find_map(|c| {
-            let waiting = c.state.as_ref()?.waiting.as_ref()?;
-            let reason = waiting.reason.as_deref()?;
-            STUCK.contains(&reason).then(|| {
-                format!(
-                    "{}: {reason}{}",
-                    c.name,
-                    waiting
-                        .message
-                        .as_deref()
-                        .map(|m| format!(" ({m})"))
-                        .unwrap_or_default()
-                )
-            })
-        })
+    let (container, reason, message) = pulls::waiting_on(pod, &STUCK)?;
+    Some(format!(
+        "{}: {reason}{}",
+        container.name,
+        message.map(|m| format!(" ({m})")).unwrap_or_default()
+    ))
 }
 
 /// `2 pods: Pending, Init:0/1` for progress lines.
