@@ -36,8 +36,9 @@ async fn pod_images(world: &World) -> BTreeSet<String> {
         .collect()
 }
 
-/// What the kubelet said it pulled in the namespace (`Successfully pulled image "X"`).
-async fn pulled(world: &World) -> Vec<String> {
+/// What the kubelet said of images in the namespace (reason `Pulled`: "Successfully pulled
+/// image" or "already present on machine").
+async fn pull_events(world: &World) -> Vec<String> {
     Api::<Event>::namespaced(world.client.clone(), &world.namespace())
         .list(&ListParams::default())
         .await
@@ -46,8 +47,30 @@ async fn pulled(world: &World) -> Vec<String> {
         .into_iter()
         .filter(|e| e.reason.as_deref() == Some("Pulled"))
         .filter_map(|e| e.message)
-        .filter(|m| m.starts_with("Successfully pulled image"))
         .collect()
+}
+
+/// Wait for the kubelet to say it pulled every one of `images`. A kubelet writes its events at
+/// a limited rate, so on a busy node they arrive well after the pods run.
+async fn wait_pulled(world: &World, images: &BTreeSet<String>) {
+    let said = |events: &[String], image: &str| {
+        events
+            .iter()
+            .any(|m| m.starts_with(&format!("Successfully pulled image \"{image}\"")))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    loop {
+        let events = pull_events(world).await;
+        let missing: Vec<&String> = images.iter().filter(|i| !said(&events, i)).collect();
+        if missing.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the node pulled {missing:?}: {events:#?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    }
 }
 
 /// Untag every local reference to the repository (tags and digests), so a node that wants one
@@ -190,18 +213,13 @@ async fn images_go_through_a_registry_by_digest_and_a_bad_registry_creates_nothi
         pushes_before,
         "nothing was pushed"
     );
-    let pulls = pulled(&world).await;
     let running = pod_images(&world).await;
     assert!(
         running.len() >= 3,
         "the probe's, the sidecar's and web's: {running:?}"
     );
-    for image in running {
-        assert!(
-            pulls.iter().any(|m| m.contains(&format!("\"{image}\""))),
-            "the node pulled {image}: {pulls:?}"
-        );
-    }
+    // The kubelet says it pulled each (the local copies are only under af's own tags).
+    wait_pulled(&world, &running).await;
     let reads: [&'static [&'static str]; 2] =
         [&["net", "log", "-o", "json"], &["status", "-o", "json"]];
     for args in reads {
