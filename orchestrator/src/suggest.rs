@@ -569,14 +569,21 @@ mod tests {
                     !h.ends_with(':') && p.parse::<u16>().is_ok() && !rule.host.ends_with(']')
                         || h.ends_with(']')
                 });
+                let port = host.and_then(|(_, p)| p.parse::<u16>().ok());
                 let host = host.map_or(rule.host.as_str(), |(h, _)| h);
                 let literal = host.trim_start_matches('[').trim_end_matches(']');
                 if let Ok(ip) = literal.parse::<IpAddr>() {
                     proptest::prop_assert!(address::classify(ip.to_canonical()).is_ok(), "{rule:?}");
                 }
                 proptest::prop_assert!(address::internal_name(host).is_none(), "{rule:?}");
+                // The path-limited rule covers the web's ports: a rule for another port of
+                // the host does not widen it.
+                let on_its_ports = port.is_none_or(|p| af_policy::egress::WEB_PORTS.contains(&p));
                 proptest::prop_assert!(
-                    host != "allowed.test" || !rule.paths.is_empty() || !rule.methods.is_empty(),
+                    host != "allowed.test"
+                        || !on_its_ports
+                        || !rule.paths.is_empty()
+                        || !rule.methods.is_empty(),
                     "the path-limited host widened: {rule:?}"
                 );
             }

@@ -150,6 +150,82 @@ fn validate_says_where_the_environment_runs_in_words() {
 }
 
 #[test]
+fn validate_names_a_variable_whose_port_a_portless_rule_no_longer_covers() {
+    let manifest = r#"version: 1
+name: shop
+services:
+  - name: worker
+    kind: worker
+    env:
+      DATABASE_URL: postgres://app:s3cret-pw@db.example.com:5432/app
+      BROKERS: queue.example.com:9092,queue.example.com:9093
+      API: https://api.example.com:443/v1
+egress:
+  default: block
+  rules:
+    - host: db.example.com
+      mode: allow
+    - host: api.example.com
+      mode: allow
+    - host: queue.example.com:9093
+      mode: allow
+"#;
+    let repo = Repo::with_manifest("unnamed-ports", manifest);
+    let out = repo.af(&repo.dir, &["validate"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(
+            "note:     services.worker.env.DATABASE_URL goes to db.example.com:5432, and rules[0] db.example.com names no port, so it covers 80 and 443 only; write `host: db.example.com:5432`"
+        ),
+        "{text}"
+    );
+    // 9092 has no rule naming its host without a port: nothing relied on the old meaning.
+    // 9093 and 443 are covered; the password is never shown.
+    assert_eq!(text.matches("note:").count(), 1, "{text}");
+    assert!(!text.contains("s3cret-pw"), "{text}");
+    let doc = json(&repo.af(&repo.dir, &["validate", "-o", "json"]));
+    assert_eq!(doc["unnamed_ports"][0]["target"], "db.example.com:5432");
+    assert_eq!(doc["unnamed_ports"][0]["rule"], "rules[0] db.example.com");
+    assert_eq!(doc["unnamed_ports"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn net_explain_says_a_rule_without_a_port_covers_80_and_443_only() {
+    let manifest = "version: 1\nname: shop\nservices:\n  - name: worker\n    kind: worker\negress:\n  default: block\n  rules:\n    - host: allowed.test\n      mode: allow\n";
+    let repo = Repo::with_manifest("explain-port", manifest);
+    let out = repo.af(&repo.dir, &["net", "explain", "CONNECT", "allowed.test:22"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.starts_with("CONNECT allowed.test:22  →  block  (default)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("it names no port, so it covers 80 and 443 only")
+            && text.contains("a rule for allowed.test:22 names it"),
+        "{text}"
+    );
+    let web = repo.af(
+        &repo.dir,
+        &["net", "explain", "CONNECT", "allowed.test:443"],
+    );
+    let text = String::from_utf8_lossy(&web.stdout);
+    assert!(
+        text.starts_with("CONNECT allowed.test:443  →  allow"),
+        "{text}"
+    );
+}
+
+#[test]
 fn validate_refuses_with_codes_positions_and_exit_status_2() {
     let bad = MANIFEST.replace("kind: worker", "kind: worker\n    helth_path: /x");
     let repo = Repo::with_manifest("invalid", &bad);

@@ -149,6 +149,70 @@ fn host_port_rules_apply_to_their_port_only() {
 }
 
 #[test]
+fn a_rule_without_a_port_lets_the_web_through_and_a_block_without_one_closes_every_port() {
+    let c = catalogue(
+        Some(Mode::Block),
+        vec![
+            rule("allowed.test", Mode::Allow),
+            rule("allowed.test:2222", Mode::Allow),
+            rule("mocked.test", Mode::Mock),
+            rule("*", Mode::Allow),
+            rule("closed.test", Mode::Block),
+        ],
+    );
+    check(
+        &c,
+        &[
+            ("GET", "allowed.test", 80, "/", Mode::Allow, Some(0)),
+            ("GET", "allowed.test", 443, "/", Mode::Allow, Some(0)),
+            ("GET", "allowed.test", 2222, "/", Mode::Allow, Some(1)),
+            // `*` covers the web's ports too: 22 falls to the default.
+            ("GET", "allowed.test", 22, "/", Mode::Block, None),
+            ("GET", "mocked.test", 8443, "/", Mode::Block, None),
+            ("GET", "other.test", 443, "/", Mode::Allow, Some(3)),
+            ("GET", "other.test", 8080, "/", Mode::Block, None),
+            ("GET", "closed.test", 443, "/", Mode::Block, Some(4)),
+            ("GET", "closed.test", 22, "/", Mode::Block, Some(4)),
+        ],
+    );
+    let tunnel = c.decide_host("allowed.test", 22);
+    assert_eq!((tunnel.mode, tunnel.rule), (Mode::Block, None));
+    // Under a default that lets everything through, a portless block still closes every port.
+    let open = catalogue(Some(Mode::Allow), vec![rule("closed.test", Mode::Block)]);
+    let ssh = open.decide_host("closed.test", 22);
+    assert_eq!((ssh.mode, ssh.rule), (Mode::Block, Some(RuleId(0))));
+    let any_block = catalogue(Some(Mode::Allow), vec![rule("*", Mode::Block)]);
+    assert_eq!(any_block.decide_host("x.test", 5432).mode, Mode::Block);
+    // An allowed address opens the guard on the web's ports only.
+    let ip = catalogue(None, vec![rule("198.51.100.10", Mode::Allow)]);
+    assert!(ip.names_ip("198.51.100.10".parse().unwrap(), 443));
+    assert!(!ip.names_ip("198.51.100.10".parse().unwrap(), 6379));
+}
+
+#[test]
+fn explain_says_a_rule_without_a_port_covers_80_and_443() {
+    let c = catalogue(
+        None,
+        vec![
+            rule("allowed.test", Mode::Allow),
+            rule("2001:db8::1", Mode::Allow),
+        ],
+    );
+    let e = c.explain("CONNECT", "allowed.test:22").unwrap();
+    assert_eq!((e.mode, e.rule.as_str()), (Mode::Block, "default"));
+    assert_eq!(e.missed.len(), 1, "{e:?}");
+    assert_eq!(e.missed[0].lost_on, Miss::Port);
+    assert!(
+        e.missed[0].why.contains("covers 80 and 443 only")
+            && e.missed[0].why.contains("allowed.test:22"),
+        "{}",
+        e.missed[0].why
+    );
+    let v6 = c.explain("CONNECT", "[2001:db8::1]:8443").unwrap();
+    assert!(v6.missed[0].why.contains("[2001:db8::1]:8443"), "{v6:?}");
+}
+
+#[test]
 fn paths_are_prefixes_on_segment_boundaries() {
     let c = catalogue(
         Some(Mode::Allow),

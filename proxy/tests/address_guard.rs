@@ -43,6 +43,9 @@ const TABLE: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// Every host, on the web's ports and on the upstream's: only the guard refuses.
+const EVERY_HOST: &[(&str, &str)] = &[("*", "allow"), ("*:{port}", "allow")];
+
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
@@ -78,12 +81,17 @@ async fn every_refused_address_class_behind_a_name_is_refused_with_net_011_befor
         TABLE.iter().map(|(n, a, _)| (*n, vec![ip(a)])).collect();
     table.push(("api.allowed.test", vec![upstream_ip()]));
     let dns = resolver(table).await;
-    // Every host is allowed by the catalogue: only the guard stands in the way.
-    let sc = Sidecar::start(&Setup::new(&egress(&[("*", "allow")]), dns.addr)).await;
+    // Every host is allowed by the catalogue on the upstream's port: only the guard stands in
+    // the way.
+    let port = up.addr().port();
+    let sc = Sidecar::start(&Setup::new(
+        &egress_on(port, &[("*:{port}", "allow")]),
+        dns.addr,
+    ))
+    .await;
     assert_allowed_control_works(&sc, &up).await;
 
     let dials = sc.admin().metric("af_proxy_upstream_dials_total").await;
-    let port = up.addr().port();
     for (name, addr, class) in TABLE {
         let got = proxy_get(sc.proxy(), &format!("http://{name}:{port}/")).await;
         assert_eq!(got.status, 403, "{name} ({addr}): {}", got.body);
@@ -121,10 +129,11 @@ async fn every_refused_address_class_behind_a_name_is_refused_with_net_011_befor
 async fn every_refused_address_class_as_an_ip_literal_is_refused_before_any_connect() {
     let up = hello_upstream().await;
     let dns = resolver(vec![("api.allowed.test", vec![upstream_ip()])]).await;
-    let sc = Sidecar::start(&Setup::new(&egress(&[("*", "allow")]), dns.addr)).await;
+    let port = up.addr().port();
+    // Every host on the web's ports and the upstream's.
+    let sc = Sidecar::start(&Setup::new(&egress_on(port, EVERY_HOST), dns.addr)).await;
     assert_allowed_control_works(&sc, &up).await;
     let dials = sc.admin().metric("af_proxy_upstream_dials_total").await;
-    let port = up.addr().port();
     for (_, addr, class) in TABLE {
         let got = proxy_get(sc.proxy(), &format!("http://{}:{port}/", url_host(addr))).await;
         assert_eq!(got.status, 403, "{addr}: {}", got.body);
@@ -162,13 +171,18 @@ async fn a_rule_naming_the_exact_ip_lets_only_that_literal_through() {
         ("resolves-to-named.test", vec![ip("127.0.0.3")]),
     ])
     .await;
+    let port = named.addr().port();
+    let (named_ip, control, by_name) = (
+        format!("127.0.0.3:{port}"),
+        format!("api.allowed.test:{}", up.addr().port()),
+        format!("resolves-to-named.test:{port}"),
+    );
     let rules = [
-        ("127.0.0.3", "allow"),
-        ("api.allowed.test", "allow"),
-        ("resolves-to-named.test", "allow"),
+        (named_ip.as_str(), "allow"),
+        (control.as_str(), "allow"),
+        (by_name.as_str(), "allow"),
     ];
     let sc = Sidecar::start(&Setup::new(&egress(&rules), dns.addr)).await;
-    let port = named.addr().port();
     let got = proxy_get(sc.proxy(), &format!("http://127.0.0.3:{port}/")).await;
     assert_eq!(got.status, 200, "{}", got.body);
     assert_eq!(got.body, "named");
@@ -189,11 +203,14 @@ async fn a_rule_naming_the_exact_ip_lets_only_that_literal_through() {
 async fn with_no_trusted_networks_loopback_upstreams_are_refused_too() {
     let up = hello_upstream().await;
     let dns = resolver(vec![("api.allowed.test", vec![upstream_ip()])]).await;
-    let rules = [("api.allowed.test", "allow"), ("127.0.0.2", "allow")];
-    let mut setup = Setup::new(&egress(&rules), dns.addr);
+    let port = up.addr().port();
+    let rules = [
+        ("api.allowed.test:{port}", "allow"),
+        ("127.0.0.2:{port}", "allow"),
+    ];
+    let mut setup = Setup::new(&egress_on(port, &rules), dns.addr);
     setup.trusted.clear();
     let sc = Sidecar::start(&setup).await;
-    let port = up.addr().port();
     let got = proxy_get(sc.proxy(), &format!("http://api.allowed.test:{port}/")).await;
     assert_eq!(got.status, 403);
     assert_eq!(got.header("x-af-code"), Some("AF-NET-011"));
@@ -227,7 +244,8 @@ async fn a_name_resolving_to_the_sidecar_itself_is_refused_and_never_loops() {
         ("loop.allowed.test", vec!["198.51.100.2".parse().unwrap()]),
     ])
     .await;
-    let mut setup = Setup::new(&egress(&[("*", "allow")]), dns.addr);
+    let up = hello_upstream().await;
+    let mut setup = Setup::new(&egress_on(up.addr().port(), EVERY_HOST), dns.addr);
     // The sidecar's own inside address, as its DNS would answer; the inside subnet would
     // otherwise let it through.
     setup.dns = format!(
@@ -235,7 +253,6 @@ async fn a_name_resolving_to_the_sidecar_itself_is_refused_and_never_loops() {
         dns.addr
     );
     setup.extra = "inside:\n  subnets: [\"198.51.100.0/24\"]\n".into();
-    let up = hello_upstream().await;
     let sc = Sidecar::start(&setup).await;
     assert_allowed_control_works(&sc, &up).await;
     let got = proxy_get(sc.proxy(), "http://loop.allowed.test/").await;
@@ -262,13 +279,10 @@ async fn a_sidecar_listening_on_an_upstream_address_still_reaches_that_upstream(
         vec!["127.0.0.1".parse().unwrap()],
     )])
     .await;
-    let mut setup = Setup::new(&egress(&[("*", "allow")]), dns.addr);
+    let port = up.addr().port();
+    let mut setup = Setup::new(&egress_on(port, &[("*:{port}", "allow")]), dns.addr);
     setup.trusted = vec!["127.0.0.1/32".into()];
     let sc = Sidecar::start(&setup).await;
-    let got = proxy_get(
-        sc.proxy(),
-        &format!("http://api.allowed.test:{}/", up.addr().port()),
-    )
-    .await;
+    let got = proxy_get(sc.proxy(), &format!("http://api.allowed.test:{port}/")).await;
     assert_eq!(got.status, 200, "{}", got.body);
 }

@@ -22,8 +22,11 @@ async fn setup() -> (
         ("api.blocked.test", vec![upstream_ip()]),
     ])
     .await;
-    let rules = [("api.allowed.test", "allow"), ("api.blocked.test", "block")];
-    let sc = Sidecar::start(&Setup::new(&egress(&rules), dns.addr)).await;
+    let rules = [
+        ("api.allowed.test:{port}", "allow"),
+        ("api.blocked.test", "block"),
+    ];
+    let sc = Sidecar::start(&Setup::new(&egress_on(up.addr().port(), &rules), dns.addr)).await;
     (dns, up, sc)
 }
 

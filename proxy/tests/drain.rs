@@ -176,14 +176,14 @@ async fn slow_upstream(first: &'static [u8], rest: &'static [u8]) -> (u16, onesh
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_a_slow_response_finish_refuses_new_connections_and_journals_it() {
-    let dns = resolver(vec![("slow.test", vec![upstream_ip()])]).await;
-    let mut setup = Setup::new(&egress(&[("slow.test", "allow")]), dns.addr);
-    // Far longer than the test: the response must finish because it is let, not cut.
-    setup.extra = "limits:\n  drain_timeout_ms: 600000\n".into();
-    let mut sidecar = Binary::start(setup, Some(dns.addr)).await;
     const FIRST: &[u8] = b"first half of the body, ";
     const REST: &[u8] = b"and the rest after SIGTERM";
     let (port, release) = slow_upstream(FIRST, REST).await;
+    let dns = resolver(vec![("slow.test", vec![upstream_ip()])]).await;
+    let mut setup = Setup::new(&egress_on(port, &[("slow.test:{port}", "allow")]), dns.addr);
+    // Far longer than the test: the response must finish because it is let, not cut.
+    setup.extra = "limits:\n  drain_timeout_ms: 600000\n".into();
+    let mut sidecar = Binary::start(setup, Some(dns.addr)).await;
 
     // Positive control: every data listener accepts before the signal.
     for addr in sidecar.data_listeners() {
@@ -238,11 +238,14 @@ async fn sigterm_lets_a_slow_response_finish_refuses_new_connections_and_journal
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tunnel_open_at_sigterm_is_closed_at_the_deadline_and_journaled() {
+    let port = echo_upstream(Vec::new()).await;
     let dns = resolver(vec![("tunnel.test", vec![upstream_ip()])]).await;
-    let mut setup = Setup::new(&egress(&[("tunnel.test", "allow")]), dns.addr);
+    let mut setup = Setup::new(
+        &egress_on(port, &[("tunnel.test:{port}", "allow")]),
+        dns.addr,
+    );
     setup.extra = "limits:\n  drain_timeout_ms: 300\n".into();
     let mut sidecar = Binary::start(setup, None).await;
-    let port = echo_upstream(Vec::new()).await;
 
     let (head, mut tunnel) =
         connect_tunnel(sidecar.listen.proxy, &format!("tunnel.test:{port}")).await;

@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use af_fixtures::upstream::{Replies, Reply};
@@ -11,14 +13,28 @@ use http_body_util::Empty;
 use hyper::Request;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// The allowed host on the upstream's port; the block covers every port; mock answers on the
+/// web's ports, where the tests ask it.
 const RULES: &[(&str, &str)] = &[
-    ("api.allowed.test", "allow"),
+    ("api.allowed.test:{port}", "allow"),
     ("api.blocked.test", "block"),
     ("mock.allowed.test", "mock"),
 ];
 
 async fn setup(
     replies: Replies,
+) -> (
+    af_fixtures::test_resolver::TestResolver,
+    af_fixtures::upstream::Upstream,
+    Sidecar,
+) {
+    setup_with(replies, &[]).await
+}
+
+/// [`setup`] with `more` rules after [`RULES`].
+async fn setup_with(
+    replies: Replies,
+    more: &[(&str, &str)],
 ) -> (
     af_fixtures::test_resolver::TestResolver,
     af_fixtures::upstream::Upstream,
@@ -32,7 +48,8 @@ async fn setup(
         "other.test",
     ];
     let dns = resolver(names.iter().map(|n| (*n, vec![upstream_ip()])).collect()).await;
-    let sidecar = Sidecar::start(&Setup::new(&egress(RULES), dns.addr)).await;
+    let rules = [RULES, more].concat();
+    let sidecar = Sidecar::start(&Setup::new(&egress_on(up.addr().port(), &rules), dns.addr)).await;
     (dns, up, sidecar)
 }
 
@@ -84,7 +101,7 @@ async fn allowed_request_is_forwarded_with_hop_by_hop_headers_stripped_and_journ
     assert_eq!(r["port"], port);
     assert_eq!(r["path"], "/v1/items?q=1");
     assert_eq!(r["mode"], "allow");
-    assert_eq!(r["rule"], "rules[0] api.allowed.test");
+    assert_eq!(r["rule"], format!("rules[0] api.allowed.test:{port}"));
     assert_eq!(r["allowed"], true);
     assert_eq!(r["outcome"], "forwarded");
     assert_eq!(r["status"], 200);
@@ -281,8 +298,9 @@ async fn a_request_that_already_passed_through_the_sidecar_is_refused_as_a_loop(
 
 #[tokio::test]
 async fn an_allowed_upstream_that_is_down_or_unknown_gets_502_net_013_and_is_journaled() {
-    let (_dns, up, sc) = setup(Replies::new(Reply::ok("x"))).await;
     let dead_port = closed_upstream_port();
+    let dead = format!("api.allowed.test:{dead_port}");
+    let (_dns, up, sc) = setup_with(Replies::new(Reply::ok("x")), &[(&dead, "allow")]).await;
     let got = proxy_get(sc.proxy(), &format!("http://api.allowed.test:{dead_port}/")).await;
     assert_eq!(got.status, 502, "{}", got.body);
     assert_eq!(got.header("x-af-code"), Some("AF-NET-013"));
@@ -362,9 +380,12 @@ async fn a_webhook_urls_secret_path_is_forwarded_as_sent_but_never_recorded_or_e
     let up = hello_upstream().await;
     let names = ["hooks.slack.com", "discord.com"];
     let dns = resolver(names.iter().map(|n| (*n, vec![upstream_ip()])).collect()).await;
-    let rules = [("hooks.slack.com", "allow"), ("discord.com", "block")];
-    let sc = Sidecar::start(&Setup::new(&egress(&rules), dns.addr)).await;
     let port = up.addr().port();
+    let rules = [
+        ("hooks.slack.com:{port}", "allow"),
+        ("discord.com", "block"),
+    ];
+    let sc = Sidecar::start(&Setup::new(&egress_on(port, &rules), dns.addr)).await;
     let hook = "/services/T0001/B0002/SlackHookSecret42";
     let url = format!("http://hooks.slack.com:{port}{hook}");
     assert_eq!(proxy_get(sc.proxy(), &url).await.status, 200);
@@ -388,4 +409,86 @@ async fn a_webhook_urls_secret_path_is_forwarded_as_sent_but_never_recorded_or_e
     assert_eq!(recs[1]["path"], "/api/webhooks/123/[redacted]", "{recs:#?}");
     let all = serde_json::to_string(&recs).unwrap();
     assert!(!all.contains("Secret42"), "{all}");
+}
+
+/// A raw TCP upstream on [`UPSTREAM_IP`] that counts the connections it accepts and echoes
+/// what each sends. Returns its port and the count.
+async fn counting_echo_upstream() -> (u16, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind((upstream_ip(), 0))
+        .await
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let (mut r, mut w) = s.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+        }
+    });
+    (port, accepted)
+}
+
+#[tokio::test]
+async fn a_rule_naming_no_port_opens_no_tunnel_to_another_port_but_one_naming_the_port_does() {
+    // Both upstreams live, on ports other than the web's: only the port a rule names opens.
+    let (closed, closed_accepts) = counting_echo_upstream().await;
+    let (named, named_accepts) = counting_echo_upstream().await;
+    let dns = resolver(vec![("allowed.test", vec![upstream_ip()])]).await;
+    let named_rule = format!("allowed.test:{named}");
+    let rules = [("allowed.test", "allow"), (named_rule.as_str(), "allow")];
+    let sc = Sidecar::start(&Setup::new(&egress(&rules), dns.addr)).await;
+    let dials = sc.admin().metric("af_proxy_upstream_dials_total").await;
+
+    // `allowed.test` covers 80 and 443 only: the default decides, and blocks.
+    let (head, _s) = connect_tunnel(sc.proxy(), &format!("allowed.test:{closed}")).await;
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    let lower = head.to_ascii_lowercase();
+    assert!(lower.contains("x-af-decision: block"), "{head}");
+    assert!(lower.contains("x-af-rule: default"), "{head}");
+    assert!(lower.contains("x-af-code: af-net-010"), "{head}");
+    let recs = sc.admin().wait_records("blocked=true", 1).await;
+    assert_eq!(recs.len(), 1, "{recs:#?}");
+    let r = &recs[0];
+    assert_eq!(r["method"], "CONNECT");
+    assert_eq!(r["host"], "allowed.test");
+    assert_eq!(r["port"], closed);
+    assert_eq!(r["allowed"], false);
+    assert_eq!(r["mode"], "block");
+    assert_eq!(r["rule"], "default");
+    assert_eq!(r["reason"], "default");
+    assert_eq!(r["code"], "AF-NET-010");
+    assert_eq!(r["outcome"], "refused");
+    assert_eq!(
+        sc.admin().metric("af_proxy_upstream_dials_total").await,
+        dials,
+        "a refused tunnel was dialled"
+    );
+
+    // Positive control: a rule naming the port opens it, and bytes go both ways.
+    let (head, mut s) = connect_tunnel(sc.proxy(), &format!("allowed.test:{named}")).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    s.write_all(b"ping").await.unwrap();
+    let mut pong = [0u8; 4];
+    tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut pong))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&pong, b"ping");
+    drop(s);
+    let recs = sc.admin().wait_records("blocked=false", 1).await;
+    assert_eq!(recs[0]["method"], "CONNECT");
+    assert_eq!(recs[0]["port"], named);
+    assert_eq!(recs[0]["rule"], format!("rules[1] allowed.test:{named}"));
+    assert_eq!(recs[0]["outcome"], "tunnel");
+    assert_eq!(named_accepts.load(Ordering::SeqCst), 1);
+    // By now a connection the refusal had let through would have arrived.
+    assert_eq!(
+        closed_accepts.load(Ordering::SeqCst),
+        0,
+        "the refused port's upstream was connected to"
+    );
 }

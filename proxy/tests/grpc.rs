@@ -34,17 +34,19 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tonic::{Code, Status};
 
+/// Each rule that lets calls through names the server's port ([`on_port`]); the block covers
+/// every port.
 const EGRESS: &str = r#"  default: block
   rules:
-    - host: grpc.paths.test
+    - host: grpc.paths.test:{port}
       mode: allow
       paths: [/af.test.Echo/]
-    - host: grpc.sandbox.test
+    - host: grpc.sandbox.test:{port}
       mode: sandbox
       credential: SANDBOX_KEY
     - host: grpc.blocked.test
       mode: block
-    - host: grpc.mock.test
+    - host: grpc.mock.test:{port}
       mode: mock
 "#;
 
@@ -204,7 +206,7 @@ async fn sidecar(
     let table = NAMES.iter().map(|n| (*n, vec![upstream_ip()])).collect();
     let dns = resolver(table).await;
     let ca = TestCa::new();
-    let mut setup = Setup::new(EGRESS, dns.addr);
+    let mut setup = Setup::new(&on_port(EGRESS, server.port()), dns.addr);
     setup.tls_port = server.port();
     setup.extra = format!(
         "{}modes:\n  credentials:\n    SANDBOX_KEY: sk_test_sandbox_key\n",
@@ -314,7 +316,11 @@ async fn every_kind_of_call(
         let record = sc.admin().wait_path_record(host, path).await;
         assert_eq!(record["via"], "intercept", "{record}");
         assert_eq!(record["mode"], mode, "{record}");
-        assert_eq!(record["rule"], format!("rules[0] {host}"), "{record}");
+        assert_eq!(
+            record["rule"],
+            format!("rules[0] {host}:{port}"),
+            "{record}"
+        );
         assert_eq!(record["status"], 200, "{record}");
         assert_eq!(record["grpc_status"], grpc_status, "{record}");
         assert_eq!(record["outcome"], "forwarded", "{record}");
@@ -338,7 +344,11 @@ async fn every_kind_of_call(
         .wait_record(host, "connection", |r| r["intercepted"] == true)
         .await;
     assert_eq!(opened["outcome"], "opened", "{opened}");
-    assert_eq!(opened["rule"], format!("rules[0] {host}"), "{opened}");
+    assert_eq!(
+        opened["rule"],
+        format!("rules[0] {host}:{port}"),
+        "{opened}"
+    );
     assert_eq!(
         (opened["mode"].as_str(), opened["reason"].as_str()),
         (Some(mode), Some("narrowed")),

@@ -18,7 +18,12 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-const RULES: &[(&str, &str)] = &[("api.allowed.test", "allow"), ("api.blocked.test", "block")];
+/// The allowed host on the upstream's port, which the listener decides on; the block covers
+/// every port.
+const RULES: &[(&str, &str)] = &[
+    ("api.allowed.test:{port}", "allow"),
+    ("api.blocked.test", "block"),
+];
 
 async fn start() -> (
     af_fixtures::test_resolver::TestResolver,
@@ -31,7 +36,7 @@ async fn start() -> (
         .map(|n| (*n, vec![upstream_ip()]))
         .collect();
     let dns = resolver(table).await;
-    let mut setup = Setup::new(&egress(RULES), dns.addr);
+    let mut setup = Setup::new(&egress_on(up.addr().port(), RULES), dns.addr);
     setup.http_port = up.addr().port();
     let sc = Sidecar::start(&setup).await;
     (dns, up, sc)

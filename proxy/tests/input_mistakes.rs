@@ -18,8 +18,12 @@ async fn allowed() -> (
 ) {
     let up = hello_upstream().await;
     let dns = resolver(vec![("api.allowed.test", vec![upstream_ip()])]).await;
-    let mut setup = Setup::new(&egress(&[("api.allowed.test", "allow")]), dns.addr);
-    setup.http_port = up.addr().port();
+    let port = up.addr().port();
+    let mut setup = Setup::new(
+        &egress_on(port, &[("api.allowed.test:{port}", "allow")]),
+        dns.addr,
+    );
+    setup.http_port = port;
     let sc = Sidecar::start(&setup).await;
     (dns, up, sc)
 }
@@ -222,15 +226,29 @@ async fn a_request_that_loops_through_the_sidecar_is_journaled_refused_at_both_h
         ("loop.allowed.test", vec!["127.0.0.1".parse().unwrap()]),
     ])
     .await;
+    // The control's upstream, which itself answers 508.
+    let reply = af_fixtures::upstream::Reply {
+        status: 508,
+        ..af_fixtures::upstream::Reply::ok("the upstream's own loop")
+    };
+    let up508 = http_upstream(af_fixtures::upstream::Replies::new(reply)).await;
+    // The first hop goes to the transparent listener's own port; the second is decided on the
+    // port that listener advertises (80), which the rule naming no port covers.
+    let listen = Listen::free();
+    let (control, first_hop) = (
+        format!("api.allowed.test:{}", up508.addr().port()),
+        format!("loop.allowed.test:{}", listen.http.port()),
+    );
     let mut setup = Setup::new(
         &egress(&[
-            ("api.allowed.test", "allow"),
+            (&control, "allow"),
             ("loop.allowed.test", "allow"),
+            (&first_hop, "allow"),
         ]),
         dns.addr,
     );
     setup.trusted = vec![TRUSTED.to_owned(), "127.0.0.1/32".to_owned()];
-    let sc = Sidecar::start(&setup).await;
+    let sc = Sidecar::start_at(&setup, &listen).await;
     let looped = format!("http://loop.allowed.test:{}/again", sc.http().port());
     let got = proxy_get(sc.proxy(), &looped).await;
     assert_eq!(got.status, 508, "{}", got.body);
@@ -254,11 +272,6 @@ async fn a_request_that_loops_through_the_sidecar_is_journaled_refused_at_both_h
     let vias: Vec<&str> = recs.iter().map(|r| r["via"].as_str().unwrap()).collect();
     assert_eq!(vias, ["transparent", "proxy"]);
     // The control: an upstream that itself answers 508 is still an allowed request answered 508.
-    let reply = af_fixtures::upstream::Reply {
-        status: 508,
-        ..af_fixtures::upstream::Reply::ok("the upstream's own loop")
-    };
-    let up508 = http_upstream(af_fixtures::upstream::Replies::new(reply)).await;
     let got = proxy_get(
         sc.proxy(),
         &format!("http://api.allowed.test:{}/", up508.addr().port()),
@@ -308,8 +321,9 @@ async fn an_ip_literal_sni_is_decided_and_journaled_as_that_address_not_as_no_sn
         .unwrap();
     let dns = resolver(vec![]).await;
     let ip = std::net::IpAddr::from(UPSTREAM_IP).to_string();
-    let mut setup = Setup::new(&egress(&[(&ip, "allow")]), dns.addr);
-    setup.tls_port = upstream.local_addr().unwrap().port();
+    let port = upstream.local_addr().unwrap().port();
+    let mut setup = Setup::new(&egress(&[(&format!("{ip}:{port}"), "allow")]), dns.addr);
+    setup.tls_port = port;
     let sc = Sidecar::start(&setup).await;
 
     // An address no rule names: refused by the catalogue's default, on that address.

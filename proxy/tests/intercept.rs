@@ -20,17 +20,19 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const H2: &[u8] = b"h2";
 const H1: &[u8] = b"http/1.1";
 
+/// Each rule that lets requests through names the upstream's port ([`on_port`]); the block
+/// covers every port.
 const EGRESS: &str = r#"  default: block
   rules:
-    - host: api.paths.test
+    - host: api.paths.test:{port}
       mode: allow
       paths: [/v1]
-    - host: api.open.test
+    - host: api.open.test:{port}
       mode: allow
-    - host: api.sandbox.test
+    - host: api.sandbox.test:{port}
       mode: sandbox
       credential: SANDBOX_KEY
-    - host: api.nokey.test
+    - host: api.nokey.test:{port}
       mode: sandbox
       credential: MISSING_KEY
     - host: api.blocked.test
@@ -64,7 +66,7 @@ impl Env {
         let table = NAMES.iter().map(|n| (*n, vec![upstream_ip()])).collect();
         let dns = resolver(table).await;
         let ca = TestCa::new();
-        let mut setup = Setup::new(EGRESS, dns.addr);
+        let mut setup = Setup::new(&on_port(EGRESS, up.addr().port()), dns.addr);
         setup.tls_port = up.addr().port();
         setup.extra = format!(
             "{}modes:\n  credentials:\n    SANDBOX_KEY: sk_test_sandbox_key\n",

@@ -19,7 +19,10 @@ use tokio::net::TcpStream;
 async fn at_the_connection_limit_new_connections_get_503_net_014_and_are_journaled() {
     let up = hello_upstream().await;
     let dns = resolver(vec![("api.allowed.test", vec![upstream_ip()])]).await;
-    let mut setup = Setup::new(&egress(&[("api.allowed.test", "allow")]), dns.addr);
+    let mut setup = Setup::new(
+        &egress_on(up.addr().port(), &[("api.allowed.test:{port}", "allow")]),
+        dns.addr,
+    );
     setup.extra = "limits:\n  max_connections: 2\n".into();
     let sc = Sidecar::start(&setup).await;
 
@@ -108,8 +111,8 @@ async fn a_rules_rate_limit_refuses_with_429_net_048_past_its_burst() {
         ("tunnel.limited.test", vec![upstream_ip()]),
     ])
     .await;
-    let rules = "  default: block\n  rules:\n    - host: api.limited.test\n      mode: allow\n      rate_limit: 2/h\n    - host: tunnel.limited.test\n      mode: allow\n      rate_limit: 1/h\n";
-    let sc = Sidecar::start(&Setup::new(rules, dns.addr)).await;
+    let rules = "  default: block\n  rules:\n    - host: api.limited.test:{port}\n      mode: allow\n      rate_limit: 2/h\n    - host: tunnel.limited.test:{port}\n      mode: allow\n      rate_limit: 1/h\n";
+    let sc = Sidecar::start(&Setup::new(&on_port(rules, up.addr().port()), dns.addr)).await;
     let url = format!("http://api.limited.test:{}/", up.addr().port());
     // A request refused for another reason (a live key) never leaves and takes no place.
     let live = format!("{url}?with=sk_live_51NotARealKeyButLooksLive");
@@ -182,7 +185,10 @@ async fn dns_over_tcp(stream: &mut TcpStream) -> Option<std::net::IpAddr> {
 async fn dns_over_tcp_holds_places_under_max_connections_and_is_closed_past_it() {
     let up = hello_upstream().await;
     let dns = resolver(vec![("api.allowed.test", vec![upstream_ip()])]).await;
-    let mut setup = Setup::new(&egress(&[("api.allowed.test", "allow")]), dns.addr);
+    let mut setup = Setup::new(
+        &egress_on(up.addr().port(), &[("api.allowed.test:{port}", "allow")]),
+        dns.addr,
+    );
     setup.dns = format!(
         "    listen: \"127.0.0.1:0\"\n    answer_v4: \"192.0.2.53\"\n    inside_resolver: \"{}\"\n    udp_sockets: 1",
         dns.addr
@@ -256,10 +262,13 @@ async fn past_max_upstream_connections_tunnels_plain_and_intercepted_requests_ge
     ])
     .await;
     // Path rules make the TLS hosts intercepted: each request inside is forwarded by the
-    // sidecar's HTTPS client.
-    let rules = "  default: block\n  rules:\n    - host: api.allowed.test\n      mode: allow\n    - host: api.paths.test\n      mode: allow\n      paths: [/v1]\n    - host: api.other.test\n      mode: allow\n      paths: [/v1]\n";
+    // sidecar's HTTPS client. Each rule names its upstream's port.
+    let (plain_port, tls_port) = (plain.addr().port(), tls.addr().port());
+    let rules = format!(
+        "  default: block\n  rules:\n    - host: api.allowed.test:{plain_port}\n      mode: allow\n    - host: api.paths.test:{tls_port}\n      mode: allow\n      paths: [/v1]\n    - host: api.other.test:{tls_port}\n      mode: allow\n      paths: [/v1]\n"
+    );
     let ca = TestCa::new();
-    let mut setup = Setup::new(rules, dns.addr);
+    let mut setup = Setup::new(&rules, dns.addr);
     setup.extra = format!(
         "{}limits:\n  max_upstream_connections: 2\n",
         ca.tls_yaml(16, &[tls.certificate().unwrap()])
@@ -369,7 +378,13 @@ async fn a_dial_over_many_unanswering_addresses_ends_at_dial_timeout_with_504_ne
     ])
     .await;
     let mut setup = Setup::new(
-        &egress(&[("some-dead.test", "allow"), ("all-dead.test", "allow")]),
+        &egress_on(
+            port,
+            &[
+                ("some-dead.test:{port}", "allow"),
+                ("all-dead.test:{port}", "allow"),
+            ],
+        ),
         dns.addr,
     );
     setup.trusted = [

@@ -21,7 +21,11 @@ async fn setup() -> (
 ) {
     let up = hello_upstream().await;
     let dns = resolver(vec![("api.allowed.test", vec![upstream_ip()])]).await;
-    let mut setup = Setup::new(&egress(&[("api.allowed.test", "allow")]), dns.addr);
+    let port = up.addr().port();
+    let mut setup = Setup::new(
+        &egress_on(port, &[("api.allowed.test:{port}", "allow")]),
+        dns.addr,
+    );
     setup.extra = "limits:\n  header_read_timeout_ms: 1500\n".to_owned();
     let sc = Sidecar::start(&setup).await;
     (dns, up, sc)

@@ -16,7 +16,12 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-const RULES: &[(&str, &str)] = &[("api.allowed.test", "allow"), ("api.blocked.test", "block")];
+/// The allowed host on the upstream's port, which the listener decides on; the block covers
+/// every port.
+const RULES: &[(&str, &str)] = &[
+    ("api.allowed.test:{port}", "allow"),
+    ("api.blocked.test", "block"),
+];
 
 fn names() -> Vec<(&'static str, Vec<std::net::IpAddr>)> {
     ["api.allowed.test", "api.blocked.test"]
@@ -29,11 +34,12 @@ fn names() -> Vec<(&'static str, Vec<std::net::IpAddr>)> {
 async fn transparent_http_decides_on_host_and_forwards_to_the_listener_port_not_the_host_port() {
     let up = hello_upstream().await;
     let dns = resolver(names()).await;
-    let mut setup = Setup::new(&egress(RULES), dns.addr);
+    let mut setup = Setup::new(&egress_on(up.addr().port(), RULES), dns.addr);
     setup.http_port = up.addr().port();
     let sc = Sidecar::start(&setup).await;
     let mut c = connect(sc.http()).await;
-    // The Host header names port 1; the listener's advertised port wins.
+    // The Host header names port 1; the listener's advertised port wins (the rule names it:
+    // decided on port 1, the request would fall to the default).
     let req = Request::get("/path?x=1")
         .header("host", "API.Allowed.test.:1")
         .body(Empty::new())
@@ -52,7 +58,7 @@ async fn transparent_http_decides_on_host_and_forwards_to_the_listener_port_not_
 async fn a_keep_alive_connection_switching_host_is_decided_per_request() {
     let up = hello_upstream().await;
     let dns = resolver(names()).await;
-    let mut setup = Setup::new(&egress(RULES), dns.addr);
+    let mut setup = Setup::new(&egress_on(up.addr().port(), RULES), dns.addr);
     setup.http_port = up.addr().port();
     let sc = Sidecar::start(&setup).await;
     let mut c = connect(sc.http()).await;
@@ -104,7 +110,7 @@ async fn tls_setup() -> (af_fixtures::test_resolver::TestResolver, Upstream, Sid
     .await
     .unwrap();
     let dns = resolver(names()).await;
-    let mut setup = Setup::new(&egress(RULES), dns.addr);
+    let mut setup = Setup::new(&egress_on(up.addr().port(), RULES), dns.addr);
     setup.tls_port = up.addr().port();
     let sc = Sidecar::start(&setup).await;
     (dns, up, sc)
@@ -211,7 +217,7 @@ async fn a_transparent_request_naming_two_hosts_is_refused_and_the_upstream_gets
  {
     let up = hello_upstream().await;
     let dns = resolver(names()).await;
-    let mut setup = Setup::new(&egress(RULES), dns.addr);
+    let mut setup = Setup::new(&egress_on(up.addr().port(), RULES), dns.addr);
     setup.http_port = up.addr().port();
     let sc = Sidecar::start(&setup).await;
     let wait = Duration::from_secs(2);

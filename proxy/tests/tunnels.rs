@@ -22,21 +22,26 @@ const MIB: usize = 1024 * 1024;
 const PATIENCE: Duration = Duration::from_secs(30);
 const BUFFERED: &str = "af_proxy_tunnels_total{copy=\"buffered\"}";
 
-/// A sidecar allowing [`HOST`], which resolves to an echo upstream sending `trailer` once the
-/// client has closed its side; `limits` is the body of `limits:` (empty for the defaults). The
-/// transparent TLS listener tunnels to the same upstream.
+/// A sidecar allowing [`HOST`] on the port of an echo upstream, which [`HOST`] resolves to,
+/// sending `trailer` once the client has closed its side; `limits` is the body of `limits:`
+/// (empty for the defaults). The transparent TLS listener tunnels to the same upstream.
 async fn setup(
     trailer: Vec<u8>,
     limits: &str,
 ) -> (af_fixtures::test_resolver::TestResolver, u16, Sidecar) {
     let port = echo_upstream(trailer).await;
     let dns = resolver(vec![(HOST, vec![upstream_ip()])]).await;
-    let mut setup = Setup::new(&egress(&[(HOST, "allow")]), dns.addr);
+    let mut setup = Setup::new(&rules(port), dns.addr);
     setup.tls_port = port;
     if !limits.is_empty() {
         setup.extra = format!("limits:\n{limits}\n");
     }
     (dns, port, Sidecar::start(&setup).await)
+}
+
+/// Egress allowing [`HOST`] on `port`, where its upstream listens.
+fn rules(port: u16) -> String {
+    egress(&[(&format!("{HOST}:{port}"), "allow")])
 }
 
 /// `len` bytes that differ from one position to the next (xorshift from `seed`), so a byte
@@ -230,7 +235,7 @@ async fn a_client_that_resets_after_its_answer_has_closed_its_tunnel_not_failed_
 async fn an_upstream_that_resets_while_the_client_still_sends_fails_the_tunnel() {
     let port = resetting_upstream(4).await;
     let dns = resolver(vec![(HOST, vec![upstream_ip()])]).await;
-    let sc = Sidecar::start(&Setup::new(&egress(&[(HOST, "allow")]), dns.addr)).await;
+    let sc = Sidecar::start(&Setup::new(&rules(port), dns.addr)).await;
     let (_, mut s) = connect_tunnel(sc.proxy(), &format!("{HOST}:{port}")).await;
     s.write_all(b"ping").await.unwrap();
     let mut rest = Vec::new();

@@ -20,8 +20,12 @@ async fn allowed(
 ) {
     let up = hello_upstream().await;
     let dns = resolver(vec![("api.allowed.test", vec![upstream_ip()])]).await;
-    let mut setup = Setup::new(&egress(&[("api.allowed.test", "allow")]), dns.addr);
-    setup.http_port = up.addr().port();
+    let port = up.addr().port();
+    let mut setup = Setup::new(
+        &egress_on(port, &[("api.allowed.test:{port}", "allow")]),
+        dns.addr,
+    );
+    setup.http_port = port;
     setup.extra = extra.to_owned();
     let sc = Sidecar::start(&setup).await;
     (dns, up, sc)

@@ -24,16 +24,18 @@ use tokio_rustls::TlsAcceptor;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
+/// Each rule that lets upgrades through names the echo server's port ([`on_port`]); the block
+/// covers every port.
 const EGRESS: &str = r#"  default: block
   rules:
-    - host: ws.paths.test
+    - host: ws.paths.test:{port}
       mode: allow
       paths: [/socket]
     - host: ws.blocked.test
       mode: block
-    - host: ws.mock.test
+    - host: ws.mock.test:{port}
       mode: mock
-    - host: ws.sandbox.test
+    - host: ws.sandbox.test:{port}
       mode: sandbox
       credential: SANDBOX_KEY
 "#;
@@ -132,12 +134,13 @@ async fn echo<S>(
     }
 }
 
-/// A sidecar with the environment CA, trusting the echo server's certificate `cert`.
-async fn intercepting(cert: CertificateDer<'static>) -> (Sidecar, TestCa, TestResolver) {
+/// A sidecar with the environment CA, trusting the echo server's certificate `cert`, its rules
+/// naming the server's port `port`.
+async fn intercepting(port: u16, cert: CertificateDer<'static>) -> (Sidecar, TestCa, TestResolver) {
     let table = NAMES.iter().map(|n| (*n, vec![upstream_ip()])).collect();
     let dns = resolver(table).await;
     let ca = TestCa::new();
-    let mut setup = Setup::new(EGRESS, dns.addr);
+    let mut setup = Setup::new(&on_port(EGRESS, port), dns.addr);
     setup.extra = ca.tls_yaml(64, &[cert]);
     (Sidecar::start(&setup).await, ca, dns)
 }
@@ -169,7 +172,7 @@ async fn a_websocket_in_the_clear_is_decided_then_relayed_both_ways() {
     let (up, _) = echo_server(false).await;
     let table = NAMES.iter().map(|n| (*n, vec![upstream_ip()])).collect();
     let dns = resolver(table).await;
-    let mut setup = Setup::new(EGRESS, dns.addr);
+    let mut setup = Setup::new(&on_port(EGRESS, up.port()), dns.addr);
     setup.http_port = up.port();
     let sc = Sidecar::start(&setup).await;
 
@@ -228,7 +231,7 @@ async fn a_websocket_in_the_clear_is_decided_then_relayed_both_ways() {
 #[tokio::test]
 async fn a_websocket_inside_an_intercepted_connection_is_relayed_and_a_blocked_one_refused() {
     let (up, cert) = echo_server(true).await;
-    let (sc, ca, _dns) = intercepting(cert.unwrap()).await;
+    let (sc, ca, _dns) = intercepting(up.port(), cert.unwrap()).await;
     let connector = client(&[&ca.cert_der], &[b"http/1.1"]);
 
     let authority = format!("ws.paths.test:{}", up.port());
@@ -261,7 +264,7 @@ async fn a_sandboxed_websocket_reaches_the_server_with_the_test_credential_only(
     let (up, _, seen) = echo_server_seeing(false).await;
     let table = NAMES.iter().map(|n| (*n, vec![upstream_ip()])).collect();
     let dns = resolver(table).await;
-    let mut setup = Setup::new(EGRESS, dns.addr);
+    let mut setup = Setup::new(&on_port(EGRESS, up.port()), dns.addr);
     setup.http_port = up.port();
     setup.extra = "modes:\n  credentials:\n    SANDBOX_KEY: sk_test_sandbox_key\n".to_owned();
     let sc = Sidecar::start(&setup).await;
@@ -325,7 +328,7 @@ fn extended_connect(url: &str) -> http::Request<Full<Bytes>> {
 #[tokio::test]
 async fn a_websocket_over_http2_is_decided_as_its_upgrade_and_relayed_to_an_http1_server() {
     let (up, cert) = echo_server(true).await;
-    let (sc, ca, _dns) = intercepting(cert.unwrap()).await;
+    let (sc, ca, _dns) = intercepting(up.port(), cert.unwrap()).await;
     let authority = format!("ws.paths.test:{}", up.port());
     let mut h2 = h2_via_connect(&sc, &ca, &authority, "ws.paths.test").await;
 

@@ -2,7 +2,8 @@
 //! which organization policy.
 
 use af_orchestrator::runtime::factory::{self, Decision};
-use af_policy::manifest::Manifest;
+use af_policy::egress::Catalogue;
+use af_policy::manifest::{Manifest, UnnamedPort, unnamed_ports};
 use af_policy::placement::Placement;
 use af_policy::placement::residency::Residency;
 use serde::Serialize;
@@ -21,6 +22,8 @@ struct Summary<'a> {
     egress_default: af_policy::egress::Mode,
     placement: &'a Placement,
     residency: &'a Residency,
+    /// Variables naming a port that their host's portless rule does not cover.
+    unnamed_ports: Vec<UnnamedPort>,
 }
 
 /// Load and check the manifest, then print its summary and placement as text or JSON.
@@ -56,6 +59,9 @@ pub(super) fn run(global: &Global) -> Result<(), Refusal> {
                     allowed_regions.join(", ")
                 ),
             }
+            for unnamed in &summary.unnamed_ports {
+                say!("  note:     {}", unnamed.sentence());
+            }
         }
     }
     Ok(())
@@ -75,5 +81,8 @@ fn summarize<'a>(
         egress_default: manifest.egress.default_mode(),
         placement: &decision.placement,
         residency: &decision.residency,
+        unnamed_ports: Catalogue::compile(&manifest.egress)
+            .map(|catalogue| unnamed_ports(manifest, &catalogue))
+            .unwrap_or_default(),
     }
 }

@@ -14,6 +14,7 @@ use super::pattern::{
     HostPattern, is_canonical_path, parse_host_port, parse_method, parse_path, path_has_prefix,
     path_only,
 };
+use super::ports::Ports;
 use super::rate::RateLimit;
 use super::{EgressSpec, Mode, RuleSpec};
 
@@ -162,7 +163,7 @@ pub(crate) struct CompiledRule {
     /// Shared, so a record of the decision holds it without a copy.
     pub(crate) label: Arc<str>,
     pub(crate) pattern: HostPattern,
-    pub(crate) port: Option<u16>,
+    pub(crate) ports: Ports,
     pub(crate) paths: Box<[Box<str>]>,
     pub(crate) methods: Box<[Box<str>]>,
     pub(crate) rate_limit: Option<RateLimit>,
@@ -232,9 +233,11 @@ pub struct Catalogue {
     /// Bit `n` is set when some wildcard suffix has `n` labels (63 stands for 63 or more), so a
     /// host is looked up only under suffix lengths that exist.
     suffix_label_counts: u64,
-    /// The best host-level `*` rule without a port: it matches every request alike, so a
-    /// decision starts from it instead of visiting it.
+    /// The best host-level `*` rule without a port that covers every port (a block): it
+    /// matches every request alike, so a decision starts from it instead of visiting it.
     any_winner: Candidate,
+    /// The same for the web's ports ([`Ports::Web`]): where a request to 80 or 443 starts.
+    any_web_winner: Candidate,
     /// The other `*` rules: visited for every host, names and addresses alike.
     any: Vec<u32>,
     /// Middle-star patterns: checked against every host name. Keep them few.
@@ -299,6 +302,7 @@ impl Catalogue {
             suffixes: Index::default(),
             suffix_label_counts: 0,
             any_winner: Candidate::NONE,
+            any_web_winner: Candidate::NONE,
             any: Vec::new(),
             scanned: Vec::new(),
             default_label: Arc::from("default"),
@@ -318,9 +322,13 @@ impl Catalogue {
                         .or_default()
                         .push(index)
                 }
-                HostPattern::Any if rule.port.is_none() && rule.is_host_level() => {
+                HostPattern::Any if rule.is_host_level() && !rule.ports.named() => {
                     let candidate = Candidate::new(rule.host_rank, index);
-                    catalogue.any_winner = catalogue.any_winner.max(candidate);
+                    let winner = match rule.ports {
+                        Ports::Every => &mut catalogue.any_winner,
+                        _ => &mut catalogue.any_web_winner,
+                    };
+                    *winner = (*winner).max(candidate);
                 }
                 HostPattern::Any => catalogue.any.push(index),
                 HostPattern::Labels { .. } => catalogue.scanned.push(index),
@@ -399,12 +407,17 @@ impl Catalogue {
     /// One pass over every rule that can match `host`: exact names or addresses, each suffix
     /// at a label boundary, the `*` rules, then the scanned patterns.
     fn scan(&self, host: &CanonicalHost<'_>, port: u16, request: Option<(&str, &str)>) -> Best {
+        let any = if Ports::Web.covers(port) {
+            self.any_winner.max(self.any_web_winner)
+        } else {
+            self.any_winner
+        };
         let mut best = Best {
             request: match request {
-                Some(_) => self.any_winner,
+                Some(_) => any,
                 None => Candidate::NONE,
             },
-            host: self.any_winner,
+            host: any,
             ..Best::default()
         };
         let mut visit = |index: u32| self.visit(index, port, request, &mut best);
@@ -464,7 +477,7 @@ impl Catalogue {
     #[inline(always)]
     fn visit(&self, index: u32, port: u16, request: Option<(&str, &str)>, best: &mut Best) {
         let rule = &self.rules[index as usize];
-        if rule.port.is_some_and(|own| own != port) {
+        if !rule.ports.covers(port) {
             return;
         }
         if rule.is_host_level() {
@@ -496,13 +509,18 @@ impl Catalogue {
         let ip = ip.to_canonical();
         self.ips.get(&ip).into_iter().flatten().any(|&i| {
             let rule = &self.rules[i as usize];
-            rule.spec.mode.forwards() && rule.port.is_none_or(|own| own == port)
+            rule.spec.mode.forwards() && rule.ports.covers(port)
         })
     }
 
     /// The rule as written.
     pub fn rule(&self, id: RuleId) -> &RuleSpec {
         &self.rules[id.index()].spec
+    }
+
+    /// The ports the rule covers.
+    pub fn ports(&self, id: RuleId) -> Ports {
+        self.rules[id.index()].ports
     }
 
     /// The rule's rate limit, parsed.
@@ -573,7 +591,7 @@ impl Catalogue {
         if !host_matches {
             return None;
         }
-        if rule.port.is_some_and(|own| own != port) {
+        if !rule.ports.covers(port) {
             return Some(Err(Miss::Port));
         }
         let Some((method, path)) = request else {
@@ -701,7 +719,7 @@ fn compile_rule(index: usize, spec: &RuleSpec) -> Result<CompiledRule, Vec<RuleP
                 label: format!("rules[{index}] {}", spec.host.trim()).into(),
                 spec: spec.clone(),
                 pattern,
-                port: host.port,
+                ports: Ports::of(host.port, spec.mode),
                 paths: paths.into(),
                 methods: methods.into(),
                 rate_limit,

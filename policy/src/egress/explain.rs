@@ -6,6 +6,7 @@ use url::Url;
 
 use super::catalogue::Miss;
 use super::host::canonicalize;
+use super::ports::Ports;
 use super::{Catalogue, Decision, Mode, RuleId, Target};
 
 /// Why a URL could not be explained.
@@ -200,7 +201,14 @@ impl Catalogue {
     ) -> MissedRule {
         let rule = self.rule(id);
         let why = match lost_on {
-            Miss::Port => format!("it names another port; the request goes to {port}"),
+            Miss::Port => match self.compiled(id).ports {
+                Ports::Web => format!(
+                    "it names no port, so it covers 80 and 443 only; the request goes to {port} \
+                     (a rule for {} names it)",
+                    with_port(rule.host.trim(), port)
+                ),
+                ports => format!("it covers {ports}; the request goes to {port}"),
+            },
             Miss::Method => format!(
                 "{method} is not one of its methods ({})",
                 rule.methods.join(", ")
@@ -266,6 +274,15 @@ impl Catalogue {
 }
 
 /// `rules[1]`, `rules[1] and rules[3]`, `rules[1], rules[2] and rules[3]`.
+/// `host:port`, an IPv6 address in brackets.
+fn with_port(host: &str, port: u16) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
 fn rule_list(rules: &[MissedRule]) -> String {
     let names: Vec<_> = rules
         .iter()

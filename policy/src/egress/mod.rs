@@ -6,7 +6,8 @@
 //!
 //! Specificity decides, not order: the host first (exact name or IP, then wildcards by how many
 //! labels they spell out, then `*`), then a port, then the longest matching path, then methods.
-//! Ties go to the rule written first.
+//! Ties go to the rule written first. A rule that names no port covers 80 and 443, or every
+//! port when it blocks ([`Ports`]).
 
 pub mod address;
 mod catalogue;
@@ -14,6 +15,7 @@ mod explain;
 mod host;
 mod mode;
 mod pattern;
+mod ports;
 mod rate;
 mod spec;
 
@@ -21,6 +23,7 @@ pub use catalogue::{Catalogue, Decision, Miss, Reason, RuleId, RuleProblem, Spec
 pub use explain::{Explanation, MatchedRule, MissedRule, UrlError};
 pub use host::{HostError, MAX_HOST_LEN, normalize_host};
 pub use mode::Mode;
+pub use ports::{Ports, WEB_PORTS};
 pub use rate::{RateLimit, RateLimitError};
 pub use spec::{EgressSpec, RuleSpec};
 

@@ -17,6 +17,7 @@ mod quantity;
 mod schema;
 mod services;
 mod structure;
+mod unnamed_ports;
 mod validate;
 mod yaml;
 
@@ -33,6 +34,7 @@ pub use path::{FieldPath, Segment};
 pub use problem::{Location, ManifestError, Problem};
 pub use quantity::Limits;
 pub use schema::json_schema;
+pub use unnamed_ports::{UnnamedPort, unnamed_ports};
 pub(crate) use validate::read_document;
 
 use crate::error::{Report, codes};

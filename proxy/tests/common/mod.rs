@@ -236,7 +236,13 @@ pub(crate) struct Sidecar {
 
 impl Sidecar {
     pub(crate) async fn start(setup: &Setup) -> Self {
-        Self::start_in(setup, TempDir::new("journal")).await
+        Self::start_in(setup, TempDir::new("journal"), &Listen::ephemeral()).await
+    }
+
+    /// Start with the listeners on `listen` (e.g. [`Listen::free`]), for a test whose rules
+    /// name a listener's port before the sidecar starts.
+    pub(crate) async fn start_at(setup: &Setup, listen: &Listen) -> Self {
+        Self::start_in(setup, TempDir::new("journal"), listen).await
     }
 
     /// Stop this sidecar and start another on the same journal (a restart).
@@ -246,11 +252,11 @@ impl Sidecar {
             journal_dir,
         } = self;
         running.shutdown().await;
-        Self::start_in(setup, journal_dir).await
+        Self::start_in(setup, journal_dir, &Listen::ephemeral()).await
     }
 
-    async fn start_in(setup: &Setup, journal_dir: TempDir) -> Self {
-        let yaml = setup.yaml(journal_dir.path(), &Listen::ephemeral());
+    async fn start_in(setup: &Setup, journal_dir: TempDir, listen: &Listen) -> Self {
+        let yaml = setup.yaml(journal_dir.path(), listen);
         let doc = config::parse(&yaml, false)
             .unwrap_or_else(|e| panic!("test config does not parse: {e}\n{yaml}"));
         let settings = config::check(doc).unwrap_or_else(|e| panic!("test config is refused: {e}"));
@@ -491,6 +497,19 @@ impl Admin {
 pub(crate) fn shop_openapi() -> Value {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/openapi/shop.yaml");
     serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// `yaml` (rules) with every `{port}` replaced by `port`, where the test's upstream listens:
+/// a rule naming no port covers 80 and 443 only (a block covers every port), so a rule for an
+/// upstream on another port names it, as a user would write `host: api.example.com:8443`.
+pub(crate) fn on_port(yaml: &str, port: u16) -> String {
+    yaml.replace("{port}", &port.to_string())
+}
+
+/// [`egress`] for an upstream on `port`: each `{port}` in a rule's host names it
+/// (`("api.allowed.test:{port}", "allow")`), see [`on_port`].
+pub(crate) fn egress_on(port: u16, rules: &[(&str, &str)]) -> String {
+    on_port(&egress(rules), port)
 }
 
 /// Egress YAML with `rules` (each `(host, mode)`) and default block.
