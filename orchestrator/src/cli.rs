@@ -32,6 +32,16 @@ pub(crate) struct Global {
 /// What to do.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
+    /// Write af.yaml from the project's Compose file (compose.yaml, docker-compose.yml, ...)
+    /// and list, service by service, what it did not carry over and why.
+    Init {
+        /// The Compose file to read instead of the one in the working directory.
+        #[arg(long, value_name = "FILE")]
+        from: Option<PathBuf>,
+        /// Replace an existing af.yaml, after showing the difference.
+        #[arg(long)]
+        force: bool,
+    },
     /// Check af.yaml and show where the environment would run. Creates nothing.
     Validate,
     /// Print the JSON Schema of af.yaml, for editors.

@@ -6,6 +6,7 @@
 
 pub mod admin;
 pub mod bounded;
+pub mod compose;
 pub mod containment;
 pub mod env_id;
 pub mod har;

@@ -17,6 +17,8 @@ use crate::modes::ModesInput;
 use crate::secret::hex;
 use crate::trust;
 
+mod env_files;
+
 /// The readiness timeout of a service that does not set `health_timeout`.
 pub const DEFAULT_HEALTH_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -66,7 +68,14 @@ pub struct ServicePlan {
     pub context: PathBuf,
     /// The Dockerfile, relative to the context; `None` means `Dockerfile`.
     pub dockerfile: Option<String>,
-    /// The command; empty means the image's own.
+    /// A prebuilt image run instead of building the context. Left out of the digest's text
+    /// when absent, so a built service keeps the digest it had.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// The entrypoint; empty means the image's own. Left out of the digest's text when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub entrypoint: Vec<String>,
+    /// The command (the entrypoint's arguments); empty means the image's own.
     pub command: Vec<String>,
     /// The port it listens on.
     pub port: Option<u16>,
@@ -103,6 +112,8 @@ impl ServicePlan {
             kind,
             context: context.into(),
             dockerfile: None,
+            image: None,
+            entrypoint: Vec::new(),
             command: Vec::new(),
             port: None,
             health_path: None,
@@ -172,13 +183,15 @@ impl EnvPlan {
                     },
                     context: dir.join(&s.path),
                     dockerfile: s.dockerfile.clone(),
+                    image: s.image.clone(),
+                    entrypoint: s.entrypoint.clone(),
                     command: s.command.clone(),
                     port: s.port,
                     health_path: s.health_path.clone(),
                     health_timeout: s.health_timeout.map_or(DEFAULT_HEALTH_TIMEOUT, |t| {
                         Duration::from_secs(u64::from(t))
                     }),
-                    env: s.env.clone(),
+                    env: env_files::environment(s, &dir)?,
                     depends_on: s.depends_on.clone(),
                     migrate: s.migrate.clone(),
                     schedule: s.schedule.clone(),

@@ -526,3 +526,17 @@ fn an_empty_or_absolute_upstream_root_is_refused_where_it_is_written() {
     .expect("a relative path is accepted");
     assert_eq!(accepted.egress.upstream_roots, ["certs/internal-ca.pem"]);
 }
+
+#[test]
+fn a_prebuilt_image_is_a_reference_and_never_beside_a_build() {
+    let ok = with_head("services:\n  - name: db\n    image: postgres:16\n    kind: worker\n");
+    assert!(common::load(&ok).is_ok());
+    let both = with_head(
+        "services:\n  - name: db\n    image: postgres:16\n    dockerfile: Dockerfile.db\n    kind: worker\n",
+    );
+    assert_eq!(refusals(&both), [("AF-MAN-007", 5, 12)]);
+    assert!(statements(&both)[0].contains("names both an image and a build"));
+    let bad = with_head("services:\n  - name: db\n    image: \"Postgres 16\"\n    kind: worker\n");
+    assert_eq!(refusals(&bad), [("AF-MAN-007", 5, 12)]);
+    assert!(statements(&bad)[0].contains("is not an image reference"));
+}

@@ -1,6 +1,7 @@
 //! One module per command; each returns what it prints or a [`Refusal`].
 
 mod ecs;
+mod init;
 mod lifecycle;
 mod net_policy;
 mod schema;
@@ -21,6 +22,7 @@ pub(crate) fn run(cli: &Cli) -> Result<(), Refusal> {
     let global = &cli.global;
     match &cli.command {
         Command::Validate => validate::run(global),
+        Command::Init { from, force } => init::run(global, from.as_deref(), *force),
         Command::Schema => schema::run(),
         Command::Ecs(EcsCommand::Report { plan }) => ecs::report(global, plan.as_deref()),
         Command::Ecs(EcsCommand::CheckRuleGroup { file }) => ecs::check_rule_group(global, file),

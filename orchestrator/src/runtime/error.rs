@@ -84,6 +84,16 @@ pub enum RuntimeError {
         /// What to do about it.
         next: String,
     },
+    /// A service's prebuilt image is neither held nor pullable.
+    #[error("the image {image} of {service} could not be found or pulled: {message}")]
+    ImageMissing {
+        /// The service.
+        service: String,
+        /// Its `image:`.
+        image: String,
+        /// What the daemon said; never a credential.
+        message: String,
+    },
     /// The nodes could not pull an image.
     #[error("the nodes could not pull {image} for {service}: {message}")]
     ImagePull {
@@ -346,6 +356,10 @@ impl RuntimeError {
                 format!("The image of {image} could not be pushed to {repository}: {message}; nothing was created on the cluster."),
             )
             .with_next(next.clone()),
+            RuntimeError::ImageMissing { service, image, message } => Report::new(
+                &codes::RUN_IMAGE_MISSING,
+                format!("The image {image} of service {service} is not on this machine's Docker daemon and could not be pulled: {message}; nothing was started."),
+            ),
             RuntimeError::ImagePull { service, image, message } => Report::new(
                 &codes::RUN_IMAGE_PULL,
                 format!("The cluster's nodes could not pull {image} for {service}: {message}."),

@@ -129,6 +129,18 @@ catalogue! {
     SCH_ECS_PLAN_UNWRITABLE = "AF-SCH-019", Usage,
         "The file --plan names could not be written.",
         "Name a file in a directory that exists and that af may write.";
+    INIT_NO_COMPOSE = "AF-INI-001", Usage,
+        "af init found no Compose file to start from.",
+        "Run af init in the directory of your compose.yaml or docker-compose.yml, or name it with --from FILE.";
+    INIT_BAD_COMPOSE = "AF-INI-002", Usage,
+        "The Compose file could not be read as Compose, so nothing was written.",
+        "Check that docker compose config reads it; af reads one file, without include or extends.";
+    INIT_EXISTS = "AF-INI-003", Usage,
+        "af.yaml exists already, and af init does not overwrite it, so nothing was written.",
+        "Run af init --force to replace it (the difference is shown first), or edit af.yaml yourself.";
+    INIT_WOULD_NOT_VALIDATE = "AF-INI-004", Usage,
+        "The af.yaml af init would write does not pass af validate, so nothing was written.",
+        "Read the problem shown; change the Compose file where it names, and run af init again.";
     RUN_DOCKER_UNREACHABLE = "AF-RUN-001", Runtime,
         "The Docker daemon could not be reached.",
         "Start Docker (or set DOCKER_HOST) and run `af doctor`.";
@@ -150,6 +162,12 @@ catalogue! {
     RUN_IMAGE_TOOL = "AF-RUN-014", Runtime,
         "The tool that copies images into this cluster's nodes (k3d or kind) could not be run, or does not know the cluster, so nothing was created.",
         "Install the tool the context names and check `k3d cluster list` or `kind get clusters`, or push through a registry (AF_KUBE_IMAGES=registry, AF_IMAGE_REPOSITORY).";
+    RUN_IMAGE_MISSING = "AF-RUN-015", Runtime,
+        "A service's prebuilt image (image: in af.yaml) is not on this machine's Docker daemon and could not be pulled, so nothing was started.",
+        "Check the reference, pull it yourself (docker pull) or run `docker login` for its registry, and run af up again.";
+    RUN_ENV_FILE = "AF-RUN-016", Usage,
+        "A file a service's env_file names could not be read as NAME=value lines, so nothing was started.",
+        "Create the file next to af.yaml (it is read relative to it) or fix the line named, or take it out of env_file.";
     RUN_NOT_READY = "AF-RUN-020", Runtime,
         "A service did not become ready in time.",
         "Read the service's last log lines shown; raise health_timeout if it is only slow.";

@@ -72,12 +72,26 @@ pub struct Service {
     pub name: String,
     /// The build context, relative to the manifest's directory. Missing means the directory
     /// itself.
-    #[serde(default = "default_context")]
+    #[serde(
+        default = "default_context",
+        skip_serializing_if = "is_default_context"
+    )]
     pub path: String,
     /// The Dockerfile, relative to the build context. Missing means `Dockerfile`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dockerfile: Option<String>,
-    /// The command to run, as a list of arguments. Missing means the image's own.
+    /// A prebuilt image to run instead of building one, e.g. `postgres:16` or
+    /// `registry.example.com/team/db@sha256:…`: taken from this machine's Docker daemon, or
+    /// pulled with the user's Docker credentials. A service names an image or a build context
+    /// and Dockerfile, not both. It runs confined exactly as a built one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// The executable to run instead of the image's entrypoint, as a list. Missing means the
+    /// image's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub entrypoint: Vec<String>,
+    /// The command to run, as a list of arguments: the image's command is replaced, its
+    /// entrypoint kept (as Compose's `command` does). Missing means the image's own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub command: Vec<String>,
     /// What kind of process this is: `web` (serves a port), `worker` or `cron`.
@@ -101,6 +115,11 @@ pub struct Service {
     /// Environment variables set in the service, by name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// Files of `NAME=value` lines (as Compose's `env_file` and Docker's `--env-file` read
+    /// them), relative to the manifest's directory, read by `af up`; `env` wins over them,
+    /// and a later file over an earlier one. Their values stay out of af.yaml.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_file: Vec<String>,
     /// How many copies of the service run. Missing means 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 64))]
@@ -149,6 +168,10 @@ pub struct Resources {
 
 fn default_context() -> String {
     ".".to_owned()
+}
+
+fn is_default_context(path: &str) -> bool {
+    path == "."
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {

@@ -88,6 +88,24 @@ fn check_fields(service: &Service, at: &FieldPath) -> Vec<(FieldPath, Report)> {
             "Remove replicas (a cron service runs one copy each time), or set kind: worker.",
         );
     }
+    if let Some(image) = &service.image {
+        if let Err(why) = image.parse::<oci_spec::distribution::Reference>() {
+            refuse(
+                at.key("image"),
+                &codes::MAN_WRONG_TYPE,
+                format!("The image {image:?} of service {name} is not an image reference ({why})."),
+                "Write a reference as docker pull takes it, e.g. postgres:16 or registry.example.com/team/db:1.2.",
+            );
+        }
+        if service.path != "." || service.dockerfile.is_some() {
+            refuse(
+                at.key("image"),
+                &codes::MAN_WRONG_TYPE,
+                format!("Service {name} names both an image and a build (path or dockerfile)."),
+                "Keep image: to run that image as it is, or path:/dockerfile: to build one.",
+            );
+        }
+    }
     if let Some(health_path) = &service.health_path {
         if !health_path.starts_with('/') {
             refuse(

@@ -1,12 +1,13 @@
 //! The image supply: every image a runtime runs, made on this machine's Docker daemon and, for
-//! a cluster, delivered to its nodes. Both runtimes call it; it knows neither. Nothing is
-//! pulled: a registry is only pushed to, when the user names one.
+//! a cluster, delivered to its nodes. Both runtimes call it; it knows neither. Only a service's
+//! prebuilt image (`image:`) is ever pulled; a registry the user names is only pushed to.
 //!
 //! - `static_binaries`: the project's static binaries found, and a file judged static;
 //! - `scratch`: images `FROM scratch` of those binaries, the sidecar's among them
 //!   ([`ensure_sidecar_image`], [`ensure_scratch_image`]);
 //! - `service`: service images built from their contexts, cached by build input, named for an
 //!   environment, pruned ([`build_service_image`]);
+//! - `prebuilt`: a service's own image, held or pulled ([`service_image`] chooses);
 //! - `build`: one build on the daemon, its output streamed; `archive`: contexts as tar;
 //! - `delivery`: how a cluster's nodes get them ([`Delivery`], [`Image`]);
 //! - `registry`: a registry the user names, pushed to by content, pulled by digest ([`Registry`]);
@@ -15,6 +16,7 @@
 mod archive;
 mod build;
 mod delivery;
+mod prebuilt;
 mod registry;
 mod scratch;
 mod service;
@@ -23,6 +25,7 @@ mod stores;
 
 pub use self::archive::tar_of;
 pub use self::delivery::{Delivery, Image};
+pub use self::prebuilt::{prebuilt_image, service_image};
 pub use self::registry::{Credentials, PULL_CREDENTIALS_VAR, REPOSITORY_VAR, Registry, Repository};
 pub use self::scratch::{SidecarSource, ensure_scratch_image, ensure_sidecar_image};
 pub use self::service::{

@@ -122,6 +122,11 @@ impl Credentials {
         self.0.is_some()
     }
 
+    /// As the daemon takes them with a pull or a push.
+    pub(super) fn docker(&self) -> Option<DockerCredentials> {
+        self.0.clone()
+    }
+
     /// The credentials Docker holds for `repository`'s registry (`docker login`, a credential
     /// store or helper), or none when it holds none.
     pub fn of_docker(repository: &Repository) -> Result<Self, RuntimeError> {

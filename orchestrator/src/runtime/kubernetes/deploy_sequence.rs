@@ -202,7 +202,7 @@ async fn an_unchanged_completed_migration_is_reused_and_a_changed_one_made_again
     let job = fake.with(|s| s.objects.get(&format!("{JOBS}/web")).cloned());
     let job = job.expect("the new Job");
     assert_eq!(
-        job["spec"]["template"]["spec"]["containers"][0]["command"][2],
+        job["spec"]["template"]["spec"]["containers"][0]["args"][2],
         "--plan=2"
     );
 }

@@ -322,8 +322,10 @@ fn a_migration_is_the_services_own_pod_run_once_never_retried_and_bounded() {
     assert_eq!(job_spec.active_deadline_seconds, Some(600));
     let pod = job_spec.template.spec.as_ref().expect("pod");
     assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
+    // The migration is the image's entrypoint's arguments, as the service's command is.
+    assert_eq!(pod.containers[0].command, None);
     assert_eq!(
-        pod.containers[0].command.as_deref(),
+        pod.containers[0].args.as_deref(),
         Some(&spec.service.migrate[..])
     );
     confined_behind_the_gate(pod);
@@ -333,7 +335,7 @@ fn a_migration_is_the_services_own_pod_run_once_never_retried_and_bounded() {
     let watcher = served.containers.pop().expect("the watcher");
     assert_eq!(watcher.name, deploy::services::WATCH);
     served.restart_policy = Some("Never".to_owned());
-    served.containers[0].command = Some(spec.service.migrate.clone());
+    served.containers[0].args = Some(spec.service.migrate.clone());
     served.containers[0].ports = None;
     served.containers[0].readiness_probe = None;
     assert_eq!(pod, &served);

@@ -173,24 +173,29 @@ impl Sources {
         };
         let mut services = BTreeMap::new();
         for service in &plan.services {
-            let built = images::build_service_image(&docker, service, progress).await?;
+            let made = images::service_image(&docker, service, progress).await?;
             let local = images::service_reference(&plan.env, &service.name);
-            images::tag(&docker, &built, &local).await?;
+            images::tag(&docker, &made, &local).await?;
             let reader = format!("af-store-{}-{}", names.env(), service.name);
             let stores = images::system_stores(&docker, &local, &reader).await?;
-            let reference = self
-                .delivery
-                .deliver(
-                    registry,
-                    &docker,
-                    Image {
-                        what: &service.name,
-                        kind: "service",
-                        local: &local,
-                    },
-                    progress,
-                )
-                .await?;
+            let reference = match (&service.image, &self.delivery) {
+                // A prebuilt image is the cluster's to pull from where it is, as named.
+                (Some(prebuilt), Delivery::Registry) => prebuilt.clone(),
+                _ => {
+                    self.delivery
+                        .deliver(
+                            registry,
+                            &docker,
+                            Image {
+                                what: &service.name,
+                                kind: "service",
+                                local: &local,
+                            },
+                            progress,
+                        )
+                        .await?
+                }
+            };
             services.insert(service.name.clone(), ServiceImage { reference, stores });
         }
         Ok(Supplied {

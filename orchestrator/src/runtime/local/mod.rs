@@ -163,6 +163,11 @@ impl LocalRuntime {
         let names = Names::new(&plan.env);
         // What cannot run here and ownership first: refuse before anything is made or changed.
         preflight::check(plan, preflight::host_cpus(docker, plan).await?)?;
+        // Every prebuilt image held or pulled before anything is made, so one that cannot be
+        // is refused with nothing to take down.
+        for service in plan.services.iter().filter(|s| s.image.is_some()) {
+            images::service_image(docker, service, progress).await?;
+        }
         self.refuse_foreign(&names).await?;
         let system_roots = trust::bundle::system_roots()?;
 
@@ -247,7 +252,7 @@ impl LocalRuntime {
             admin: None,
         };
         for service in &plan.services {
-            let image_id = images::build_service_image(docker, service, progress).await?;
+            let image_id = images::service_image(docker, service, progress).await?;
             let digest = short_digest(
                 format!(
                     "{}|{image_id}|{inside_addr}|{}|{}|{}",

@@ -70,6 +70,7 @@ fn body(
     ContainerCreateBody {
         hostname: Some(s.name.clone()),
         image: Some(spec.image.to_owned()),
+        entrypoint: (!s.entrypoint.is_empty()).then(|| s.entrypoint.clone()),
         cmd: (!command.is_empty()).then(|| command.to_vec()),
         env: Some(environment(spec.plan, s, spec.sidecar, spec.provisions)),
         labels: Some(Names::new(&spec.plan.env).labels(object_kind, &s.name, spec.digest)),

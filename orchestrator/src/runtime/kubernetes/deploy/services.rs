@@ -262,7 +262,10 @@ pub fn pod_template(names: &Names, spec: &Spec<'_>, role: Role) -> PodTemplateSp
         name: service.name.clone(),
         image: Some(spec.image.to_owned()),
         image_pull_policy: Some(spec.pull_policy.to_owned()),
-        command: (!command.is_empty()).then(|| command.clone()),
+        // As Docker runs it: the entrypoint replaced only when the service names one, the
+        // command (or the migration) its arguments.
+        command: (!service.entrypoint.is_empty()).then(|| service.entrypoint.clone()),
+        args: (!command.is_empty()).then(|| command.clone()),
         env: Some(env),
         ports: service.port.filter(|_| serves).map(|port| {
             vec![ContainerPort {
