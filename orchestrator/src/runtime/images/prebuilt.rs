@@ -4,12 +4,11 @@
 //! [`service_image`] chooses.
 
 use bollard::Docker;
-use bollard::errors::Error as DockerError;
 use bollard::query_parameters::CreateImageOptionsBuilder;
 use futures_util::StreamExt;
 use oci_spec::distribution::Reference;
 
-use super::registry::{Credentials, Repository};
+use super::registry::{Credentials, Repository, daemon_said};
 use crate::plan::ServicePlan;
 use crate::runtime::docker_client::is_not_found;
 use crate::runtime::{Progress, RuntimeError};
@@ -83,13 +82,5 @@ async fn held(
             format!("inspect the image {reference} of {service}"),
             e,
         )),
-    }
-}
-
-fn daemon_said(err: &DockerError) -> String {
-    match err {
-        DockerError::DockerResponseServerError { message, .. } => message.clone(),
-        DockerError::DockerStreamError { error } => error.clone(),
-        other => other.to_string(),
     }
 }

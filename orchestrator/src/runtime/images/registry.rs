@@ -251,6 +251,15 @@ impl Credentials {
     }
 }
 
+/// What the daemon said in an error, without bollard's wording around it.
+pub(super) fn daemon_said(err: &DockerError) -> String {
+    match err {
+        DockerError::DockerResponseServerError { message, .. } => message.clone(),
+        DockerError::DockerStreamError { error } => error.clone(),
+        other => other.to_string(),
+    }
+}
+
 fn unreadable_credentials(repository: &Repository, why: String) -> RuntimeError {
     RuntimeError::ImagePush {
         image: "af's images".to_owned(),
@@ -353,11 +362,7 @@ impl Registry {
     /// The refusal of a registry that answered `err`: its credentials refused or missing, or
     /// the registry not reached.
     fn refused(&self, what: &str, err: &DockerError) -> RuntimeError {
-        let message = match err {
-            DockerError::DockerResponseServerError { message, .. } => message.clone(),
-            DockerError::DockerStreamError { error } => error.clone(),
-            other => other.to_string(),
-        };
+        let message = daemon_said(err);
         let host = self.repository.host();
         let lowered = message.to_lowercase();
         let next = if lowered.contains("unauthorized")
