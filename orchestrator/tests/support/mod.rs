@@ -236,9 +236,15 @@ pub(crate) fn field<'a>(v: &'a Value, k: &str) -> &'a str {
     v[k].as_str().unwrap_or("")
 }
 
-/// The Debian clients' image, built by the fixture's script (at once when it exists).
+/// The Debian clients' image (`fixtures/images/debian-clients`).
 pub(crate) fn debian_clients_image() -> String {
-    let script = repo_root().join("fixtures/images/debian-clients/build.sh");
+    debian_image("debian-clients")
+}
+
+/// A test image made from Debian's packages by `fixtures/images/NAME/build.sh` (at once when
+/// it exists), by its tag.
+pub(crate) fn debian_image(name: &str) -> String {
+    let script = repo_root().join(format!("fixtures/images/{name}/build.sh"));
     let out = Command::new(&script)
         .output()
         .unwrap_or_else(|e| panic!("{}: {e}", script.display()));
