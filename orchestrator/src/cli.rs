@@ -55,6 +55,9 @@ pub(crate) enum Command {
     Down(ShownArg),
     /// Show the environment's sidecar and services.
     Status(EnvArg),
+    /// List the environments on this machine's Docker daemon and on the clusters the
+    /// manifest's targets name: where each runs, its state, age, project and repository.
+    Ls,
     /// Show what the services wrote.
     Logs {
         #[command(flatten)]
@@ -77,6 +80,24 @@ pub(crate) enum Command {
         /// Print only the result or the refusal (not where the runtime works).
         #[arg(short = 'q', long)]
         quiet: bool,
+    },
+    /// Run a command inside a running service (a shell when none is named), in a terminal when
+    /// stdin is one; af exits with the command's status.
+    Exec {
+        #[command(flatten)]
+        env: EnvArg,
+        /// Never give the command a terminal, even when stdin is one.
+        #[arg(short = 'T', long)]
+        no_tty: bool,
+        /// The service.
+        service: String,
+        /// The command and its arguments (`--` before them when they start with `-`).
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "COMMAND"
+        )]
+        command: Vec<String>,
     },
     /// The messages the services sent that the sidecar captured (capture mode and SMTP).
     #[command(subcommand)]

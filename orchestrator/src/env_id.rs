@@ -52,8 +52,7 @@ impl EnvId {
     /// The default id of the repository containing `dir`: project name, branch, and a short
     /// hash of the repository's path and branch.
     pub fn derive(project: &str, dir: &Path) -> EnvId {
-        let root = git(dir, &["rev-parse", "--show-toplevel"])
-            .unwrap_or_else(|| dir.to_string_lossy().into_owned());
+        let root = repository_root(dir);
         let branch = git(dir, &["rev-parse", "--abbrev-ref", "HEAD"])
             .filter(|b| b != "HEAD")
             .unwrap_or_else(|| "nobranch".to_owned());
@@ -100,6 +99,12 @@ impl fmt::Display for EnvId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
+}
+
+/// The repository `dir` is in: its root, or `dir` itself outside one.
+pub fn repository_root(dir: &Path) -> String {
+    git(dir, &["rev-parse", "--show-toplevel"])
+        .unwrap_or_else(|| dir.to_string_lossy().into_owned())
 }
 
 /// Lower-case, `[a-z0-9-]` only, no leading/trailing/double `-`, at most `max` characters.

@@ -13,7 +13,7 @@ use clap::Parser;
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     match commands::run(&cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(status) => ExitCode::from(status),
         Err(refusal) => {
             refusal.print(cli.global.output);
             ExitCode::from(refusal.exit_status().code())

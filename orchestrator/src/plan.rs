@@ -29,6 +29,10 @@ pub struct EnvPlan {
     pub env: EnvId,
     /// The project's name (`name:` in the manifest).
     pub project: String,
+    /// The repository the manifest is in (its root, or the manifest's directory outside one),
+    /// recorded on the environment for `af ls`; `None` for a plan made without a manifest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
     /// The services, in start order (dependencies first).
     pub services: Vec<ServicePlan>,
     /// The egress catalogue the sidecar enforces.
@@ -149,6 +153,7 @@ impl EnvPlan {
         Ok(Self {
             env,
             project: project.into(),
+            repository: None,
             services,
             egress,
             modes: ModesInput::default(),
@@ -210,6 +215,7 @@ impl EnvPlan {
         plan.modes = ModesInput::load(&manifest.egress, &dir, |name| std::env::var(name).ok())?;
         plan.upstream_roots_pem = trust::upstream::load(&manifest.egress.upstream_roots, &dir)?;
         plan.on_loss = manifest.containment.on_loss;
+        plan.repository = Some(crate::env_id::repository_root(&dir));
         Ok(plan)
     }
 

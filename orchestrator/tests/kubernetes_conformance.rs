@@ -15,6 +15,8 @@ mod cluster;
     reason = "the suite is shared with the local runtime, which runs every case"
 )]
 mod conformance;
+#[allow(dead_code, reason = "shared with the other Kubernetes tests")]
+mod process;
 #[allow(dead_code, reason = "shared with the local runtime's tests")]
 mod support;
 

@@ -7,6 +7,8 @@
 
 #[allow(dead_code, reason = "shared with the other Kubernetes tests")]
 mod cluster;
+#[allow(dead_code, reason = "shared with the other Kubernetes tests")]
+mod process;
 mod registry;
 
 use std::collections::BTreeSet;

@@ -11,6 +11,7 @@
 //! makes itself in a namespace of its own, a busybox standing in for the sidecar.
 
 mod cluster;
+mod process;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -30,6 +31,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 
 use cluster::World;
+use process::in_terminal;
 
 /// Exit statuses of the codes these tests expect (docs/errors.md).
 const RUNTIME_EXIT: i32 = 4;
@@ -430,6 +432,38 @@ async fn an_enforcing_cluster_passes_the_probe_and_runs_the_sidecar_then_the_ser
         status.stdout
     );
 
+    // `af ls` finds it on the manifest's cluster, running, with where it was made from.
+    let listed = world.af_ls(&["-o", "json"]).await;
+    assert_eq!(listed.code, 0, "{}{}", listed.stdout, listed.stderr);
+    let listed: serde_json::Value =
+        serde_json::from_str(&listed.stdout).unwrap_or_else(|e| panic!("{e}: {}", listed.stdout));
+    let ours = listed["environments"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["env"] == world.env.as_str() && e["runtime"] == "kubernetes")
+        .unwrap_or_else(|| panic!("{} in {listed}", world.env));
+    let repository = std::fs::canonicalize(world.dir()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        (
+            &ours["context"],
+            &ours["state"],
+            &ours["project"],
+            &ours["repository"]
+        ),
+        (
+            &serde_json::json!(cluster::context()),
+            &serde_json::json!("running"),
+            &serde_json::json!("kube-test"),
+            &serde_json::json!(repository.to_string_lossy()),
+        ),
+        "{ours}"
+    );
+    assert_eq!(
+        ours["services"],
+        serde_json::json!([{"name": "web", "running": true}])
+    );
+
     // A restart of the sidecar gives it a new pod, Ready when the restart returns.
     kubernetes_runtime(&world)
         .restart_sidecar(&EnvId::parse(&world.env).unwrap_or_else(|e| panic!("{e}")))
@@ -445,6 +479,13 @@ async fn an_enforcing_cluster_passes_the_probe_and_runs_the_sidecar_then_the_ser
     let down = world.af(&["down"], &[]).await;
     assert_eq!(down.code, 0, "{}{}", down.stdout, down.stderr);
     assert!(world.read_namespace().await.is_none());
+    let listed = world.af_ls(&[]).await;
+    assert!(
+        listed.code == 0 && !listed.stdout.contains(&world.env),
+        "after af down: {}{}",
+        listed.stdout,
+        listed.stderr
+    );
 }
 
 /// The token the stand-in sidecar's document holds.
@@ -599,7 +640,7 @@ async fn the_sidecars_admin_api_its_logs_and_a_services_shell_are_reached_throug
     // The environment as `af up` leaves it, made by hand: namespace, the sidecar's Secret, a
     // stand-in sidecar and one service, all with our labels. Nothing else is aimed at.
     Api::<Namespace>::all(world.client.clone())
-        .create(&PostParams::default(), &namespace::render(&names))
+        .create(&PostParams::default(), &namespace::render(&names, &[]))
         .await
         .unwrap_or_else(|e| panic!("create the namespace: {e}"));
     let ns = names.namespace();
@@ -755,6 +796,37 @@ async fn the_sidecars_admin_api_its_logs_and_a_services_shell_are_reached_throug
         ran.stdout.contains("sleep"),
         "it ran in the web pod: {ran:?}"
     );
+    // The same from the command line, through the manifest's context: the command's input,
+    // its output and its status; in a terminal, with one.
+    let ran = world
+        .af_fed(
+            &[
+                "exec",
+                "web",
+                "--",
+                "sh",
+                "-c",
+                "read line; echo got:$line; exit 3",
+            ],
+            &[],
+            b"hello\n",
+        )
+        .await;
+    assert_eq!(
+        (ran.code, ran.stdout.as_str()),
+        (3, "got:hello\n"),
+        "{}",
+        ran.stderr
+    );
+    let command = world.command(&["exec", "web", "--", "tty"], &[]);
+    let shown = tokio::task::spawn_blocking(move || in_terminal(&command))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        shown.status.success() && String::from_utf8_lossy(&shown.stdout).contains("/dev/pts/"),
+        "{shown:?}"
+    );
+
     let absent = runtime.exec(&env, "worker", &argv(&["true"])).await;
     assert!(
         matches!(&absent, Err(RuntimeError::NoService { service, .. }) if service == "worker"),

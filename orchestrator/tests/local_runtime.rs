@@ -3,7 +3,9 @@
 //! fail. Run them with `cargo nextest run -p af-orchestrator` (one at a time; see
 //! `.config/nextest.toml`).
 
+mod adoption;
 mod conformance;
+mod process;
 mod real_clients;
 mod support;
 
@@ -205,6 +207,12 @@ async fn a_service_restarts_in_place() {
 async fn real_debian_clients_are_answered_by_proxy_and_by_dns_and_journaled_record_by_record() {
     let h = harness("clients").await;
     real_clients::real_debian_clients_are_answered_by_proxy_and_by_dns_and_journaled_record_by_record(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_compose_project_with_a_prebuilt_database_runs_contained() {
+    let h = harness("adopt").await;
+    adoption::a_compose_project_with_a_prebuilt_database_runs_contained(&h).await;
 }
 
 /// The steps of one `up`, in order.

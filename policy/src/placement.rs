@@ -247,6 +247,11 @@ pub fn check(runtime: &Runtime) -> Vec<(FieldPath, Report)> {
     problems
 }
 
+/// Every placement the runtime offers whose provider is known, in order (where `af ls` looks).
+pub fn offered(runtime: &Runtime) -> Vec<Placement> {
+    resolve(runtime).into_iter().flatten().collect()
+}
+
 /// Every placement the runtime offers, in order; `Err` for a target whose provider is refused.
 fn resolve(runtime: &Runtime) -> Vec<Result<Placement, Report>> {
     let runtime_provider = runtime

@@ -9,6 +9,7 @@ use af_orchestrator::env_id::EnvId;
 use af_orchestrator::lifecycle;
 use af_orchestrator::lifecycle::inbox::{self, Wait};
 use af_orchestrator::lifecycle::interrupt::Interrupt;
+use af_orchestrator::lifecycle::ls::{Asked, Place};
 use af_orchestrator::lifecycle::output::{Display, Format as Out};
 use af_orchestrator::lifecycle::webhook::{Prepared, Trigger};
 use af_orchestrator::plan::EnvPlan;
@@ -16,6 +17,7 @@ use af_orchestrator::runtime::Runtime;
 use af_orchestrator::runtime::factory::{self, Decision};
 use af_orchestrator::runtime::local::LocalOptions;
 use af_policy::error::{Report, codes};
+use af_policy::placement::Provider;
 use af_sidecar_api::admin::{DecisionsQuery, InboxQuery};
 
 use super::load_manifest;
@@ -23,8 +25,8 @@ use crate::cli::{Command, EnvArg, Global, InboxCommand, NetCommand, WebhookComma
 use crate::output::Format;
 use crate::refusal::Refusal;
 
-/// Run one lifecycle command.
-pub(super) fn run(global: &Global, command: &Command) -> Result<(), Refusal> {
+/// Run one lifecycle command; the status af exits with.
+pub(super) fn run(global: &Global, command: &Command) -> Result<u8, Refusal> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -37,7 +39,7 @@ pub(super) fn run(global: &Global, command: &Command) -> Result<(), Refusal> {
     rt.block_on(dispatch(global, command))
 }
 
-async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
+async fn dispatch(global: &Global, command: &Command) -> Result<u8, Refusal> {
     let out = match global.output {
         Format::Text => Out::Human,
         Format::Json => Out::Json,
@@ -46,15 +48,38 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
     if let Command::Doctor = command {
         let options = LocalOptions::from_env().map_err(|e| e.report())?;
         lifecycle::doctor::run(&options, out, stdout).await?;
-        return Ok(());
+        return Ok(0);
+    }
+    if let Command::Ls = command {
+        // Any manifest found names the clusters to ask; without one, this machine's daemon.
+        let manifest = load_manifest(global).ok().map(|(_, m)| m);
+        let mut asked = Vec::new();
+        for (placement, placed_there) in factory::places(manifest.as_ref()) {
+            let local = placement.provider == Provider::Local;
+            let found = match factory::connect_to(&placement).await {
+                Ok(runtime) => runtime.list().await,
+                Err(e) => Err(e),
+            };
+            asked.push(Asked {
+                place: Place {
+                    runtime: if local { "local" } else { "kubernetes" },
+                    context: placement.kubeconfig_context.clone(),
+                    required: placed_there,
+                },
+                found,
+            });
+        }
+        lifecycle::ls::run(&asked, SystemTime::now(), out, stdout)?;
+        return Ok(0);
     }
     let (arg, plan) = match command {
         Command::Up(arg) => (&arg.env, true),
         Command::Down(arg) => (&arg.env, false),
         Command::Status(arg) => (arg, false),
-        Command::Logs { env, .. } | Command::Restart { env, .. } | Command::Ui { env, .. } => {
-            (env, false)
-        }
+        Command::Logs { env, .. }
+        | Command::Restart { env, .. }
+        | Command::Ui { env, .. }
+        | Command::Exec { env, .. } => (env, false),
         Command::Net(NetCommand::Log { env, .. } | NetCommand::Suggest { env, .. }) => (env, false),
         Command::Inbox(
             InboxCommand::List { env, .. }
@@ -62,7 +87,7 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
             | InboxCommand::Wait { env, .. },
         ) => (env, false),
         Command::Webhook(WebhookCommand::Trigger { env, .. }) => (env, true),
-        _ => return Ok(()),
+        _ => return Ok(0),
     };
     let (env, plan, decision) = environment(global, arg, plan)?;
     // A webhook is built (and a bad --set or service refused) before any runtime is reached.
@@ -100,7 +125,7 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
             open: !*no_open,
         };
         lifecycle::ui::run(runtime, &env, page, out, stdout).await?;
-        return Ok(());
+        return Ok(0);
     }
     let runtime = runtime.as_ref();
     match command {
@@ -129,6 +154,12 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
         Command::Restart { service, quiet, .. } => {
             lifecycle::restart::run(runtime, &env, service.as_deref(), *quiet, out, stdout).await?
         }
+        Command::Exec {
+            service,
+            command,
+            no_tty,
+            ..
+        } => return Ok(lifecycle::exec::run(runtime, &env, service, command, !*no_tty).await?),
         Command::Net(NetCommand::Log {
             blocked,
             follow,
@@ -197,7 +228,7 @@ async fn dispatch(global: &Global, command: &Command) -> Result<(), Refusal> {
         }
         _ => {}
     }
-    Ok(())
+    Ok(0)
 }
 
 /// The environment id (`--env`, or derived from the manifest's project, repository and

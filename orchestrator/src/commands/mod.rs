@@ -17,10 +17,10 @@ use af_policy::manifest::Manifest;
 use crate::cli::{Cli, Command, EcsCommand, Global, NetCommand};
 use crate::refusal::Refusal;
 
-/// Run the command the user asked for.
-pub(crate) fn run(cli: &Cli) -> Result<(), Refusal> {
+/// Run the command the user asked for; the status af exits with (`af exec`: the command's).
+pub(crate) fn run(cli: &Cli) -> Result<u8, Refusal> {
     let global = &cli.global;
-    match &cli.command {
+    let done = match &cli.command {
         Command::Validate => validate::run(global),
         Command::Init { from, force } => init::run(global, from.as_deref(), *force),
         Command::Schema => schema::run(),
@@ -32,8 +32,9 @@ pub(crate) fn run(cli: &Cli) -> Result<(), Refusal> {
         Command::Net(NetCommand::Explain { method, url }) => {
             net_policy::explain(global, method, url)
         }
-        command => lifecycle::run(global, command),
-    }
+        command => return lifecycle::run(global, command),
+    };
+    done.map(|()| 0)
 }
 
 /// The manifest named by `--file`, or the `af.yaml` found from the working directory up.

@@ -83,7 +83,43 @@ pub fn decide(manifest: Option<&Manifest>) -> Result<Decision, Refused> {
 
 /// The runtime `decision` names, with its knobs from the environment.
 pub async fn connect(decision: &Decision) -> Result<Box<dyn Runtime>, RuntimeError> {
-    let placement = &decision.placement;
+    connect_to(&decision.placement).await
+}
+
+/// Where `af ls` looks: this machine's Docker daemon first, then each cluster the manifest's
+/// runtime section offers (its targets, or the runtime itself), each context once; with each,
+/// whether environments are placed there (the daemon: with no manifest, or one that offers it).
+pub fn places(manifest: Option<&Manifest>) -> Vec<(Placement, bool)> {
+    let offered = manifest.map_or_else(Vec::new, |m| placement::offered(&m.runtime));
+    let local = offered.iter().find(|p| p.provider == Provider::Local);
+    let mut places = vec![match local {
+        Some(local) => (local.clone(), true),
+        None => (
+            Placement {
+                target: None,
+                provider: Provider::Local,
+                kubeconfig_context: None,
+                domain: None,
+                namespace_prefix: None,
+                tags: Default::default(),
+            },
+            manifest.is_none(),
+        ),
+    }];
+    for placement in offered {
+        let seen = places.iter().any(|(p, _)| {
+            p.provider == placement.provider && p.kubeconfig_context == placement.kubeconfig_context
+        });
+        if placement.provider == Provider::Kubernetes && !seen {
+            places.push((placement, true));
+        }
+    }
+    places
+}
+
+/// The runtime of `placement`, with its knobs from the environment, without the organization
+/// policy's judgement (a command that only reads, such as `af ls`).
+pub async fn connect_to(placement: &Placement) -> Result<Box<dyn Runtime>, RuntimeError> {
     Ok(match placement.provider {
         Provider::Local => Box::new(LocalRuntime::connect(LocalOptions::from_env()?).await?),
         Provider::Kubernetes => {

@@ -19,6 +19,7 @@
 pub mod docker_client;
 pub mod ecs;
 pub mod error;
+pub mod exec;
 pub mod factory;
 pub mod images;
 pub mod kubernetes;
@@ -38,6 +39,7 @@ use serde::Serialize;
 use tokio::task::AbortHandle;
 
 pub use error::RuntimeError;
+pub use exec::{ExecIo, ExecOutput, TermSize};
 
 use crate::env_id::EnvId;
 use crate::plan::{EnvPlan, Kind};
@@ -57,6 +59,22 @@ pub mod labels {
     /// Which network rules a pod is under on a cluster: `service` (services, migrations, cron
     /// jobs and the containment probe) or `sidecar`.
     pub const NETWORK: &str = "dev.antifailure.network";
+    /// The project's name, on the object that stands for the environment (the local runtime's
+    /// sidecar container, a cluster's namespace, as an annotation there).
+    pub const PROJECT: &str = "dev.antifailure.project";
+    /// The repository `af up` made the environment from, beside [`PROJECT`].
+    pub const REPOSITORY: &str = "dev.antifailure.repository";
+
+    use crate::plan::EnvPlan;
+
+    /// Where `plan`'s environment comes from, as [`PROJECT`] and [`REPOSITORY`] record it.
+    pub fn origin(plan: &EnvPlan) -> Vec<(String, String)> {
+        let mut origin = vec![(PROJECT.to_owned(), plan.project.clone())];
+        if let Some(repository) = &plan.repository {
+            origin.push((REPOSITORY.to_owned(), repository.clone()));
+        }
+        origin
+    }
 }
 
 /// A stream of output lines, ended when the source ends (or never, when following).
@@ -231,6 +249,56 @@ pub struct EnvStatus {
     pub containment: Option<crate::containment::Containment>,
 }
 
+/// One environment as `af ls` finds it, by label, among everything a runtime holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EnvSummary {
+    /// The environment id.
+    pub env: EnvId,
+    /// The project's name, where `af up` recorded it.
+    pub project: Option<String>,
+    /// The repository it was made from, where `af up` recorded it.
+    pub repository: Option<String>,
+    /// When its oldest object was made, in seconds since the Unix epoch.
+    pub created: Option<i64>,
+    /// Whether its sidecar runs.
+    pub sidecar_running: bool,
+    /// Its services, each once, with whether it runs.
+    pub services: Vec<(String, bool)>,
+    /// Whether it is being removed (a namespace terminating).
+    pub removing: bool,
+}
+
+impl EnvSummary {
+    /// `env` with nothing found of it yet.
+    pub fn empty(env: EnvId) -> Self {
+        EnvSummary {
+            env,
+            project: None,
+            repository: None,
+            created: None,
+            sidecar_running: false,
+            services: Vec::new(),
+            removing: false,
+        }
+    }
+
+    /// Record that a container or pod of `service` was seen, running or not.
+    pub fn saw_service(&mut self, service: String, running: bool) {
+        match self.services.iter_mut().find(|(name, _)| *name == service) {
+            Some((_, up)) => *up |= running,
+            None => self.services.push((service, running)),
+        }
+    }
+
+    /// Record an object made at `created` (seconds since the epoch).
+    pub fn saw_created(&mut self, created: Option<i64>) {
+        self.created = match (self.created, created) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+}
+
 /// What keeps the sidecar's journal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -327,17 +395,6 @@ impl Drop for Serving {
     }
 }
 
-/// The output of a command run inside a service.
-#[derive(Debug, Clone)]
-pub struct ExecOutput {
-    /// Exit status; `None` if the runtime could not tell.
-    pub exit: Option<i64>,
-    /// Standard output.
-    pub stdout: String,
-    /// Standard error.
-    pub stderr: String,
-}
-
 /// One line a service wrote.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LogLine {
@@ -404,16 +461,48 @@ pub trait Runtime: Send + Sync {
         env: &'a EnvId,
     ) -> BoxFuture<'a, Result<Vec<OwnedObject>, RuntimeError>>;
 
+    /// Every environment this runtime holds (on its Docker daemon, on its cluster), by id.
+    fn list(&self) -> BoxFuture<'_, Result<Vec<EnvSummary>, RuntimeError>>;
+
     /// How to reach the sidecar's admin API.
     fn admin<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<AdminEndpoint, RuntimeError>>;
 
-    /// Run a command inside a service (tests, diagnostics). The service must be running.
+    /// Run a command inside a running service (`af exec`) attached to `io`, in a terminal when
+    /// `io` has one, until its output ends; its exit status, `None` when it never ran or the
+    /// runtime could not tell.
+    fn exec_attached<'a>(
+        &'a self,
+        env: &'a EnvId,
+        service: &'a str,
+        argv: &'a [String],
+        io: ExecIo<'a>,
+    ) -> BoxFuture<'a, Result<Option<i64>, RuntimeError>>;
+
+    /// Run a command inside a running service with no input, its output collected (tests,
+    /// diagnostics).
     fn exec<'a>(
         &'a self,
         env: &'a EnvId,
         service: &'a str,
         argv: &'a [String],
-    ) -> BoxFuture<'a, Result<ExecOutput, RuntimeError>>;
+    ) -> BoxFuture<'a, Result<ExecOutput, RuntimeError>> {
+        Box::pin(async move {
+            let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+            let exit = self
+                .exec_attached(
+                    env,
+                    service,
+                    argv,
+                    ExecIo::collect(&mut stdout, &mut stderr),
+                )
+                .await?;
+            Ok(ExecOutput {
+                exit,
+                stdout: String::from_utf8_lossy(&stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&stderr).into_owned(),
+            })
+        })
+    }
 
     /// Restart the sidecar in place (same configuration, same journal).
     fn restart_sidecar<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<(), RuntimeError>>;

@@ -185,34 +185,50 @@ impl World {
         format!("{}{}", self.prefix, self.env)
     }
 
-    /// Run `af ARGS --env ENV` in the manifest's directory, with `extra` variables, while the
-    /// test's hosts go on answering.
-    pub(crate) async fn af(&self, args: &[&str], extra: &[(&str, &str)]) -> Ran {
-        let probe = af_probe_binary();
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_af"));
+    /// `af SUBCOMMAND --env ENV ARGS...` in the manifest's directory, with `extra` variables
+    /// (`--env` right after the subcommand, so a command's own arguments stay last).
+    pub(crate) fn command(&self, args: &[&str], extra: &[(&str, &str)]) -> std::process::Command {
+        let env = [args[0], "--env", &self.env];
+        self.command_of_any(&[&env, &args[1..]].concat(), extra)
+    }
+
+    /// `af ARGS` in the manifest's directory, for a command of no one environment (`af ls`).
+    pub(crate) fn command_of_any(
+        &self,
+        args: &[&str],
+        extra: &[(&str, &str)],
+    ) -> std::process::Command {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_af"));
         command
             .current_dir(&self.dir)
             .args(args)
-            .args(["--env", &self.env])
-            .env("AF_PROBE_BINARY", &probe)
+            .env("AF_PROBE_BINARY", af_probe_binary())
             .env("AF_PROXY_BINARY", static_binaries().join("af-proxy"))
             .env("AF_UPSTREAM_RESOLVER", self.hosts.resolver().to_string())
             .envs(cluster().kubeconfig.iter().map(|path| ("KUBECONFIG", path)))
             .envs(self.hosts.probe_vars())
             .envs(extra.iter().copied());
-        let Output {
-            status,
-            stdout,
-            stderr,
-        } = command
-            .output()
-            .await
-            .unwrap_or_else(|e| panic!("af {args:?}: {e}"));
-        Ran {
-            code: status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&stderr).into_owned(),
-        }
+        command
+    }
+
+    /// Run `af ARGS` (see [`World::command`]) while the test's hosts go on answering.
+    pub(crate) async fn af(&self, args: &[&str], extra: &[(&str, &str)]) -> Ran {
+        self.af_fed(args, extra, b"").await
+    }
+
+    /// The same with `input` on its stdin.
+    pub(crate) async fn af_fed(&self, args: &[&str], extra: &[(&str, &str)], input: &[u8]) -> Ran {
+        ran(self.command(args, extra), input).await
+    }
+
+    /// `af ls ARGS` here: every environment on the daemon and the manifest's cluster.
+    pub(crate) async fn af_ls(&self, args: &[&str]) -> Ran {
+        ran(self.command_of_any(&[&["ls"], args].concat(), &[]), b"").await
+    }
+
+    /// The manifest's directory (the repository `af up` records).
+    pub(crate) fn dir(&self) -> &std::path::Path {
+        &self.dir
     }
 
     /// The environment's namespace, if it exists.
@@ -244,6 +260,24 @@ impl Drop for World {
         })
         .join();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `command` run with `input` on its stdin, on a blocking thread (the test's hosts go on
+/// answering meanwhile).
+async fn ran(command: std::process::Command, input: &[u8]) -> Ran {
+    let input = input.to_vec();
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = tokio::task::spawn_blocking(move || crate::process::fed(command, &input))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    Ran {
+        code: status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
     }
 }
 

@@ -8,7 +8,7 @@ use af_orchestrator::env_id::EnvId;
 use af_orchestrator::lifecycle::interrupt::Interrupt;
 use af_orchestrator::plan::{EnvPlan, Kind};
 use af_orchestrator::runtime::{
-    Action, AdminEndpoint, Capabilities, DownReport, EnvStatus, ExecOutput, LineStream,
+    Action, AdminEndpoint, Capabilities, DownReport, EnvStatus, EnvSummary, ExecIo, LineStream,
     OwnedObject, Progress, Runtime, RuntimeError, ServiceUp, UpReport,
 };
 use futures_util::future::BoxFuture;
@@ -137,12 +137,16 @@ impl Runtime for Scripted {
                 .ok_or_else(|| RuntimeError::AdminUnreachable("scripted".to_owned()))
         })
     }
-    fn exec<'a>(
+    fn list(&self) -> BoxFuture<'_, Result<Vec<EnvSummary>, RuntimeError>> {
+        Box::pin(async move { Ok(Vec::new()) })
+    }
+    fn exec_attached<'a>(
         &'a self,
         _: &'a EnvId,
         _: &'a str,
         _: &'a [String],
-    ) -> BoxFuture<'a, Result<ExecOutput, RuntimeError>> {
+        _: ExecIo<'a>,
+    ) -> BoxFuture<'a, Result<Option<i64>, RuntimeError>> {
         Box::pin(async move { Err(RuntimeError::Unsupported("no exec".to_owned())) })
     }
     fn restart_sidecar<'a>(&'a self, _: &'a EnvId) -> BoxFuture<'a, Result<(), RuntimeError>> {

@@ -15,6 +15,7 @@ use super::policies::{self, ClusterResolver, Families};
 use super::probe::pod::{self, ProbePod};
 use super::probe::targets::ProbeTargets;
 use crate::env_id::EnvId;
+use crate::runtime::labels;
 
 fn names() -> Names {
     Names::new(DEFAULT_PREFIX, &EnvId::parse("pr-42").expect("id"))
@@ -45,8 +46,12 @@ const IPV4: Families = Families {
 const DUAL_STACK: Families = Families { v4: true, v6: true };
 
 #[test]
-fn the_namespace_carries_our_labels_from_its_creation() {
-    check("namespace.json", &namespace::render(&names()));
+fn the_namespace_carries_our_labels_and_where_it_comes_from_from_its_creation() {
+    let origin = [
+        (labels::PROJECT.to_owned(), "shop".to_owned()),
+        (labels::REPOSITORY.to_owned(), "/src/shop".to_owned()),
+    ];
+    check("namespace.json", &namespace::render(&names(), &origin));
 }
 
 #[test]

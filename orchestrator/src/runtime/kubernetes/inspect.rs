@@ -3,12 +3,12 @@
 //! a service. Every pod is found by the environment's labels, never by a name alone.
 
 use af_sidecar_api::config::Admin;
-use futures_util::{AsyncBufReadExt, StreamExt};
+use futures_util::{AsyncBufReadExt, SinkExt, StreamExt};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use kube::Client;
-use kube::api::{Api, AttachParams, ListParams, LogParams};
-use tokio::io::{AsyncRead, AsyncReadExt};
+use kube::api::{Api, AttachParams, ListParams, LogParams, TerminalSize};
+use tokio::io::AsyncWriteExt;
 
 use super::cluster::refused;
 use super::forward::{self, Target};
@@ -18,9 +18,10 @@ use super::selection::{
     Need, SIDECAR_CONTAINER, SIDECAR_SERVICE, choose, container_of, service_selector,
     sidecar_selector,
 };
+use crate::runtime::exec::{self, ExecIo, Output, TermSize};
 use crate::runtime::labels::{KIND, SERVICE};
 use crate::runtime::sidecar_doc::Kept;
-use crate::runtime::{AdminEndpoint, ExecOutput, LineStream, LogLine, RuntimeError};
+use crate::runtime::{AdminEndpoint, LineStream, LogLine, RuntimeError};
 
 /// The environment's namespace, or [`RuntimeError::NoEnvironment`]; AF-RUN-045 for one that is
 /// not ours.
@@ -204,13 +205,16 @@ pub async fn logs(
     Ok(futures_util::stream::select_all(streams).boxed())
 }
 
-/// Run `argv` in the newest running pod of `service`, its output and exit status collected.
+/// Run `argv` in the newest running pod of `service` attached to `io` (in a terminal when it
+/// has one); its exit status. Where the command never ran, the kubelet's own words (no such
+/// executable, ...) go to `io`'s stderr.
 pub async fn exec(
     client: &Client,
     names: &Names,
     service: &str,
     argv: &[String],
-) -> Result<ExecOutput, RuntimeError> {
+    io: ExecIo<'_>,
+) -> Result<Option<i64>, RuntimeError> {
     present(client, names).await?;
     let pods: Vec<Pod> = workload_pods(client, names, Some(service))
         .await?
@@ -223,18 +227,47 @@ pub async fn exec(
         service: service.to_owned(),
     })?;
     let api: Api<Pod> = Api::namespaced(client.clone(), names.namespace());
+    let tty = io.tty.is_some();
     let params = AttachParams::default()
         .container(container)
-        .stdin(false)
+        .stdin(io.stdin.is_some())
         .stdout(true)
-        .stderr(true);
+        .stderr(!tty)
+        .tty(tty);
     let running = format!("run a command in pod {pod}");
     let mut process = api
         .exec(pod, argv.to_vec(), &params)
         .await
         .map_err(refused(running.clone()))?;
     let status = process.take_status();
-    let (stdout, stderr) = tokio::join!(read_all(process.stdout()), read_all(process.stderr()));
+    let output = futures_util::stream::select(
+        exec::pieces(process.stdout()).map(|piece| piece.map(Output::Stdout)),
+        exec::pieces(process.stderr()).map(|piece| piece.map(Output::Stderr)),
+    )
+    .map(|piece| {
+        piece.map_err(|e| RuntimeError::Api {
+            context: running.clone(),
+            message: e.to_string(),
+        })
+    });
+    let resizes = process.terminal_size();
+    let resize = |size: TermSize| {
+        let mut resizes = resizes.clone();
+        async move {
+            if let Some(resizes) = &mut resizes {
+                let _ = resizes
+                    .send(TerminalSize {
+                        width: size.cols,
+                        height: size.rows,
+                    })
+                    .await;
+            }
+        }
+    };
+    // Before Kubernetes 1.29 (the v5 protocol) the end of stdin can only be said by closing the
+    // whole session: the input is held open instead, so no output is lost.
+    let mut io = io;
+    exec::pump(&mut io, output, process.stdin(), false, resize).await?;
     let status = match status {
         Some(status) => status.await,
         None => None,
@@ -244,26 +277,13 @@ pub async fn exec(
         message: e.to_string(),
     })?;
     let exit = status.as_ref().and_then(exit_status);
-    let mut stderr = stderr;
     if exit.is_none()
         && let Some(message) = status.as_ref().and_then(|s| s.message.as_deref())
     {
-        // The kubelet's own words (no such executable, ...) where the command said nothing.
-        stderr.push_str(message);
+        let _ = io.stderr.write_all(message.as_bytes()).await;
+        let _ = io.stderr.flush().await;
     }
-    Ok(ExecOutput {
-        exit,
-        stdout,
-        stderr,
-    })
-}
-
-async fn read_all(from: Option<impl AsyncRead + Unpin>) -> String {
-    let mut out = Vec::new();
-    if let Some(mut from) = from {
-        let _ = from.read_to_end(&mut out).await;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    Ok(exit)
 }
 
 /// The exit status an exec's final status object carries: `Success` is 0, a non-zero exit is

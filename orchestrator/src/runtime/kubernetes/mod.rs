@@ -37,6 +37,7 @@ pub mod deploy;
 pub mod discovery;
 pub mod forward;
 pub mod inspect;
+mod listing;
 pub mod names;
 pub mod namespace;
 pub mod policies;
@@ -87,7 +88,7 @@ use crate::runtime::error::NamespaceFate;
 use crate::runtime::images::{Delivery, PULL_CREDENTIALS_VAR, REPOSITORY_VAR, SidecarSource};
 use crate::runtime::labels::{KIND, SERVICE};
 use crate::runtime::{
-    Action, AdminEndpoint, Capabilities, DownReport, EnvStatus, ExecOutput, LineStream,
+    Action, AdminEndpoint, Capabilities, DownReport, EnvStatus, EnvSummary, ExecIo, LineStream,
     OwnedObject, PhasesOnly, Progress, Runtime, RuntimeError, UpReport,
 };
 
@@ -364,7 +365,9 @@ impl KubernetesRuntime {
         // Every image is made and delivered before anything exists on the cluster.
         let images = self.images.supply(plan, &names, progress).await?;
 
-        let action = namespace::ensure(client, &names, &self.options.timeouts, progress).await?;
+        let origin = crate::runtime::labels::origin(plan);
+        let action =
+            namespace::ensure(client, &names, &origin, &self.options.timeouts, progress).await?;
         progress.step(&format!(
             "namespace {} {}",
             names.namespace(),
@@ -660,17 +663,24 @@ impl Runtime for KubernetesRuntime {
         Box::pin(self.inventory_impl(env))
     }
 
+    fn list(&self) -> BoxFuture<'_, Result<Vec<EnvSummary>, RuntimeError>> {
+        Box::pin(listing::environments(&self.client))
+    }
+
     fn admin<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<AdminEndpoint, RuntimeError>> {
         Box::pin(async move { inspect::admin(&self.client, &self.names(env)).await })
     }
 
-    fn exec<'a>(
+    fn exec_attached<'a>(
         &'a self,
         env: &'a EnvId,
         service: &'a str,
         argv: &'a [String],
-    ) -> BoxFuture<'a, Result<ExecOutput, RuntimeError>> {
-        Box::pin(async move { inspect::exec(&self.client, &self.names(env), service, argv).await })
+        io: ExecIo<'a>,
+    ) -> BoxFuture<'a, Result<Option<i64>, RuntimeError>> {
+        Box::pin(
+            async move { inspect::exec(&self.client, &self.names(env), service, argv, io).await },
+        )
     }
 
     fn restart_sidecar<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<(), RuntimeError>> {

@@ -12,12 +12,14 @@ use super::names::{Names, Owner, kind, owner};
 use super::wait::{self, Poll};
 use crate::runtime::{Action, Progress, RuntimeError};
 
-/// The namespace object `af up` creates.
-pub fn render(names: &Names) -> Namespace {
+/// The namespace object `af up` creates, annotated with where the environment comes from
+/// ([`crate::runtime::labels::origin`]).
+pub fn render(names: &Names, origin: &[(String, String)]) -> Namespace {
     Namespace {
         metadata: ObjectMeta {
             name: Some(names.namespace().to_owned()),
             labels: Some(names.labels(kind::NAMESPACE)),
+            annotations: (!origin.is_empty()).then(|| origin.iter().cloned().collect()),
             ..ObjectMeta::default()
         },
         ..Namespace::default()
@@ -53,6 +55,7 @@ pub fn terminating(ns: &Namespace) -> bool {
 pub async fn ensure(
     client: &Client,
     names: &Names,
+    origin: &[(String, String)],
     timeouts: &Timeouts,
     progress: &dyn Progress,
 ) -> Result<Action, RuntimeError> {
@@ -79,7 +82,10 @@ pub async fn ensure(
                     return Err(not_ready(namespace, timeouts, state));
                 }
             }
-            match api.create(&PostParams::default(), &render(names)).await {
+            match api
+                .create(&PostParams::default(), &render(names, origin))
+                .await
+            {
                 Ok(_) => Action::Created,
                 // Made meanwhile: judge it as found.
                 Err(e) if is_status(&e, 409) => match ours(client, names).await? {

@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 
 use bollard::Docker;
-use bollard::exec::{CreateExecOptions, StartExecResults};
+use bollard::container::LogOutput;
+use bollard::exec::{CreateExecOptions, ResizeExecOptions, StartExecOptions, StartExecResults};
 use bollard::models::{ContainerCreateBody, ContainerInspectResponse, ContainerSummary};
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, ListContainersOptionsBuilder, LogsOptionsBuilder,
@@ -13,9 +14,10 @@ use bollard::query_parameters::{
 use futures_util::StreamExt;
 
 use super::labels::{Names, Owner, owner};
+use crate::runtime::RuntimeError;
 use crate::runtime::docker_client::is_not_found;
+use crate::runtime::exec::{self, ExecIo, Output, TermSize};
 use crate::runtime::labels::{KIND, SERVICE};
-use crate::runtime::{ExecOutput, RuntimeError};
 
 /// One of our containers as found.
 #[derive(Debug, Clone)]
@@ -240,56 +242,70 @@ pub async fn start(docker: &Docker, name: &str) -> Result<(), RuntimeError> {
         .map_err(|e| RuntimeError::engine(format!("start container {name}"), e))
 }
 
-/// Run `argv` in a running container and collect its output.
+/// Run `argv` in `container` attached to `io` (in a terminal when it has one); its exit status.
 pub async fn exec(
     docker: &Docker,
     container: &str,
     argv: &[String],
-) -> Result<ExecOutput, RuntimeError> {
+    io: ExecIo<'_>,
+) -> Result<Option<i64>, RuntimeError> {
+    let failed = |e| RuntimeError::engine(format!("run a command in {container}"), e);
+    let tty = io.tty.is_some();
     let created = docker
         .create_exec(
             container,
             CreateExecOptions {
                 cmd: Some(argv.to_vec()),
+                attach_stdin: Some(io.stdin.is_some()),
                 attach_stdout: Some(true),
                 attach_stderr: Some(true),
+                tty: Some(tty),
                 ..Default::default()
             },
         )
         .await
-        .map_err(|e| RuntimeError::engine(format!("exec in {container}"), e))?;
-    let mut stdout = Vec::new();
-    let mut stderr = Vec::new();
-    match docker
-        .start_exec(&created.id, None)
+        .map_err(failed)?;
+    let options = StartExecOptions {
+        detach: false,
+        tty,
+        output_capacity: None,
+    };
+    if let StartExecResults::Attached { output, input } = docker
+        .start_exec(&created.id, Some(options))
         .await
-        .map_err(|e| RuntimeError::engine(format!("exec in {container}"), e))?
+        .map_err(failed)?
     {
-        StartExecResults::Attached { mut output, .. } => {
-            while let Some(chunk) = output.next().await {
-                match chunk.map_err(|e| RuntimeError::engine(format!("exec in {container}"), e))? {
-                    bollard::container::LogOutput::StdOut { message } => {
-                        stdout.extend_from_slice(&message)
-                    }
-                    bollard::container::LogOutput::StdErr { message } => {
-                        stderr.extend_from_slice(&message)
-                    }
-                    _ => {}
+        let output = output.filter_map(|piece| {
+            std::future::ready(match piece {
+                Ok(LogOutput::StdOut { message } | LogOutput::Console { message }) => {
+                    Some(Ok(Output::Stdout(message)))
                 }
-            }
-        }
-        StartExecResults::Detached => {}
+                Ok(LogOutput::StdErr { message }) => Some(Ok(Output::Stderr(message))),
+                Ok(LogOutput::StdIn { .. }) => None,
+                Err(e) => Some(Err(failed(e))),
+            })
+        });
+        let id = &created.id;
+        let resize = |size: TermSize| async move {
+            // A terminal that cannot be resized still works, at its first size.
+            let _ = docker
+                .resize_exec(
+                    id,
+                    ResizeExecOptions {
+                        height: size.rows,
+                        width: size.cols,
+                    },
+                )
+                .await;
+        };
+        let mut io = io;
+        exec::pump(&mut io, output, Some(input), true, resize).await?;
     }
-    let exit = docker
+    Ok(docker
         .inspect_exec(&created.id)
         .await
         .ok()
-        .and_then(|i| i.exit_code);
-    Ok(ExecOutput {
-        exit,
-        stdout: String::from_utf8_lossy(&stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&stderr).into_owned(),
-    })
+        .and_then(|i| i.exit_code))
 }
 
 /// The last `n` lines a container wrote (stdout and stderr).

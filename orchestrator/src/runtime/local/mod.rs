@@ -13,6 +13,7 @@ pub mod containers;
 pub mod hardening;
 pub mod host;
 pub mod labels;
+mod listing;
 pub mod networks;
 pub mod preflight;
 pub mod readiness;
@@ -40,7 +41,7 @@ use crate::runtime::images::{self, SidecarSource};
 use crate::runtime::service_env::Provisions;
 use crate::runtime::sidecar_doc::{self, InsideNames, Placement, Secrets};
 use crate::runtime::{
-    Action, AdminEndpoint, Capabilities, DownReport, EnvStatus, ExecOutput, JournalPlace,
+    Action, AdminEndpoint, Capabilities, DownReport, EnvStatus, EnvSummary, ExecIo, JournalPlace,
     JournalStorage, LineStream, LogLine, OwnedObject, Phase, Progress, Quiet, Runtime,
     RuntimeError, ServiceStatus, ServiceUp, UpReport, docker_client,
 };
@@ -415,6 +416,7 @@ impl LocalRuntime {
                         extra_networks: &settings.extra_networks,
                         doc: &doc,
                         digest: &digest,
+                        origin: &crate::runtime::labels::origin(plan),
                     },
                 )
                 .await?;
@@ -794,21 +796,28 @@ impl Runtime for LocalRuntime {
         Box::pin(self.inventory_impl(env))
     }
 
+    fn list(&self) -> BoxFuture<'_, Result<Vec<EnvSummary>, RuntimeError>> {
+        Box::pin(listing::environments(&self.docker))
+    }
+
     fn admin<'a>(&'a self, env: &'a EnvId) -> BoxFuture<'a, Result<AdminEndpoint, RuntimeError>> {
         Box::pin(async move { sidecar::admin(&self.docker, &Names::new(env)).await })
     }
 
-    fn exec<'a>(
+    fn exec_attached<'a>(
         &'a self,
         env: &'a EnvId,
         service: &'a str,
         argv: &'a [String],
-    ) -> BoxFuture<'a, Result<ExecOutput, RuntimeError>> {
+        io: ExecIo<'a>,
+    ) -> BoxFuture<'a, Result<Option<i64>, RuntimeError>> {
         Box::pin(async move {
             let names = Names::new(env);
             let name = names.service(service);
             match containers::find(&self.docker, &names, &name).await? {
-                Some(found) if found.running() => containers::exec(&self.docker, &name, argv).await,
+                Some(found) if found.running() => {
+                    containers::exec(&self.docker, &name, argv, io).await
+                }
                 _ => Err(RuntimeError::NoService {
                     env: env.to_string(),
                     service: service.to_owned(),

@@ -11,7 +11,7 @@ use super::containers;
 use super::labels::Names;
 use crate::plan::ServicePlan;
 use crate::runtime::images::FORWARD_BINARY;
-use crate::runtime::{Phase, Progress, RuntimeError};
+use crate::runtime::{ExecIo, Phase, Progress, RuntimeError};
 
 /// The first wait between two checks; each wait doubles it, up to [`LONGEST_WAIT`].
 const FIRST_WAIT: Duration = Duration::from_millis(10);
@@ -68,10 +68,13 @@ pub async fn wait(
         let ready = match service.port {
             // No port: running is all that can be asked.
             None => found.running(),
-            Some(_) => containers::exec(docker, &names.sidecar(), &argv)
-                .await
-                .map(|out| out.exit == Some(0))
-                .unwrap_or(false),
+            Some(_) => {
+                let (mut out, mut err) = (Vec::new(), Vec::new());
+                let io = ExecIo::collect(&mut out, &mut err);
+                containers::exec(docker, &names.sidecar(), &argv, io)
+                    .await
+                    .is_ok_and(|exit| exit == Some(0))
+            }
         };
         if ready {
             return Ok(());

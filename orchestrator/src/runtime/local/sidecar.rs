@@ -73,6 +73,8 @@ pub struct Create<'a> {
     pub doc: &'a SidecarConfig,
     /// Its digest.
     pub digest: &'a str,
+    /// Where the environment comes from ([`crate::runtime::labels::origin`]), as labels.
+    pub origin: &'a [(String, String)],
 }
 
 /// Create, configure and start the sidecar container.
@@ -91,7 +93,13 @@ pub async fn create(docker: &Docker, names: &Names, c: Create<'_>) -> Result<(),
     let body = ContainerCreateBody {
         image: Some(c.image.to_owned()),
         cmd: Some(vec!["--config".to_owned(), CONFIG_PATH.to_owned()]),
-        labels: Some(names.labels(kind::SIDECAR, "sidecar", c.digest)),
+        labels: Some(
+            names
+                .labels(kind::SIDECAR, "sidecar", c.digest)
+                .into_iter()
+                .chain(c.origin.iter().cloned())
+                .collect(),
+        ),
         exposed_ports: Some(vec![admin_port]),
         stop_timeout: Some(sidecar_doc::STOP_TIMEOUT_SECS.into()),
         host_config: Some(host_config),
