@@ -5,13 +5,18 @@ use super::{Ctx, Scenario, proxy_of};
 use crate::error::Result;
 use crate::load::wrk::{self, WrkRun};
 use crate::load::{LoadResult, oneshot};
+use crate::systems::Endpoint;
 use crate::systems::Running;
 use crate::upstream::{LARGE_PATH, SMALL_PATH};
 
 /// Runs wrk with the scenario's path, connection count and keep-alive.
 pub(super) fn run(scenario: Scenario, running: &Running, ctx: &Ctx<'_>) -> Result<LoadResult> {
     let proxy = proxy_of(running);
-    let upstream = ctx.upstream.http;
+    // A reverse proxy stands where the upstream is: origin-form requests to its address.
+    let upstream = match running.endpoint {
+        Endpoint::Reverse(fronts) => fronts.http,
+        _ => ctx.upstream.http,
+    };
     if scenario == Scenario::HttpNewConn {
         let target = match proxy {
             Some(_) => format!("http://{upstream}{SMALL_PATH}"),
@@ -32,9 +37,9 @@ pub(super) fn run(scenario: Scenario, running: &Running, ctx: &Ctx<'_>) -> Resul
         _ => (SMALL_PATH, 64),
     };
     let run = WrkRun {
-        connect: proxy.unwrap_or(ctx.upstream.http),
+        connect: proxy.unwrap_or(upstream),
         via_proxy: proxy.is_some(),
-        upstream: ctx.upstream.http,
+        upstream,
         path,
         threads: 2,
         connections,

@@ -314,7 +314,9 @@ mod tests {
     fn env() -> Env {
         Env {
             dns_answer: Ipv4Addr::new(127, 0, 0, 2),
+            upstream_http: ([127, 0, 0, 1], 8080).into(),
             upstream_https: ([127, 0, 0, 1], 8443).into(),
+            upstream_bulk: ([127, 0, 0, 1], 8081).into(),
             upstream_cert: PathBuf::from("/nonexistent/upstream-cert.pem"),
         }
     }

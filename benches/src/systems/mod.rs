@@ -9,6 +9,7 @@ mod afproxy;
 mod ca;
 mod direct;
 mod dnsmasq;
+mod haproxy;
 mod mitmproxy;
 mod privoxy;
 mod squid;
@@ -47,8 +48,12 @@ pub(crate) enum Support {
 pub(crate) struct Env {
     /// The address every DNS system answers for every name.
     pub dns_answer: std::net::Ipv4Addr,
+    /// The upstream's plain HTTP address (a reverse proxy's backend).
+    pub upstream_http: SocketAddr,
     /// The upstream's HTTPS address (the intercepted-HTTPS scenario's target).
     pub upstream_https: SocketAddr,
+    /// The upstream's bulk source (a relay's backend).
+    pub upstream_bulk: SocketAddr,
     /// The upstream's HTTPS certificate (PEM), for a system that verifies it.
     pub upstream_cert: PathBuf,
 }
@@ -59,7 +64,9 @@ impl Env {
     pub(crate) fn for_upstream(upstream: &crate::upstream::Upstream) -> Env {
         Env {
             dns_answer: std::net::Ipv4Addr::new(127, 0, 0, 2),
+            upstream_http: upstream.http,
             upstream_https: upstream.https,
+            upstream_bulk: upstream.bulk,
             upstream_cert: upstream.cert.clone(),
         }
     }
@@ -78,7 +85,7 @@ pub(crate) trait System {
 }
 
 /// Every system the harness knows, `direct` and af-proxy (then its mock twin, then `twins`:
-/// the counting build, an older revision) first.
+/// the counting build, an older revision) first, HAProxy (the anchor) among the peers.
 pub(crate) fn all(af_proxy: AfProxy, twins: Vec<AfProxy>) -> Vec<Box<dyn System>> {
     let mock = af_proxy.mocking();
     let mut systems: Vec<Box<dyn System>> =
@@ -89,6 +96,7 @@ pub(crate) fn all(af_proxy: AfProxy, twins: Vec<AfProxy>) -> Vec<Box<dyn System>
         Box::new(tinyproxy::Tinyproxy),
         Box::new(privoxy::Privoxy),
         Box::new(mitmproxy::Mitmproxy),
+        Box::new(haproxy::Haproxy),
         Box::new(afdns::AfDns),
         Box::new(dnsmasq::Dnsmasq),
         Box::new(unbound::Unbound),
@@ -105,6 +113,20 @@ pub(crate) enum Endpoint {
     Proxy(SocketAddr),
     /// A DNS server (UDP) at this address.
     Dns(SocketAddr),
+    /// A reverse proxy and relay in front of the upstream (HAProxy): clients talk to these
+    /// addresses as to the upstream itself.
+    Reverse(Fronts),
+}
+
+/// The front ends of a reverse proxy, one per kind of upstream.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Fronts {
+    /// Plain HTTP, in front of the upstream's HTTP.
+    pub http: SocketAddr,
+    /// A TCP relay, in front of the bulk source.
+    pub tcp: SocketAddr,
+    /// TLS terminated and re-encrypted, in front of the upstream's HTTPS.
+    pub https: SocketAddr,
 }
 
 /// A started system; stopped when dropped.
