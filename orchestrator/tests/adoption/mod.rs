@@ -58,14 +58,15 @@ impl Project {
         Project { dir }
     }
 
-    /// `af SUBCOMMAND --env ENV ARGS...` here, with the harness's runtime (`--env` right after
-    /// the subcommand, so a command's own arguments stay last).
+    /// `af ARGS --env ENV` here, with the harness's runtime (`--env` before any `--`, so a
+    /// command's own arguments stay last).
     fn command(&self, h: &DockerHarness, env: Option<&EnvId>, args: &[&str]) -> Command {
+        let at = args.iter().position(|a| *a == "--").unwrap_or(args.len());
         let mut command = Command::new(env!("CARGO_BIN_EXE_af"));
         command
-            .args(&args[..1])
+            .args(&args[..at])
             .args(env.map(|e| ["--env", e.as_str()]).into_iter().flatten())
-            .args(&args[1..])
+            .args(&args[at..])
             .current_dir(&self.dir)
             .envs(h.af_variables().iter().map(|(k, v)| (k, v)));
         command

@@ -185,11 +185,12 @@ impl World {
         format!("{}{}", self.prefix, self.env)
     }
 
-    /// `af SUBCOMMAND --env ENV ARGS...` in the manifest's directory, with `extra` variables
-    /// (`--env` right after the subcommand, so a command's own arguments stay last).
+    /// `af ARGS --env ENV` in the manifest's directory, with `extra` variables (`--env` before
+    /// any `--`, so a command's own arguments stay last).
     pub(crate) fn command(&self, args: &[&str], extra: &[(&str, &str)]) -> std::process::Command {
-        let env = [args[0], "--env", &self.env];
-        self.command_of_any(&[&env, &args[1..]].concat(), extra)
+        let at = args.iter().position(|a| *a == "--").unwrap_or(args.len());
+        let env = ["--env", self.env.as_str()];
+        self.command_of_any(&[&args[..at], &env, &args[at..]].concat(), extra)
     }
 
     /// `af ARGS` in the manifest's directory, for a command of no one environment (`af ls`).
