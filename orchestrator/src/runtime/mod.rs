@@ -262,7 +262,7 @@ pub struct EnvSummary {
     pub created: Option<i64>,
     /// Whether its sidecar runs.
     pub sidecar_running: bool,
-    /// Its services, each once, with whether it runs.
+    /// Its services by name, each once, with whether it runs.
     pub services: Vec<(String, bool)>,
     /// Whether it is being removed (a namespace terminating).
     pub removing: bool,
@@ -282,11 +282,15 @@ impl EnvSummary {
         }
     }
 
-    /// Record that a container or pod of `service` was seen, running or not.
+    /// Record that a container or pod of `service` was seen, running or not (services are
+    /// kept by name).
     pub fn saw_service(&mut self, service: String, running: bool) {
-        match self.services.iter_mut().find(|(name, _)| *name == service) {
-            Some((_, up)) => *up |= running,
-            None => self.services.push((service, running)),
+        match self
+            .services
+            .binary_search_by(|(name, _)| name.as_str().cmp(&service))
+        {
+            Ok(at) => self.services[at].1 |= running,
+            Err(at) => self.services.insert(at, (service, running)),
         }
     }
 

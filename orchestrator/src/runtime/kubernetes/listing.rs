@@ -57,8 +57,5 @@ pub(super) async fn environments(client: &Client) -> Result<Vec<EnvSummary>, Run
     }
     let mut found: Vec<EnvSummary> = found.into_values().collect();
     found.sort_by(|a, b| a.env.cmp(&b.env));
-    for env in &mut found {
-        env.services.sort();
-    }
     Ok(found)
 }

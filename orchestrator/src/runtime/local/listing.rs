@@ -60,11 +60,7 @@ pub(super) async fn environments(docker: &Docker) -> Result<Vec<EnvSummary>, Run
             _ => {}
         }
     }
-    let mut found: Vec<EnvSummary> = found.into_values().collect();
-    for env in &mut found {
-        env.services.sort();
-    }
-    Ok(found)
+    Ok(found.into_values().collect())
 }
 
 /// The environment an object's labels name.
