@@ -5,7 +5,8 @@
 //! default service account; a pod
 //! ends as the test says; a Deployment is available at once; a Job runs one pod and ends as
 //! the test says; the batch group serves CronJob under the versions the test says; a
-//! namespace's deletion completes at once or is held by a finalizer.
+//! namespace's deletion completes at once, is held by a finalizer, or waits on pods a kubelet
+//! holds past their deletion (until they are removed with grace 0).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -23,6 +24,18 @@ pub(super) enum PodEnd {
     Ran,
     /// Every container waits on this reason forever.
     Stuck(&'static str),
+}
+
+/// What a kubelet does with the pods of a deleted namespace.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kubelet {
+    /// Lets them go at once.
+    LetsGo,
+    /// Holds them past their deletion time, their containers stopped, until a delete with
+    /// grace 0.
+    HoldsStopped,
+    /// Holds them past their deletion time, their containers still running.
+    HoldsRunning,
 }
 
 /// How Jobs end once created: their condition, and the one pod each runs.
@@ -48,6 +61,8 @@ pub(super) struct State {
     pub pods: PodEnd,
     /// A finalizer that keeps a deleted namespace terminating, if any.
     pub hold_namespaces: Option<&'static str>,
+    /// What the kubelet does with a deleted namespace's pods.
+    pub kubelet: Kubelet,
     /// Whether `networking.k8s.io/v1` serves NetworkPolicy.
     pub serves_network_policy: bool,
     /// How created Jobs end.
@@ -87,6 +102,7 @@ impl Fake {
                 logs: HashMap::new(),
                 pods: PodEnd::Ran,
                 hold_namespaces: None,
+                kubelet: Kubelet::LetsGo,
                 serves_network_policy: true,
                 jobs: JobEnd::Complete,
                 cron_versions: vec!["batch/v1"],
@@ -255,7 +271,7 @@ impl State {
                 self.objects.insert(path, object.clone());
                 reply(200, &object)
             }
-            ("DELETE", _) => self.delete(&path),
+            ("DELETE", _) => self.delete(&path, body),
             ("PATCH", _) => self.patch(&path, body),
             _ => reply(405, &json!({"kind": "Status", "code": 405})),
         }
@@ -470,13 +486,39 @@ impl State {
         json!({"phase": phase, "podIP": "10.244.0.99", "containerStatuses": statuses})
     }
 
-    fn delete(&mut self, path: &str) -> (u16, Vec<u8>) {
+    fn delete(&mut self, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
         let Some(object) = self.objects.get(path).cloned() else {
             return not_found(path);
         };
         let namespace = path
             .strip_prefix("/api/v1/namespaces/")
             .filter(|rest| !rest.contains('/'));
+        if namespace.is_some() && self.kubelet != Kubelet::LetsGo {
+            return self.hold_pods(path, object);
+        }
+        if let Some((ns_path, _)) = path.split_once("/pods/") {
+            let grace = serde_json::from_slice::<Value>(body)
+                .ok()
+                .and_then(|o| o["gracePeriodSeconds"].as_u64());
+            let held = object["metadata"]["deletionTimestamp"].is_string();
+            if held && grace != Some(0) {
+                return reply(200, &object);
+            }
+            self.objects.remove(path);
+            let emptied = !self
+                .objects
+                .keys()
+                .any(|k| k.starts_with(&format!("{ns_path}/pods/")));
+            if held && emptied {
+                let inside = format!(
+                    "/namespaces/{}/",
+                    ns_path.trim_start_matches("/api/v1/namespaces/")
+                );
+                self.objects
+                    .retain(|k, _| k != ns_path && !k.contains(&inside));
+            }
+            return reply(200, &object);
+        }
         match (namespace, self.hold_namespaces) {
             (Some(_), Some(finalizer)) => {
                 let mut held = object.clone();
@@ -502,6 +544,48 @@ impl State {
                 reply(200, &object)
             }
         }
+    }
+}
+
+impl State {
+    /// A namespace deleted while the kubelet holds its pods: it and they are marked deleted
+    /// (long ago), its other content goes, and it stays while any pod does.
+    fn hold_pods(&mut self, path: &str, object: Value) -> (u16, Vec<u8>) {
+        const LONG_AGO: &str = "2026-12-01T00:00:00Z";
+        let pods = format!("{path}/pods/");
+        let state = match self.kubelet {
+            Kubelet::HoldsRunning => json!({"running": {}}),
+            _ => json!({"terminated": {"exitCode": 0}}),
+        };
+        let inside = format!(
+            "/namespaces/{}/",
+            path.trim_start_matches("/api/v1/namespaces/")
+        );
+        self.objects
+            .retain(|k, _| !k.contains(&inside) || k.starts_with(&pods));
+        for (_, pod) in self
+            .objects
+            .iter_mut()
+            .filter(|(k, _)| k.starts_with(&pods))
+        {
+            pod["metadata"]["deletionTimestamp"] = json!(LONG_AGO);
+            for status in pod["status"]["containerStatuses"]
+                .as_array_mut()
+                .into_iter()
+                .flatten()
+            {
+                status["state"] = state.clone();
+            }
+        }
+        let mut held = object;
+        held["metadata"]["deletionTimestamp"] = json!(LONG_AGO);
+        held["status"] = json!({"phase": "Terminating", "conditions": [{
+            "type": "NamespaceContentRemaining", "status": "True",
+            "reason": "SomeResourcesRemain",
+            "message": "Some resources are remaining: pods. has 1 resource instances"
+        }]});
+        self.objects.insert(path.to_owned(), held.clone());
+        reply(200, &held)
     }
 }
 

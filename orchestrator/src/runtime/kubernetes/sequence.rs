@@ -11,7 +11,7 @@ use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use serde_json::json;
 
-use super::mock::{Fake, PodEnd};
+use super::mock::{Fake, Kubelet, PodEnd};
 use super::names::Names;
 use super::probe::image::ProbeSource;
 use super::supply::{PullCredentials, PullSecret, ServiceImage, Sources, Supplied, Supply};
@@ -566,6 +566,68 @@ async fn a_namespace_held_by_finalizers_is_named_with_them() {
     assert!(why.contains("dev.antifailure.test/hold"), "{why}");
     let refused = RuntimeError::TeardownIncomplete(report.failed).report();
     assert_eq!(refused.code.code, "AF-RUN-030");
+}
+
+#[tokio::test]
+async fn a_pod_whose_containers_stopped_but_its_kubelet_holds_is_let_go_with_grace_0() {
+    let fake = Fake::new();
+    probe_says(&fake, &[]);
+    fake.with(|s| s.kubelet = Kubelet::HoldsStopped);
+    let rt = preserving(&fake);
+    let _ = rt.up(&plan(), &Quiet).await;
+    a_pod_runs(&fake, "web-1");
+    let report = rt.down(&env(), &Quiet).await.expect("down");
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    let [pod, namespace] = report.removed.as_slice() else {
+        panic!("{:?}", report.removed);
+    };
+    assert!(
+        pod.starts_with("pod web-1 (its containers had stopped;"),
+        "{pod}"
+    );
+    assert!(pod.ends_with("removed with grace 0)"), "{pod}");
+    assert_eq!(namespace, "namespace af-pr-42");
+    assert!(fake.with(|s| !s.objects.keys().any(|k| k.contains("af-pr-42"))));
+}
+
+#[tokio::test]
+async fn a_pod_still_running_past_its_deletion_is_never_forced_and_is_named() {
+    let fake = Fake::new();
+    probe_says(&fake, &[]);
+    fake.with(|s| s.kubelet = Kubelet::HoldsRunning);
+    let rt = preserving(&fake);
+    let _ = rt.up(&plan(), &Quiet).await;
+    a_pod_runs(&fake, "web-1");
+    let report = rt.down(&env(), &Quiet).await.expect("down");
+    assert_eq!(report.removed, Vec::<String>::new());
+    let [(object, why)] = report.failed.as_slice() else {
+        panic!("{:?}", report.failed);
+    };
+    assert_eq!(object, "namespace af-pr-42");
+    assert!(why.contains("Some resources are remaining: pods"), "{why}");
+    assert!(
+        why.contains("pod web-1 on node-1: app still running"),
+        "{why}"
+    );
+    assert!(
+        fake.with(|s| s.objects.contains_key(&format!("{NS}/pods/web-1"))),
+        "a pod still running was not removed"
+    );
+}
+
+/// A service's pod running in the environment's namespace on `node-1`.
+fn a_pod_runs(fake: &Fake, name: &str) {
+    fake.with(|s| {
+        s.objects.insert(
+            format!("{NS}/pods/{name}"),
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": name, "namespace": "af-pr-42"},
+                   "spec": {"nodeName": "node-1", "containers": [{"name": "app"}]},
+                   "status": {"phase": "Running", "containerStatuses": [{
+                       "name": "app", "image": "", "imageID": "", "ready": true,
+                       "restartCount": 0, "state": {"running": {}}}]}}),
+        )
+    });
 }
 
 #[tokio::test]
