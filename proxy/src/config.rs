@@ -15,6 +15,11 @@ use ipnet::IpNet;
 pub use af_sidecar_api::config::SidecarConfig;
 pub(crate) use af_sidecar_api::config::{Limits, ModelConfig};
 
+/// Most data threads a configuration may ask for.
+const MAX_DATA_THREADS: usize = 256;
+/// Longest a record may wait for its commit.
+const MAX_COMMIT_INTERVAL_MS: u64 = 1_000;
+
 /// The checked configuration the sidecar runs with.
 pub struct Settings {
     /// The file as written.
@@ -163,6 +168,11 @@ pub fn check(doc: SidecarConfig) -> Result<Settings, Report> {
             "journal bounds are too small (segment_bytes >= 65536, max_segments >= 2, queue >= 1).",
         ));
     }
+    if j.commit_interval_ms > MAX_COMMIT_INTERVAL_MS {
+        return Err(refuse(format!(
+            "journal.commit_interval_ms must be at most {MAX_COMMIT_INTERVAL_MS}."
+        )));
+    }
     let l = &doc.limits;
     let positive = [
         ("max_connections", l.max_connections as u64),
@@ -188,6 +198,11 @@ pub fn check(doc: SidecarConfig) -> Result<Settings, Report> {
     }
     if l.tunnel_buffer_bytes < 4096 {
         return Err(refuse("limits.tunnel_buffer_bytes must be at least 4096."));
+    }
+    if l.data_threads > MAX_DATA_THREADS {
+        return Err(refuse(format!(
+            "limits.data_threads must be at most {MAX_DATA_THREADS} (0: one per core)."
+        )));
     }
     let m = &doc.modes;
     if m.mock_body_bytes == 0
@@ -504,6 +519,31 @@ listeners:
         }
         let text = format!("{MINIMAL}journal:\n  undecided_per_second: 0\n");
         assert!(parse(&text, false).is_err(), "0 is not a budget");
+    }
+
+    #[test]
+    fn journal_commits_are_paced_by_default_and_the_pace_is_bounded() {
+        let s = check(parse(MINIMAL, false).expect("parses")).expect("checks");
+        assert_eq!(s.config.journal.commit_interval_ms, 2);
+        let text = format!("{MINIMAL}journal:\n  commit_interval_ms: 0\n");
+        assert!(check(parse(&text, false).expect("parses")).is_ok());
+        let text = format!("{MINIMAL}journal:\n  commit_interval_ms: 1001\n");
+        let err = check(parse(&text, false).expect("parses")).err();
+        assert!(err.is_some_and(|e| e.statement.contains("journal.commit_interval_ms")));
+    }
+
+    #[test]
+    fn data_threads_default_to_the_cores_and_are_bounded() {
+        let s = check(parse(MINIMAL, false).expect("parses")).expect("checks");
+        assert_eq!(s.config.limits.data_threads, 0, "one per core");
+        let text = format!("{MINIMAL}limits:\n  data_threads: 2\n");
+        assert!(check(parse(&text, false).expect("parses")).is_ok());
+        let text = format!(
+            "{MINIMAL}limits:\n  data_threads: {}\n",
+            MAX_DATA_THREADS + 1
+        );
+        let err = check(parse(&text, false).expect("parses")).err();
+        assert!(err.is_some_and(|e| e.statement.contains("limits.data_threads")));
     }
 
     #[test]

@@ -75,9 +75,17 @@ impl Drain {
         Drained { cut }
     }
 
+    /// Completes once [`Drain::run`] (or [`Drain::abandon`]) has begun and every task has
+    /// ended: a data thread runs its runtime until then, so the tasks it holds finish on it.
+    pub(crate) fn finished(&self) -> impl Future<Output = ()> + Send + 'static {
+        let tasks = self.tasks.clone();
+        async move { tasks.wait().await }
+    }
+
     /// Stop and cut at once, without waiting (a sidecar dropped rather than drained).
     pub(crate) fn abandon(&self) {
         self.stopping.cancel();
+        self.tasks.close();
         self.cut.cancel();
     }
 }

@@ -57,7 +57,9 @@ fn main() -> ExitCode {
             return ExitCode::from(report.exit_status().code());
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    // The control surfaces' runtime (the admin API, DNS, the containment watchers): the
+    // data listeners are served on their own threads (`limits.data_threads`).
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {

@@ -20,15 +20,15 @@ use crate::answer::modes::ModeSettings;
 use crate::answer::modes::model_client::SynthModel;
 use crate::answer::modes::packs::Packs;
 use crate::answer::modes::synth::OpenApiDocs;
-use crate::arrive::accept;
 use crate::arrive::intercept::{Authority, Interception};
+use crate::arrive::threads::{self, DataThreads};
 use crate::config::{Limits, Settings, SidecarConfig};
 use crate::decide::loops::Loops;
 use crate::decide::rate::RuleRates;
 use crate::dns::{self, JournalSightings};
 use crate::drain::{Drain, Drained};
-use crate::leave::forward;
 use crate::leave::guard::{Guard, GuardSettings, resolver_for};
+use crate::leave::pools::Pools;
 use crate::leave::upstream;
 use crate::limits::{ConnectionLimit, UpstreamLimit};
 use crate::metrics::{Metrics, Via, Witness};
@@ -61,6 +61,8 @@ pub struct Running {
     pub metrics: Arc<Metrics>,
     /// The data path: its listeners, DNS, connections, tunnels and HTTP/2 streams.
     data: Drain,
+    /// The threads the data listeners are served on.
+    threads: Option<DataThreads>,
     /// The admin API's listener and connections.
     admin_tasks: Drain,
     /// `limits.drain_timeout_ms`.
@@ -83,8 +85,11 @@ impl Running {
     /// and tunnels get `limits.drain_timeout_ms` to finish and are then closed, each journaled;
     /// the journal commits what it was handed; then the admin API, which served throughout,
     /// closes. Returns how many connections the deadline cut.
-    pub async fn shutdown(self) -> Drained {
+    pub async fn shutdown(mut self) -> Drained {
         let drained = self.data.run(self.deadline).await;
+        if let Some(threads) = self.threads.take() {
+            let _ = tokio::task::spawn_blocking(move || threads.join()).await;
+        }
         self.journal.drain(JOURNAL_FLUSH).await;
         self.admin_tasks.run(Duration::ZERO).await;
         drained
@@ -100,15 +105,32 @@ impl Drop for Running {
 
 async fn bind(name: &str, addr: Option<SocketAddr>) -> Result<Option<TcpListener>, Report> {
     let Some(addr) = addr else { return Ok(None) };
-    TcpListener::bind(addr).await.map(Some).map_err(|e| {
-        Report::new(
-            &codes::NET_BIND,
-            format!("The {name} listener could not listen on {addr}: {e}."),
-        )
-        .with_next(format!(
-            "Free {addr} or set another address for {name} in the sidecar configuration."
-        ))
-    })
+    TcpListener::bind(addr)
+        .await
+        .map(Some)
+        .map_err(|e| unbound(name, addr, &e))
+}
+
+/// A data listener's sockets, one per data thread (empty when it is off).
+fn bind_data(
+    name: &str,
+    addr: Option<SocketAddr>,
+    threads: usize,
+) -> Result<Vec<std::net::TcpListener>, Report> {
+    let Some(addr) = addr else {
+        return Ok(Vec::new());
+    };
+    threads::bind(addr, threads).map_err(|e| unbound(name, addr, &e))
+}
+
+fn unbound(name: &str, addr: SocketAddr, e: &std::io::Error) -> Report {
+    Report::new(
+        &codes::NET_BIND,
+        format!("The {name} listener could not listen on {addr}: {e}."),
+    )
+    .with_next(format!(
+        "Free {addr} or set another address for {name} in the sidecar configuration."
+    ))
 }
 
 /// The sidecar's own inside addresses: what its DNS answers every outside name with. The guard
@@ -207,6 +229,7 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
         max_segments: config.journal.max_segments,
         queue: config.journal.queue,
         batch: 1024,
+        commit_interval: Limits::ms(config.journal.commit_interval_ms),
         tail: 8192,
     };
     let (journal, _writer) =
@@ -246,7 +269,7 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let intercept = interception(&config, &provider, &metrics)?;
     let upstream_tls = upstream_tls(&config, &provider)?;
-    let https = upstream::HttpsClients::new(
+    let pools = Pools::new(
         guard.clone(),
         upstream_tls.clone(),
         l.pool_max_idle_per_host,
@@ -280,8 +303,7 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
         catalogue: settings.catalogue,
         journal: journal.clone(),
         metrics: metrics.clone(),
-        client: forward::client::client(guard.clone(), l.pool_max_idle_per_host),
-        https,
+        pools,
         intercept,
         modes,
         guard,
@@ -302,12 +324,23 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
 
     let ls = &config.listeners;
     let admin_listener = bind("admin", Some(config.admin.listen)).await?;
-    let proxy = bind("proxy", ls.proxy.listen).await?;
-    let http = bind("transparent_http", ls.transparent_http.listen).await?;
-    let tls = bind("transparent_tls", ls.transparent_tls.listen).await?;
-    let mut smtp = Vec::with_capacity(ls.smtp.listen.len());
+    let data_threads = threads::count(l.data_threads);
+    let mut data = vec![
+        (
+            bind_data("proxy", ls.proxy.listen, data_threads)?,
+            Via::Proxy,
+        ),
+        (
+            bind_data("transparent_http", ls.transparent_http.listen, data_threads)?,
+            Via::Transparent,
+        ),
+        (
+            bind_data("transparent_tls", ls.transparent_tls.listen, data_threads)?,
+            Via::Tls,
+        ),
+    ];
     for addr in &ls.smtp.listen {
-        smtp.extend(bind("smtp", Some(*addr)).await?);
+        data.push((bind_data("smtp", Some(*addr), data_threads)?, Via::Smtp));
     }
     let containment = match &config.containment {
         Some(c) => Some((
@@ -335,11 +368,13 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
     };
 
     let addr = |l: &Option<TcpListener>| l.as_ref().and_then(|l| l.local_addr().ok());
-    let smtp_addrs = smtp.iter().filter_map(|l| l.local_addr().ok()).collect();
-    let running = Running {
-        proxy: addr(&proxy),
-        transparent_http: addr(&http),
-        transparent_tls: addr(&tls),
+    let data_addr =
+        |sockets: &[std::net::TcpListener]| sockets.first().and_then(|s| s.local_addr().ok());
+    let smtp_addrs = data[3..].iter().filter_map(|(s, _)| data_addr(s)).collect();
+    let mut running = Running {
+        proxy: data_addr(&data[0].0),
+        transparent_http: data_addr(&data[1].0),
+        transparent_tls: data_addr(&data[2].0),
         admin: addr(&admin_listener).unwrap_or(config.admin.listen),
         dns: dns.as_ref().map(DnsServer::local_addr),
         smtp: smtp_addrs,
@@ -353,6 +388,7 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
         journal: journal.clone(),
         metrics: metrics.clone(),
         data: state.drain.clone(),
+        threads: None,
         admin_tasks: Drain::default(),
         deadline: Limits::ms(l.drain_timeout_ms),
     };
@@ -364,19 +400,21 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
             }
         });
     }
-    let listeners = [
-        (proxy, Via::Proxy),
-        (http, Via::Transparent),
-        (tls, Via::Tls),
-    ]
-    .into_iter()
-    .filter_map(|(l, via)| l.map(|l| (l, via)))
-    .chain(smtp.into_iter().map(|l| (l, Via::Smtp)));
-    for (listener, via) in listeners {
-        state
-            .drain
-            .spawn(accept::accept_loop(listener, state.clone(), via));
+    // Thread n takes the n-th socket of every data listener.
+    let mut per_thread: Vec<Vec<(std::net::TcpListener, Via)>> =
+        (0..data_threads).map(|_| Vec::new()).collect();
+    for (sockets, via) in data {
+        for (own, socket) in per_thread.iter_mut().zip(sockets) {
+            own.push((socket, via));
+        }
     }
+    running.threads = Some(DataThreads::start(per_thread, &state).map_err(|e| {
+        Report::new(
+            &codes::NET_CONFIG,
+            format!("The sidecar could not start its {data_threads} data threads: {e}."),
+        )
+        .with_next("Set limits.data_threads to fewer threads, or give the sidecar more.")
+    })?);
     let inside = deliver::Inside {
         names: config.inside.names.clone(),
         hosts: config.inside.hosts.clone(),

@@ -8,9 +8,8 @@ use crate::arrive::intercept::Interception;
 use crate::decide::loops::Loops;
 use crate::decide::rate::RuleRates;
 use crate::drain::Drain;
-use crate::leave::forward::client::HttpClient;
 use crate::leave::guard::Guard;
-use crate::leave::upstream::HttpsClients;
+use crate::leave::pools::Pools;
 use crate::limits::ConnectionLimit;
 use crate::metrics::Metrics;
 use crate::record::journal::Journal;
@@ -27,10 +26,9 @@ pub(crate) struct State {
     pub metrics: Arc<Metrics>,
     /// The address guard every dial goes through.
     pub guard: Arc<Guard>,
-    /// The pooled upstream HTTP client (dials through the guard).
-    pub client: HttpClient,
-    /// The pooled upstream HTTPS clients for intercepted requests (dials through the guard).
-    pub https: HttpsClients,
+    /// The pooled upstream HTTP and HTTPS clients, one set per thread (every dial through
+    /// the guard).
+    pub pools: Pools,
     /// TLS interception, when the sidecar has an environment CA.
     pub intercept: Option<Arc<Interception>>,
     /// What the answering modes work from.

@@ -134,6 +134,7 @@ mod tests {
             max_segments: 4,
             queue: 64,
             batch: 16,
+            commit_interval: std::time::Duration::ZERO,
             tail: 64,
         };
         let (journal, _writer) =

@@ -76,8 +76,8 @@ pub(crate) async fn respond(
         return refuse(ticket, &live_credential(&hit));
     }
     let upstream = match origin.via {
-        Via::Intercept => Upstream::Https(&state.https),
-        _ => Upstream::Http(&state.client),
+        Via::Intercept => Upstream::Https(&state.pools.here().https),
+        _ => Upstream::Http(&state.pools.here().http),
     };
     let mut req = req;
     if serve == Serve::Sandbox

@@ -20,6 +20,13 @@ pub struct JournalConfig {
     pub max_segments: usize,
     /// Queue between request tasks and the writer, default 65536 records.
     pub queue: usize,
+    /// Least time between two commits (each a write and an fsync), default 2 ms: under load
+    /// the records of an interval share one commit; a record reaches the disk at most this
+    /// long after the previous commit. 0 commits as soon as anything is queued. Left out of
+    /// a document when at its default, so a sidecar from before it reads the document as it
+    /// did.
+    #[serde(skip_serializing_if = "JournalConfig::is_default_commit_interval")]
+    pub commit_interval_ms: u64,
     /// Refusals made before a request could be decided (an unreadable or late head, a bad
     /// port, no SNI, the connection limit) journaled per second, ten times as many at once;
     /// past it they are answered and counted, not journaled, so a flood of them cannot push
@@ -30,6 +37,12 @@ pub struct JournalConfig {
 impl JournalConfig {
     /// Where the journal lives when `dir` is not given.
     pub const DEFAULT_DIR: &str = "/var/lib/af/journal";
+    /// `commit_interval_ms` when not given.
+    pub const DEFAULT_COMMIT_INTERVAL_MS: u64 = 2;
+
+    fn is_default_commit_interval(ms: &u64) -> bool {
+        *ms == Self::DEFAULT_COMMIT_INTERVAL_MS
+    }
 }
 
 impl Default for JournalConfig {
@@ -39,6 +52,7 @@ impl Default for JournalConfig {
             segment_bytes: 8 * 1024 * 1024,
             max_segments: 8,
             queue: 65_536,
+            commit_interval_ms: Self::DEFAULT_COMMIT_INTERVAL_MS,
             undecided_per_second: super::non_zero_u32(50),
         }
     }
@@ -78,6 +92,16 @@ pub struct Limits {
     /// On SIGTERM or SIGINT, how long open requests and tunnels may go on before they are
     /// closed (each journaled), default 5 s; 0 closes them at once.
     pub drain_timeout_ms: u64,
+    /// Threads serving the data listeners, each with its own runtime, its own socket on each
+    /// listener's port (SO_REUSEPORT) and its own pooled upstream connections, so no request
+    /// is handed to another thread; default 0: one per core the sidecar may use. Left out
+    /// of a document when 0, so a sidecar from before it reads the document as it did.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub data_threads: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Limits {
@@ -106,6 +130,7 @@ impl Default for Limits {
             pool_max_idle_per_host: 256,
             tunnel_buffer_bytes: 64 * 1024,
             drain_timeout_ms: Self::DEFAULT_DRAIN_TIMEOUT_MS,
+            data_threads: 0,
         }
     }
 }

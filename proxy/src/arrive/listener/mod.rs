@@ -66,9 +66,12 @@ pub(crate) async fn serve_cleartext<F, Fut>(
     F: Fn(Request<Incoming>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Response<ProxyBody>> + Send + 'static,
 {
+    // Pinned here, so a connection that timed out is counted before its socket (held by the
+    // sniff) closes: a client that sees it closed sees it counted.
     let sniffing = tokio::time::timeout(state.tuning.header_read_timeout, preface::sniff(stream));
+    tokio::pin!(sniffing);
     let sniffed = tokio::select! {
-        sniffed = sniffing => sniffed,
+        sniffed = &mut sniffing => sniffed,
         () = state.drain.stopping() => return,
     };
     match sniffed {

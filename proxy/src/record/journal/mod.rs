@@ -5,7 +5,8 @@
 //! (`af_proxy_journal_queue_drops_total`, and `losses` in the admin API) rather than slowing
 //! traffic. One writer thread numbers records, appends them to size-bounded segment files and
 //! fsyncs once per batch; only then does the admin API see them, so a record the API returned
-//! survives `kill -9`. When the segments exceed the bound the oldest is removed and counted.
+//! survives `kill -9`. Commits are paced (`commit_interval`): under load the records of an
+//! interval share one write and one fsync, rather than each waking the writer for its own. When the segments exceed the bound the oldest is removed and counted.
 
 pub(crate) mod reader;
 pub(crate) mod record;
@@ -41,6 +42,9 @@ pub struct JournalSettings {
     pub queue: usize,
     /// Records per group commit at most.
     pub batch: usize,
+    /// Least time between two commits: a record handed over while the writer waits for it
+    /// goes out with the next commit, at most this long after the last.
+    pub commit_interval: Duration,
     /// Newest records kept in memory for the admin API.
     pub tail: usize,
 }
@@ -82,6 +86,7 @@ impl Journal {
             next_seq: recovered.next_seq,
             env,
             batch_max: settings.batch,
+            commit_interval: settings.commit_interval,
             tail: tail.clone(),
             committed: committed_tx,
             metrics: metrics.clone(),
@@ -236,6 +241,7 @@ mod tests {
             max_segments: 2,
             queue: 1024,
             batch: 8,
+            commit_interval: Duration::ZERO,
             tail: 4,
         }
     }

@@ -1,9 +1,10 @@
 //! The writer: one thread that owns the segment files, assigns sequence numbers and
-//! group-commits (write + fsync per batch). Request tasks never wait for it.
+//! group-commits (write + fsync per batch), at most once per commit interval. Request tasks
+//! never wait for it.
 
 use std::ops::Range;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::{BufMut, BytesMut};
 use tokio::sync::{mpsc, watch};
@@ -32,6 +33,7 @@ pub(super) struct Writer {
     pub(super) next_seq: u64,
     pub(super) env: Arc<str>,
     pub(super) batch_max: usize,
+    pub(super) commit_interval: Duration,
     pub(super) tail: Arc<Tail>,
     pub(super) committed: watch::Sender<u64>,
     pub(super) metrics: Arc<Metrics>,
@@ -44,6 +46,7 @@ impl Writer {
         let mut buf = BytesMut::with_capacity(BATCH_BUFFER);
         let mut staged = Vec::with_capacity(self.batch_max);
         while let Some(first) = self.rx.blocking_recv() {
+            let began = Instant::now();
             batch.push(first);
             while batch.len() < self.batch_max {
                 match self.rx.try_recv() {
@@ -51,7 +54,13 @@ impl Writer {
                     Err(_) => break,
                 }
             }
+            let full = batch.len() == self.batch_max;
             self.commit(&mut batch, &mut buf, &mut staged);
+            // Paced: what arrives meanwhile waits in the queue for the next commit, and its
+            // senders wake no one. A full batch is followed at once.
+            if !full && let Some(rest) = self.commit_interval.checked_sub(began.elapsed()) {
+                std::thread::sleep(rest);
+            }
         }
     }
 
