@@ -62,6 +62,8 @@ pub(crate) struct Plan {
     pub load: Load,
     /// Scenarios, in table order.
     pub scenarios: Vec<Scenario>,
+    /// The data-plane threads every system is given.
+    pub threads: u32,
 }
 
 /// Runs the plan and returns the per-run measurements and the table rows; `stacks` are cleared
@@ -87,7 +89,7 @@ pub(crate) fn run(
         .tempdir()
         .map_err(|e| BenchError::io("create work dir", e))?;
     let upstream = Upstream::spawn(work.path())?;
-    let env = Env::for_upstream(&upstream);
+    let env = Env::for_upstream(&upstream, plan.threads);
     let ctx = Ctx {
         rt: &rt,
         upstream: &upstream,

@@ -68,6 +68,11 @@ struct AllArgs {
     /// Only these systems (comma-separated names as in the table).
     #[arg(long, value_delimiter = ',')]
     systems: Vec<String>,
+    /// Data-plane threads (comma-separated, each at least 1): every system gets the first
+    /// (HAProxy's nbthread, unbound's num-threads, af-proxy's limits.data_threads); each other
+    /// count adds af-proxy and HAProxy with that many threads, in the HTTP scenarios.
+    #[arg(long, value_delimiter = ',', default_value = "1,2", value_parser = clap::value_parser!(u32).range(1..))]
+    threads: Vec<u32>,
     /// Use this af-proxy binary instead of building the static release one.
     #[arg(long)]
     af_proxy: Option<PathBuf>,
@@ -183,7 +188,8 @@ fn proxy_systems(args: &AllArgs, pinned: &Path) -> Result<Vec<Box<dyn systems::S
     let mut twins: Vec<AfProxy> = Vec::new();
     twins.extend(allocs.map(|binary| measured.counting(binary)));
     twins.extend(older.map(|o| measured.older(o.binary, &o.rev)));
-    Ok(systems::all(measured, twins))
+    let (_, scaled) = args.threads.split_first().unwrap_or((&1, &[]));
+    Ok(systems::all(measured, twins, scaled))
 }
 
 fn all(args: AllArgs) -> Result<()> {
@@ -210,6 +216,7 @@ fn all(args: AllArgs) -> Result<()> {
         } else {
             args.scenarios.clone()
         },
+        threads: args.threads.first().copied().unwrap_or(1),
     };
     let mut systems = if plan.scenarios.iter().any(|s| s.needs_af_proxy()) {
         proxy_systems(&args, pinned.path())?
@@ -237,7 +244,7 @@ fn all(args: AllArgs) -> Result<()> {
         decisions.retain(|c| chosen(c.name()));
     }
     let (runs, rows) = bench::run(&plan, &systems, &stacks, &decisions)?;
-    let goals = report::goals::judge(&rows);
+    let goals = report::goals::judge(&rows, &args.threads);
     let table = format!(
         "{}\n{}",
         report::table::render(&rows),
@@ -258,6 +265,7 @@ fn all(args: AllArgs) -> Result<()> {
         rounds: plan.rounds,
         duration_secs: plan.load.duration.as_secs(),
         idle_connections: plan.load.idle_connections,
+        threads: args.threads.clone(),
         rows,
         goals,
         runs,
@@ -265,8 +273,10 @@ fn all(args: AllArgs) -> Result<()> {
     let json = out.join(format!("{stem}.json"));
     report::json::write(&results, &json)?;
     let title = format!(
-        "af-benches {date} on {machine} (medians of {} rounds)",
-        plan.rounds
+        "af-benches {date} on {machine} (medians of {} rounds, {} data-plane thread{} each)",
+        plan.rounds,
+        plan.threads,
+        if plan.threads == 1 { "" } else { "s" }
     );
     let svg = out.join(format!("{stem}.svg"));
     report::chart::draw(&results.rows, &title, &svg)?;

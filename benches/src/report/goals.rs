@@ -72,8 +72,9 @@ pub(crate) struct Judged {
     pub verdict: Verdict,
 }
 
-/// Every goal, judged from `rows` (one run's medians).
-pub(crate) fn judge(rows: &[Row]) -> Vec<Judged> {
+/// Every goal, judged from `rows` (one run's medians), every system given `threads[0]`
+/// data-plane threads and af-proxy and HAProxy measured again with each other count.
+pub(crate) fn judge(rows: &[Row], threads: &[u32]) -> Vec<Judged> {
     use Scenario::*;
     let run = Run { rows };
     let mut out = Vec::new();
@@ -119,6 +120,10 @@ pub(crate) fn judge(rows: &[Row]) -> Vec<Judged> {
     goal(
         "intercepted-https: mock answers >= 0.8x direct TLS",
         run.rate_vs(InterceptedHttps, MOCK, Some("direct"), 0.8),
+    );
+    goal(
+        "scaling: af-proxy's req/s per thread holds as HAProxy's does with more threads",
+        run.scaling(HttpKeepAlive, threads),
     );
     goal(
         "one decision: <= 42 ns and 0 allocations",
@@ -318,6 +323,59 @@ impl Run<'_> {
         }
     }
 
+    /// req/s per thread in `scenario` of af-proxy and HAProxy at each of `threads` (the first
+    /// is the usual rows'); met when, from the first count to each other, af-proxy keeps at
+    /// least 0.9 of the share of its per-thread rate that HAProxy keeps on this machine.
+    fn scaling(&self, scenario: Scenario, threads: &[u32]) -> Verdict {
+        let Some((&base, more)) = threads.split_first() else {
+            return Verdict::Unmeasured("no thread counts".into());
+        };
+        if more.is_empty() {
+            return Verdict::Unmeasured("one thread count measured (--threads 1,2)".into());
+        }
+        let per_thread = |system: &str, n: u32| {
+            let name = if n == base {
+                system.to_owned()
+            } else {
+                crate::systems::threaded_name(system, n)
+            };
+            self.value(scenario, &name).map(|v| v / f64::from(n))
+        };
+        let mut shown = Vec::new();
+        let mut met = true;
+        for &n in more {
+            let kept = |system| Some(per_thread(system, n)? / per_thread(system, base)?);
+            match (kept(REFERENCE), kept(ANCHOR)) {
+                (Some(mine), Some(theirs)) => {
+                    met &= mine >= 0.9 * theirs;
+                    shown.push(format!(
+                        "{n} threads: af-proxy {:.0} req/s per thread ({mine:.2} of {base}'s), \
+                         HAProxy {:.0} ({theirs:.2})",
+                        per_thread(REFERENCE, n).unwrap_or_default(),
+                        per_thread(ANCHOR, n).unwrap_or_default(),
+                    ));
+                }
+                _ => {
+                    return Verdict::Unmeasured(format!(
+                        "no af-proxy or HAProxy row at {n} threads"
+                    ));
+                }
+            }
+        }
+        let text = format!(
+            "{base} thread{}: af-proxy {:.0}, HAProxy {:.0} req/s per thread; {}",
+            if base == 1 { "" } else { "s" },
+            per_thread(REFERENCE, base).unwrap_or_default(),
+            per_thread(ANCHOR, base).unwrap_or_default(),
+            shown.join("; ")
+        );
+        if met {
+            Verdict::Met(text)
+        } else {
+            Verdict::NotMet(text)
+        }
+    }
+
     /// af-proxy's DNS errors (lost or failed queries) are no more than unbound's.
     fn loss_vs_unbound(&self) -> Verdict {
         match (
@@ -397,7 +455,7 @@ mod tests {
             row("haproxy", Scenario::ConnectBulk, 780.0),
             row("direct", Scenario::ConnectBulk, 1_400.0),
         ];
-        let judged = judge(&rows);
+        let judged = judge(&rows, &[1]);
         assert_eq!(
             verdict(&judged, "http-keepalive: req/s >= 0.8x HAProxy's"),
             &Verdict::Met("0.87x haproxy".into())
@@ -432,21 +490,57 @@ mod tests {
     }
 
     #[test]
+    fn scaling_is_judged_by_the_share_of_its_per_thread_rate_each_keeps() {
+        let goal = "scaling: af-proxy's req/s per thread holds as HAProxy's does with more threads";
+        let keepalive = |system: &str, value| row(system, Scenario::HttpKeepAlive, value);
+        let rows = |af_two| {
+            vec![
+                keepalive("af-proxy", 30_000.0),
+                keepalive("haproxy", 40_000.0),
+                keepalive("af-proxy (2 threads)", af_two),
+                keepalive("haproxy (2 threads)", 48_000.0),
+            ]
+        };
+        // HAProxy keeps 0.60 of its per-thread rate at 2 threads; af-proxy 0.55 is within 0.9.
+        assert_eq!(
+            verdict(&judge(&rows(33_000.0), &[1, 2]), goal),
+            &Verdict::Met(
+                "1 thread: af-proxy 30000, HAProxy 40000 req/s per thread; 2 threads: af-proxy \
+                 16500 req/s per thread (0.55 of 1's), HAProxy 24000 (0.60)"
+                    .into()
+            )
+        );
+        // 0.40 is not.
+        assert!(matches!(
+            verdict(&judge(&rows(24_000.0), &[1, 2]), goal),
+            Verdict::NotMet(_)
+        ));
+        assert!(matches!(
+            verdict(&judge(&rows(33_000.0), &[1]), goal),
+            Verdict::Unmeasured(_)
+        ));
+        assert!(matches!(
+            verdict(&judge(&rows(33_000.0)[..2], &[1, 2]), goal),
+            Verdict::Unmeasured(_)
+        ));
+    }
+
+    #[test]
     fn af_up_is_judged_by_its_seconds_over_composes() {
         let seconds = |system: &str, value: f64| Row {
             unit: crate::scenarios::Unit::Seconds,
             ..row(system, Scenario::AfUp, value)
         };
         let goal = "af up of the demo, images cached: <= 1.5x docker compose up --wait";
-        let met = judge(&[seconds("af", 3.0), seconds("docker-compose", 2.0)]);
+        let met = judge(&[seconds("af", 3.0), seconds("docker-compose", 2.0)], &[1]);
         assert_eq!(
             verdict(&met, goal),
             &Verdict::Met("1.50x docker-compose (3.00 s vs 2.00 s)".into()),
             "the limit is inclusive"
         );
-        let not_met = judge(&[seconds("af", 4.0), seconds("docker-compose", 2.0)]);
+        let not_met = judge(&[seconds("af", 4.0), seconds("docker-compose", 2.0)], &[1]);
         assert!(matches!(verdict(&not_met, goal), Verdict::NotMet(_)));
-        let alone = judge(&[seconds("af", 4.0)]);
+        let alone = judge(&[seconds("af", 4.0)], &[1]);
         assert!(matches!(verdict(&alone, goal), Verdict::Unmeasured(_)));
     }
 
@@ -463,7 +557,7 @@ mod tests {
             ),
             row("direct", Scenario::ConnectBulk, 100.0),
         ];
-        let judged = judge(&rows);
+        let judged = judge(&rows, &[1]);
         assert_eq!(
             verdict(&judged, "idle client connection: <= 10 KiB"),
             &Verdict::Met("10.00 KiB (limit 10.00)".into())
@@ -488,7 +582,10 @@ mod tests {
         };
         assert_eq!(
             verdict(
-                &judge(&[case("exact 10", 20.0, 0.0), case("miss 10", 42.0, 0.0)]),
+                &judge(
+                    &[case("exact 10", 20.0, 0.0), case("miss 10", 42.0, 0.0)],
+                    &[1]
+                ),
                 goal
             ),
             &Verdict::Met(
@@ -498,7 +595,10 @@ mod tests {
         );
         assert_eq!(
             verdict(
-                &judge(&[case("exact 10", 20.0, 0.0), case("wildcard 10", 42.7, 0.0)]),
+                &judge(
+                    &[case("exact 10", 20.0, 0.0), case("wildcard 10", 42.7, 0.0)],
+                    &[1]
+                ),
                 goal
             ),
             &Verdict::NotMet(
@@ -508,7 +608,10 @@ mod tests {
         let mut uncounted = case("miss 10", 12.0, 0.0);
         uncounted.instructions_per_op = None;
         assert_eq!(
-            verdict(&judge(&[case("exact 10", 20.0, 0.5), uncounted]), goal),
+            verdict(
+                &judge(&[case("exact 10", 20.0, 0.5), uncounted], &[1]),
+                goal
+            ),
             &Verdict::NotMet(
                 "slowest exact 10 20.0 ns (limit 42); allocating or uncounted: exact 10; \
                  instructions not counted for every case (valgrind)"
@@ -516,7 +619,10 @@ mod tests {
             ),
             "fast but allocating is not met"
         );
-        assert!(matches!(verdict(&judge(&[]), goal), Verdict::Unmeasured(_)));
+        assert!(matches!(
+            verdict(&judge(&[], &[1]), goal),
+            Verdict::Unmeasured(_)
+        ));
     }
 
     #[test]
@@ -529,7 +635,7 @@ mod tests {
         }
         rows[1].heap_kib_per_op = Some(40.8);
         assert_eq!(
-            verdict(&judge(&rows), "idle client connection: <= 10 KiB"),
+            verdict(&judge(&rows, &[1]), "idle client connection: <= 10 KiB"),
             &Verdict::NotMet(format!(
                 "25.00 KiB (limit 10.00); heap held 40.8 KiB ({COUNTING})"
             ))

@@ -24,9 +24,12 @@ pub(crate) struct Results {
     pub duration_secs: u64,
     /// Idle connections in the memory scenario.
     pub idle_connections: usize,
+    /// Data-plane threads: every system's, then each other count af-proxy and HAProxy were
+    /// measured with.
+    pub threads: Vec<u32>,
     /// The table.
     pub rows: Vec<Row>,
-    /// Every goal of issue 14, judged from `rows`.
+    /// Every goal, judged from `rows`.
     pub goals: Vec<Judged>,
     /// Every individual run, for anyone who wants more than medians.
     pub runs: Vec<Measurement>,

@@ -158,7 +158,8 @@ pub(crate) fn run(args: SoakArgs, root: &Path, binary: PathBuf) -> Result<()> {
             .tempdir()
             .map_err(|e| BenchError::io("create work dir", e))?;
         let upstream = Upstream::spawn(work.path())?;
-        let env = Env::for_upstream(&upstream);
+        // As deployed: af-proxy's data threads one per core.
+        let env = Env::for_upstream(&upstream, 0);
         let sidecar = sidecar(&binary, connections, open_files);
         if parts.contains(&Part::Hold) {
             let (held, again) = hold_part(&rt, &args, connections, &sidecar, &env, &upstream)?;

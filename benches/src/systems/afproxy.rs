@@ -64,6 +64,10 @@ pub(crate) struct AfProxy {
     answering: Answering,
     /// Applied to the harness's configuration last (the soak's larger limits).
     tune: Option<Tune>,
+    /// Its data threads, when not the harness's (0: as deployed, one per core).
+    threads: Option<u32>,
+    /// Measured only in the scenarios where threads are compared.
+    scaled: bool,
 }
 
 impl AfProxy {
@@ -75,6 +79,8 @@ impl AfProxy {
             dns,
             answering: Answering::Forward,
             tune: None,
+            threads: None,
+            scaled: false,
         }
     }
 
@@ -91,11 +97,14 @@ impl AfProxy {
 
     /// `binary`, built from the older revision `rev`, in the same configuration:
     /// `af-proxy@REV`, measured beside this one (`--compare`).
+    /// It runs as deployed (its configuration names no data threads: a revision from before
+    /// them reads it).
     pub(crate) fn older(&self, binary: PathBuf, rev: &str) -> Self {
         Self {
             binary,
             name: format!("af-proxy@{rev}"),
             tune: self.tune.clone(),
+            threads: Some(0),
             ..Self::new(PathBuf::new(), self.dns)
         }
     }
@@ -119,6 +128,22 @@ impl AfProxy {
             dns: false,
             answering: Answering::Mock,
             tune: self.tune.clone(),
+            threads: None,
+            scaled: false,
+        }
+    }
+
+    /// The same sidecar with `threads` data threads: `af-proxy (N threads)`, measured in the
+    /// scenarios where threads are compared.
+    pub(crate) fn threaded(&self, threads: u32) -> Self {
+        Self {
+            binary: self.binary.clone(),
+            name: super::threaded_name("af-proxy", threads),
+            dns: false,
+            answering: Answering::Forward,
+            tune: self.tune.clone(),
+            threads: Some(threads),
+            scaled: true,
         }
     }
 
@@ -150,6 +175,9 @@ impl System for AfProxy {
     }
 
     fn support(&self, scenario: Scenario) -> Support {
+        if self.scaled && !super::SCALED.contains(&scenario) {
+            return Support::No;
+        }
         match (self.answering, scenario) {
             (Answering::Mock, Scenario::InterceptedHttps) => Support::Yes,
             (Answering::Mock, _) => Support::No,
@@ -231,6 +259,7 @@ impl System for AfProxy {
         };
         config.journal.dir = journal;
         config.limits.max_connections = 20000;
+        config.limits.data_threads = self.threads.unwrap_or(env.threads) as usize;
         config.tls = Some(TlsConfig {
             extra_upstream_roots_pem: Some(upstream_cert),
             ..TlsConfig::new(ca.cert_pem.clone(), ca.key_pem.clone())
@@ -318,6 +347,7 @@ mod tests {
             upstream_https: ([127, 0, 0, 1], 8443).into(),
             upstream_bulk: ([127, 0, 0, 1], 8081).into(),
             upstream_cert: PathBuf::from("/nonexistent/upstream-cert.pem"),
+            threads: 1,
         }
     }
 

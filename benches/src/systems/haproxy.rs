@@ -1,6 +1,6 @@
 //! HAProxy (Debian's `haproxy`): the anchor of the harness. It does less than af-proxy (no
 //! decision, no journal), so it is what the same forwarding costs on this machine. One
-//! process, `AF_BENCH_HAPROXY_THREADS` threads (default 1), three front ends on their own
+//! process, the harness's threads (`--threads`), three front ends on their own
 //! ports: HTTP mode in front of the upstream's plain HTTP (the plain-HTTP scenarios), TCP mode
 //! in front of the bulk source (the tunnel's relay reference), and TLS terminated with a fixed
 //! certificate and re-encrypted to the upstream's HTTPS, its certificate verified (the
@@ -13,15 +13,29 @@ use crate::error::{BenchError, Result};
 use crate::scenarios::Scenario;
 
 /// HAProxy as a reverse proxy and relay.
-pub(super) struct Haproxy;
+pub(super) struct Haproxy {
+    /// The name in the table.
+    name: String,
+    /// Its `nbthread`, when not the harness's threads.
+    threads: Option<u32>,
+}
 
-/// The threads HAProxy runs (`nbthread`): `AF_BENCH_HAPROXY_THREADS`, else 1.
-fn threads() -> u32 {
-    std::env::var("AF_BENCH_HAPROXY_THREADS")
-        .ok()
-        .and_then(|t| t.parse().ok())
-        .filter(|t| *t > 0)
-        .unwrap_or(1)
+impl Haproxy {
+    /// The anchor, with the harness's threads.
+    pub(super) fn anchor() -> Self {
+        Self {
+            name: "haproxy".to_owned(),
+            threads: None,
+        }
+    }
+
+    /// HAProxy with `threads` threads, in the scaled scenarios only.
+    pub(super) fn threaded(threads: u32) -> Self {
+        Self {
+            name: super::threaded_name("haproxy", threads),
+            threads: Some(threads),
+        }
+    }
 }
 
 /// HAProxy's configuration for these ports, the upstream in `env`, and the certificate and
@@ -72,10 +86,13 @@ pub(crate) fn config(env: &Env, fronts: &Fronts, pem: &std::path::Path, threads:
 
 impl System for Haproxy {
     fn name(&self) -> &str {
-        "haproxy"
+        &self.name
     }
 
     fn support(&self, scenario: Scenario) -> Support {
+        if self.threads.is_some() && !super::SCALED.contains(&scenario) {
+            return Support::No;
+        }
         match scenario {
             Scenario::HttpKeepAlive
             | Scenario::HttpNewConn
@@ -110,14 +127,19 @@ impl System for Haproxy {
             "front.pem",
             &format!("{}{}", cert.cert.pem(), cert.signing_key.serialize_pem()),
         )?;
-        let conf = config(env, &fronts, &pem, threads());
+        let conf = config(
+            env,
+            &fronts,
+            &pem,
+            self.threads.unwrap_or(env.threads).max(1),
+        );
         let path = super::write_config(dir.path(), "haproxy.cfg", &conf)?;
         let mut cmd = Command::new("haproxy");
         // -db: in the foreground, no daemon; -f: this configuration only.
         cmd.arg("-db").arg("-f").arg(&path);
         let port = fronts.http.port();
         let mut running = super::launch(
-            "haproxy",
+            &self.name,
             cmd,
             dir,
             port,
@@ -142,6 +164,7 @@ mod tests {
             upstream_https: "127.0.0.1:8002".parse().expect("addr"),
             upstream_bulk: "127.0.0.1:8003".parse().expect("addr"),
             upstream_cert: "/tmp/upstream.crt".into(),
+            threads: 1,
         };
         let fronts = Fronts {
             http: "127.0.0.1:9001".parse().expect("addr"),
@@ -160,5 +183,17 @@ mod tests {
         ] {
             assert!(conf.contains(line), "{line:?} in\n{conf}");
         }
+    }
+
+    #[test]
+    fn a_threaded_twin_is_named_for_its_threads_and_measured_only_where_threads_are_compared() {
+        let twin = Haproxy::threaded(2);
+        assert_eq!(twin.name(), "haproxy (2 threads)");
+        assert_eq!(twin.support(Scenario::HttpKeepAlive), Support::Yes);
+        assert_eq!(twin.support(Scenario::ConnectBulk), Support::No);
+        assert_eq!(
+            Haproxy::anchor().support(Scenario::ConnectBulk),
+            Support::Yes
+        );
     }
 }

@@ -56,13 +56,17 @@ pub(crate) struct Env {
     pub upstream_bulk: SocketAddr,
     /// The upstream's HTTPS certificate (PEM), for a system that verifies it.
     pub upstream_cert: PathBuf,
+    /// The data-plane threads each system is given: HAProxy's `nbthread`, unbound's
+    /// `num-threads`, af-proxy's `limits.data_threads` (0: as deployed, one per core).
+    pub threads: u32,
 }
 
 impl Env {
-    /// What systems are started with against the harness's own `upstream`: every DNS
-    /// answer is 127.0.0.2.
-    pub(crate) fn for_upstream(upstream: &crate::upstream::Upstream) -> Env {
+    /// What systems are started with against the harness's own `upstream`, each given
+    /// `threads`: every DNS answer is 127.0.0.2.
+    pub(crate) fn for_upstream(upstream: &crate::upstream::Upstream, threads: u32) -> Env {
         Env {
+            threads,
             dns_answer: std::net::Ipv4Addr::new(127, 0, 0, 2),
             upstream_http: upstream.http,
             upstream_https: upstream.https,
@@ -85,9 +89,11 @@ pub(crate) trait System {
 }
 
 /// Every system the harness knows, `direct` and af-proxy (then its mock twin, then `twins`:
-/// the counting build, an older revision) first, HAProxy (the anchor) among the peers.
-pub(crate) fn all(af_proxy: AfProxy, twins: Vec<AfProxy>) -> Vec<Box<dyn System>> {
+/// the counting build, an older revision) first, HAProxy (the anchor) among the peers; then
+/// af-proxy and HAProxy again with each of `scaled` threads, in the [`SCALED`] scenarios.
+pub(crate) fn all(af_proxy: AfProxy, twins: Vec<AfProxy>, scaled: &[u32]) -> Vec<Box<dyn System>> {
     let mock = af_proxy.mocking();
+    let threaded: Vec<AfProxy> = scaled.iter().map(|&n| af_proxy.threaded(n)).collect();
     let mut systems: Vec<Box<dyn System>> =
         vec![Box::new(direct::Direct), Box::new(af_proxy), Box::new(mock)];
     systems.extend(twins.into_iter().map(|t| Box::new(t) as Box<dyn System>));
@@ -96,12 +102,24 @@ pub(crate) fn all(af_proxy: AfProxy, twins: Vec<AfProxy>) -> Vec<Box<dyn System>
         Box::new(tinyproxy::Tinyproxy),
         Box::new(privoxy::Privoxy),
         Box::new(mitmproxy::Mitmproxy),
-        Box::new(haproxy::Haproxy),
+        Box::new(haproxy::Haproxy::anchor()),
         Box::new(afdns::AfDns),
         Box::new(dnsmasq::Dnsmasq),
         Box::new(unbound::Unbound),
     ]);
+    for (af_proxy, &n) in threaded.into_iter().zip(scaled) {
+        systems.push(Box::new(af_proxy));
+        systems.push(Box::new(haproxy::Haproxy::threaded(n)));
+    }
     systems
+}
+
+/// The scenarios af-proxy and HAProxy are also measured in with more threads.
+pub(crate) const SCALED: [Scenario; 2] = [Scenario::HttpKeepAlive, Scenario::HttpNewConn];
+
+/// The name of `system` measured with `threads` threads beside its usual self.
+pub(crate) fn threaded_name(system: &str, threads: u32) -> String {
+    format!("{system} ({threads} threads)")
 }
 
 /// How a running system is reached.

@@ -27,12 +27,13 @@ impl System for Unbound {
         let dir = super::config_dir()?;
         let port = super::free_port()?;
         let d = dir.path().display();
-        // Two threads with SO_REUSEPORT: one per core, as af-proxy's runtime.
+        // The harness's threads, each its own socket (SO_REUSEPORT).
+        let threads = env.threads.max(1);
         let conf = format!(
             "server:\n\
              \x20 interface: 127.0.0.1\n\
              \x20 port: {port}\n\
-             \x20 num-threads: 2\n\
+             \x20 num-threads: {threads}\n\
              \x20 so-reuseport: yes\n\
              \x20 do-ip6: no\n\
              \x20 do-daemonize: no\n\
