@@ -13,7 +13,7 @@ use bollard::query_parameters::{
 };
 use futures_util::StreamExt;
 
-use super::labels::{Names, Owner, owner};
+use super::labels::{Names, Owner, made_by_kubelet, owner};
 use crate::runtime::RuntimeError;
 use crate::runtime::docker_client::is_not_found;
 use crate::runtime::exec::{self, ExecIo, Output, TermSize};
@@ -148,11 +148,12 @@ pub struct Listed {
     pub service: String,
 }
 
-/// Every container (running or not) carrying the environment's labels.
+/// Every container (running or not) carrying the environment's labels, but for a kubelet's.
 pub async fn owned(docker: &Docker, names: &Names) -> Result<Vec<Listed>, RuntimeError> {
     Ok(list(docker, &names.filter())
         .await?
         .into_iter()
+        .filter(|c| !made_by_kubelet(c.labels.as_ref()))
         .filter_map(|c| {
             let name = name_of(&c)?;
             let label = |k: &str| {

@@ -1,5 +1,6 @@
 //! Object names and labels of the local runtime, and the ownership rule: an object with one of
-//! our names but without our label is somebody else's.
+//! our names but without our label is somebody else's, and so is a container a kubelet made
+//! for a pod of the cluster runtime's on this same daemon (it carries the pod's labels).
 
 use std::collections::HashMap;
 
@@ -120,6 +121,16 @@ impl Names {
     }
 }
 
+/// A label a kubelet on this Docker daemon (dockershim, cri-dockerd) puts on every container
+/// it makes for a pod. A pod's sandbox carries the pod's labels, ours among them when the pod
+/// is the cluster runtime's, but it is the cluster's to list and remove, never this runtime's.
+const KUBELET_POD: &str = "io.kubernetes.pod.namespace";
+
+/// Whether a container with `labels` was made by a kubelet for a pod.
+pub fn made_by_kubelet(labels: Option<&HashMap<String, String>>) -> bool {
+    labels.is_some_and(|l| l.contains_key(KUBELET_POD))
+}
+
 /// Who an existing object belongs to, by its labels.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Owner {
@@ -136,7 +147,7 @@ pub fn owner(labels: Option<&HashMap<String, String>>, env: &EnvId) -> Owner {
     let Some(labels) = labels else {
         return Owner::Foreign;
     };
-    if labels.get(MANAGED).map(String::as_str) != Some("true") {
+    if labels.get(MANAGED).map(String::as_str) != Some("true") || made_by_kubelet(Some(labels)) {
         return Owner::Foreign;
     }
     if labels.get(ENV).map(String::as_str) == Some(env.as_str()) {
@@ -165,6 +176,13 @@ mod tests {
         assert!(!names.could_be_ours("af-shop-main-abc123-other"));
         let labels = names.labels(kind::SERVICE, "web", "d1");
         assert_eq!(owner(Some(&labels), &env), Owner::This);
+        let mut sandbox = labels.clone();
+        sandbox.insert(KUBELET_POD.to_owned(), "af-shop-main-abc123".to_owned());
+        assert_eq!(
+            owner(Some(&sandbox), &env),
+            Owner::Foreign,
+            "a pod's container on this daemon is the cluster's"
+        );
         assert_eq!(
             owner(Some(&labels), &EnvId::parse("x").expect("id")),
             Owner::Other

@@ -1,5 +1,6 @@
 //! Every environment on this Docker daemon (`af ls`): the containers and networks carrying our
-//! label, grouped by environment.
+//! label, grouped by environment; a kubelet's containers for the cluster runtime's pods on the
+//! same daemon are the cluster's, listed there.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -7,7 +8,7 @@ use bollard::Docker;
 use bollard::models::ContainerSummaryStateEnum;
 use bollard::query_parameters::{ListContainersOptionsBuilder, ListNetworksOptionsBuilder};
 
-use super::labels::kind;
+use super::labels::{self, kind};
 use crate::env_id::EnvId;
 use crate::runtime::labels::{ENV, KIND, MANAGED, PROJECT, REPOSITORY, SERVICE};
 use crate::runtime::{EnvSummary, RuntimeError};
@@ -39,6 +40,9 @@ pub(super) async fn environments(docker: &Docker) -> Result<Vec<EnvSummary>, Run
         }
     }
     for container in &containers {
+        if labels::made_by_kubelet(container.labels.as_ref()) {
+            continue;
+        }
         let Some(env) = env_of(container.labels.as_ref()) else {
             continue;
         };
