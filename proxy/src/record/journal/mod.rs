@@ -90,6 +90,7 @@ impl Journal {
             tail: tail.clone(),
             committed: committed_tx,
             metrics: metrics.clone(),
+            scratch: Vec::with_capacity(1024),
         };
         let handle = std::thread::Builder::new()
             .name("af-journal".into())
