@@ -368,16 +368,19 @@ pub async fn start(settings: Settings) -> Result<Running, Report> {
     };
 
     let addr = |l: &Option<TcpListener>| l.as_ref().and_then(|l| l.local_addr().ok());
-    let data_addr =
-        |sockets: &[std::net::TcpListener]| sockets.first().and_then(|s| s.local_addr().ok());
-    let smtp_addrs = data[3..].iter().filter_map(|(s, _)| data_addr(s)).collect();
+    // Where each data listener listens: its first socket's address (the group shares it).
+    let listening = |via: Via| {
+        data.iter()
+            .filter(move |(_, v)| *v == via)
+            .filter_map(|(sockets, _)| sockets.first()?.local_addr().ok())
+    };
     let mut running = Running {
-        proxy: data_addr(&data[0].0),
-        transparent_http: data_addr(&data[1].0),
-        transparent_tls: data_addr(&data[2].0),
+        proxy: listening(Via::Proxy).next(),
+        transparent_http: listening(Via::Transparent).next(),
+        transparent_tls: listening(Via::Tls).next(),
         admin: addr(&admin_listener).unwrap_or(config.admin.listen),
         dns: dns.as_ref().map(DnsServer::local_addr),
-        smtp: smtp_addrs,
+        smtp: listening(Via::Smtp).collect(),
         containment: containment
             .as_ref()
             .map(|(c, report, policy, fence)| ContainmentAddrs {

@@ -19,7 +19,7 @@ use super::{ClusterId, KubeOptions, KubernetesRuntime, Timeouts};
 use crate::env_id::EnvId;
 use crate::plan::{EnvPlan, Kind, ServicePlan};
 use crate::runtime::images::{Delivery, SidecarSource};
-use crate::runtime::{Progress, Quiet, Runtime, RuntimeError};
+use crate::runtime::{DownReport, Progress, Quiet, Runtime, RuntimeError};
 
 pub(super) const NS: &str = "/api/v1/namespaces/af-pr-42";
 const POLICIES: &str = "/apis/networking.k8s.io/v1/namespaces/af-pr-42/networkpolicies";
@@ -570,13 +570,7 @@ async fn a_namespace_held_by_finalizers_is_named_with_them() {
 
 #[tokio::test]
 async fn a_pod_whose_containers_stopped_but_its_kubelet_holds_is_let_go_with_grace_0() {
-    let fake = Fake::new();
-    probe_says(&fake, &[]);
-    fake.with(|s| s.kubelet = Kubelet::HoldsStopped);
-    let rt = preserving(&fake);
-    let _ = rt.up(&plan(), &Quiet).await;
-    a_pod_runs(&fake, "web-1");
-    let report = rt.down(&env(), &Quiet).await.expect("down");
+    let (fake, report) = down_with_a_pod_held(Kubelet::HoldsStopped).await;
     assert!(report.failed.is_empty(), "{:?}", report.failed);
     let [pod, namespace] = report.removed.as_slice() else {
         panic!("{:?}", report.removed);
@@ -592,13 +586,7 @@ async fn a_pod_whose_containers_stopped_but_its_kubelet_holds_is_let_go_with_gra
 
 #[tokio::test]
 async fn a_pod_still_running_past_its_deletion_is_never_forced_and_is_named() {
-    let fake = Fake::new();
-    probe_says(&fake, &[]);
-    fake.with(|s| s.kubelet = Kubelet::HoldsRunning);
-    let rt = preserving(&fake);
-    let _ = rt.up(&plan(), &Quiet).await;
-    a_pod_runs(&fake, "web-1");
-    let report = rt.down(&env(), &Quiet).await.expect("down");
+    let (fake, report) = down_with_a_pod_held(Kubelet::HoldsRunning).await;
     assert_eq!(report.removed, Vec::<String>::new());
     let [(object, why)] = report.failed.as_slice() else {
         panic!("{:?}", report.failed);
@@ -613,6 +601,18 @@ async fn a_pod_still_running_past_its_deletion_is_never_forced_and_is_named() {
         fake.with(|s| s.objects.contains_key(&format!("{NS}/pods/web-1"))),
         "a pod still running was not removed"
     );
+}
+
+/// `af down` of an environment whose service pod `web-1` the kubelet holds as `kubelet` says.
+async fn down_with_a_pod_held(kubelet: Kubelet) -> (Fake, DownReport) {
+    let fake = Fake::new();
+    probe_says(&fake, &[]);
+    fake.with(|s| s.kubelet = kubelet);
+    let rt = preserving(&fake);
+    let _ = rt.up(&plan(), &Quiet).await;
+    a_pod_runs(&fake, "web-1");
+    let report = rt.down(&env(), &Quiet).await.expect("down");
+    (fake, report)
 }
 
 /// A service's pod running in the environment's namespace on `node-1`.
